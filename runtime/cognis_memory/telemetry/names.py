@@ -1,0 +1,68 @@
+"""Names of the CloudWatch metrics and log fields the runtime emits.
+
+This module is the single source of truth shared by the runtime (which emits the
+metrics through CloudWatch Embedded Metric Format) and the Pulumi program in
+``infra/`` (whose alarms and dashboard read them). It must stay import-light: no
+third-party imports, so the infra program can import it without the runtime's
+heavy dependencies.
+"""
+
+from __future__ import annotations
+
+#: Default CloudWatch namespace (``COGNIS_METRICS_NAMESPACE`` overrides it).
+DEFAULT_NAMESPACE = "CognisMemory"
+#: Default service name; emitted as the ``service`` dimension on every metric.
+DEFAULT_SERVICE = "cognis-memory"
+
+# Metric names -----------------------------------------------------------------
+#: End-to-end latency of one search request, milliseconds. Dimensions: service.
+RETRIEVAL_LATENCY = "RetrievalLatency"
+#: End-to-end latency of one ingest request (all synchronous stages), milliseconds.
+INGEST_LATENCY = "IngestLatency"
+#: Latency of one pipeline stage, milliseconds. Dimensions: service, Pipeline, Stage.
+STAGE_LATENCY = "StageLatency"
+#: Count of requests that failed with a server-side error. Dimensions: service, Operation.
+ERRORS = "Errors"
+#: Count of answers served degraded (a dependency was skipped). Dimensions: service, Operation.
+DEGRADED_ANSWERS = "DegradedAnswers"
+#: Count of requests. Dimensions: service, Operation.
+REQUESTS = "Requests"
+#: Count of ingest jobs that exhausted their attempts and went to dead-letter state.
+JOBS_DEAD_LETTERED = "JobsDeadLettered"
+
+# Dimension names ----------------------------------------------------------------
+DIM_SERVICE = "service"
+DIM_PIPELINE = "Pipeline"
+DIM_STAGE = "Stage"
+DIM_OPERATION = "Operation"
+
+# Dimension values ---------------------------------------------------------------
+PIPELINE_RETRIEVAL = "retrieval"
+PIPELINE_INGEST = "ingest"
+OPERATION_SEARCH = "search"
+OPERATION_INGEST = "ingest"
+
+#: Retrieval stages, in pipeline order; each is timed and logged as ``<stage>_ms``.
+RETRIEVAL_STAGES: tuple[str, ...] = (
+    "query_analysis",
+    "embed_query",
+    "vector_short",
+    "vector_full",
+    "bm25",
+    "rrf_fusion",
+    "temporal_boost",
+    "dedup",
+    "cross_encoder",
+    "version_chain",
+)
+#: Ingest stages, in pipeline order.
+INGEST_STAGES: tuple[str, ...] = (
+    "raw_store",
+    "resolution",
+    "extraction",
+    "embedding",
+)
+
+#: Structured log event names (the ``event`` field of the JSON line).
+EVENT_RETRIEVAL = "memory_retrieval"
+EVENT_INGEST = "memory_ingest"
