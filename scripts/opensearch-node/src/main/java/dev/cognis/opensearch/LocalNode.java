@@ -36,6 +36,7 @@ import org.opensearch.transport.Netty4Plugin;
  */
 public final class LocalNode extends Node {
 
+    static final String NODE_NAME = "cognis-local-node";
     static final String KNN_PLUGIN_CLASS = "org.opensearch.knn.plugin.KNNPlugin";
 
     /** Plugins compiled into this launcher. The k-NN native engines are absent: use engine "lucene". */
@@ -104,13 +105,14 @@ public final class LocalNode extends Node {
             .put("path.data", homePath.resolve("data").toString())
             .put("path.logs", homePath.resolve("logs").toString())
             .put("cluster.name", clusterName)
-            .put("node.name", "cognis-local-node")
+            .put("node.name", NODE_NAME)
             .put("discovery.type", "single-node")
             .put("network.host", "127.0.0.1")
             .put("http.port", httpPort)
             .put("transport.port", transportPort)
             // One node: replicas could never be assigned, and indices would stay yellow.
             .put("cluster.default_number_of_replicas", 0)
+            .put("knn.model.index.number_of_replicas", 0)
             // Tests must not flip indices to read-only because the shared disk is busy.
             .put("cluster.routing.allocation.disk.threshold_enabled", false)
             .put("action.destructive_requires_name", false)
@@ -118,13 +120,33 @@ public final class LocalNode extends Node {
             .build();
     }
 
+    /** Log INFO and above to stdout (the caller redirects it to a file); never overwrites a user's file. */
+    static void writeLoggingConfig(Path configDir) throws Exception {
+        Path file = configDir.resolve("log4j2.properties");
+        if (Files.exists(file)) return;
+        String text = String.join(
+            "\n",
+            "status = error",
+            "appender.console.type = Console",
+            "appender.console.name = console",
+            "appender.console.layout.type = PatternLayout",
+            "appender.console.layout.pattern = [%d{ISO8601}][%-5p][%-25c{1.}] [%node_name]%marker %m%n",
+            "rootLogger.level = info",
+            "rootLogger.appenderRef.console.ref = console",
+            ""
+        );
+        Files.write(file, text.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    }
+
     public static void main(String[] args) throws Exception {
         Settings settings = buildSettings(args);
+        writeLoggingConfig(Paths.get(settings.get("path.home")).resolve("config"));
         LogConfigurator.registerErrorListener();
+        LogConfigurator.setNodeName(NODE_NAME);
         Environment environment = InternalSettingsPreparer.prepareEnvironment(
-            settings, Collections.emptyMap(), null, () -> "cognis-local-node"
+            settings, Collections.emptyMap(), null, () -> NODE_NAME
         );
-        LogConfigurator.configureWithoutConfig(environment.settings());
+        LogConfigurator.configure(environment);
 
         final CountDownLatch stopped = new CountDownLatch(1);
         final LocalNode node = new LocalNode(environment, plugins());
@@ -143,6 +165,14 @@ public final class LocalNode extends Node {
             t.printStackTrace();
             System.exit(1);
         }
+        // cluster.default_number_of_replicas is read from the cluster metadata, not from node settings:
+        // persist it so that every index created without an explicit replica count gets 0 replicas.
+        node.client()
+            .admin()
+            .cluster()
+            .prepareUpdateSettings()
+            .setPersistentSettings(Settings.builder().put("cluster.default_number_of_replicas", 0))
+            .get();
         System.out.println("cognis local OpenSearch node started: http://" + settings.get("network.host") + ":"
             + settings.get("http.port"));
         System.out.flush();

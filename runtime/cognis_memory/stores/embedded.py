@@ -1,0 +1,672 @@
+"""The embedded default store: one SQLite file, no server.
+
+* WAL mode; one writer connection and one reader connection, each behind its own lock,
+  used from worker threads (``asyncio.to_thread``), so the store is safe for one process
+  with many threads and survives restarts.
+* BM25 through an FTS5 table that holds *current* memories only. Each row also carries an
+  opaque owner token (a hash of tenant and user) in an indexed column, and every keyword
+  query requires that token, so the tenant/user filter is applied inside the FTS query.
+  User text reaches FTS5 only as double-quoted terms, so no FTS5 syntax can be injected.
+* Vectors are float32 blobs in the memories table, searched exactly with numpy through a
+  per-user in-memory index (:mod:`.numpy_index`) that is loaded by a query selecting the
+  owner's current rows and kept in step with every write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
+from ..errors import ConflictError, NotFoundError
+from .base import ApiKeyRecord, ScoredMemory, SearchFilter, VectorSearchResult
+from .numpy_index import IndexedRow, VectorIndexCache
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS messages (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT,
+    agent_id TEXT,
+    speaker TEXT,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    ts REAL NOT NULL,
+    client_message_id TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_client_id
+    ON messages (tenant_id, user_id, client_message_id) WHERE client_message_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_owner ON messages (tenant_id, user_id);
+CREATE TABLE IF NOT EXISTS memories (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    agent_id TEXT,
+    session_id TEXT,
+    scope TEXT NOT NULL,
+    category TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    content TEXT NOT NULL,
+    speaker TEXT,
+    event_time REAL,
+    message_time REAL,
+    created_at REAL NOT NULL,
+    version INTEGER NOT NULL,
+    is_current INTEGER NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    replaces_id TEXT,
+    source_message_ids TEXT NOT NULL DEFAULT '[]',
+    metadata TEXT NOT NULL DEFAULT '{}',
+    embedding BLOB,
+    embedding_short BLOB
+);
+CREATE INDEX IF NOT EXISTS memories_owner_current ON memories (tenant_id, user_id) WHERE is_current = 1;
+CREATE INDEX IF NOT EXISTS memories_owner ON memories (tenant_id, user_id, id);
+CREATE INDEX IF NOT EXISTS memories_replaces ON memories (replaces_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+    owner, content, memory_id UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    message_ids TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    last_error TEXT,
+    next_attempt_at REAL NOT NULL,
+    lease_until REAL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    result TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS jobs_due ON jobs (status, next_attempt_at);
+CREATE INDEX IF NOT EXISTS jobs_owner ON jobs (tenant_id, user_id);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_hash TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    read_only INTEGER NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL
+);
+"""
+
+_MEMORY_COLUMNS = (
+    "id, tenant_id, user_id, agent_id, session_id, scope, category, kind, content, speaker, event_time, "
+    "message_time, created_at, version, is_current, deleted, replaces_id, source_message_ids, metadata, "
+    "embedding, embedding_short"
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+#: Words too common to help BM25 that would make an OR query match most of a user's rows.
+STOP_WORDS = frozenset(
+    "a an and are as at be been but by did do does for from had has have he her his how i if in into is it its "
+    "me my of on or our she so than that the their them then there these they this to was we were what when "
+    "where which who whom why will with would you your".split()
+)
+
+
+def owner_token(owner: Owner) -> str:
+    """An opaque single FTS token standing for (tenant, user)."""
+    digest = hashlib.sha256(f"{owner.tenant_id}\x00{owner.user_id}".encode()).hexdigest()[:32]
+    return f"own{digest}x"
+
+
+def fts_query_terms(text: str, limit: int = 32) -> list[str]:
+    """Plain words of ``text`` for a keyword query: lower-cased, stop words dropped, de-duplicated."""
+    seen: dict[str, None] = {}
+    for w in _WORD.findall(text.lower()):
+        if w not in STOP_WORDS and w not in seen:
+            seen[w] = None
+    terms = list(seen)
+    if not terms:  # a query made only of stop words still deserves an answer
+        terms = list(dict.fromkeys(_WORD.findall(text.lower())))
+    return terms[:limit]
+
+
+def _ts(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def _dt(value: float | None) -> datetime | None:
+    return datetime.fromtimestamp(value, tz=UTC) if value is not None else None
+
+
+def _vec(blob: bytes | None) -> np.ndarray | None:
+    return np.frombuffer(blob, dtype=np.float32).copy() if blob is not None else None
+
+
+def _blob(vec: np.ndarray | None) -> bytes | None:
+    return np.ascontiguousarray(vec, dtype=np.float32).tobytes() if vec is not None else None
+
+
+class EmbeddedStore:
+    """SQLite + FTS5 + numpy implementation of :class:`~cognis_memory.stores.base.MemoryStore`."""
+
+    name = "embedded"
+
+    def __init__(self, path: str | Path, *, dim: int, dim_short: int, max_cached_rows: int = 2_000_000) -> None:
+        self.path = Path(path)
+        self.dim, self.dim_short = dim, dim_short
+        self._writer: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._wlock = threading.RLock()
+        self._rlock = threading.Lock()
+        self._vectors = VectorIndexCache(dim, dim_short, max_rows=max_cached_rows)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def _open_sync(self) -> None:
+        if self.path.parent and str(self.path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = self._connect()
+        self._writer.executescript(_SCHEMA)
+        row = self._writer.execute("SELECT version FROM schema_version").fetchone()
+        if row is None:
+            self._writer.execute("INSERT INTO schema_version(version) VALUES (1)")
+        self._check_dims()
+        self._reader = self._connect()
+
+    def _check_dims(self) -> None:
+        assert self._writer is not None
+        row = self._writer.execute(
+            "SELECT length(embedding), length(embedding_short) FROM memories WHERE embedding IS NOT NULL LIMIT 1"
+        ).fetchone()
+        if row and (row[0] != self.dim * 4 or row[1] != self.dim_short * 4):
+            raise ValueError(
+                f"embedding sizes: the store at {self.path} holds {row[0] // 4}/{row[1] // 4}-d vectors but the "
+                f"service is configured for {self.dim}/{self.dim_short}; use another data_dir or re-import"
+            )
+
+    async def open(self) -> None:
+        await asyncio.to_thread(self._open_sync)
+
+    async def close(self) -> None:
+        def _close() -> None:
+            with self._wlock, self._rlock:
+                for conn in (self._writer, self._reader):
+                    if conn is not None:
+                        conn.close()
+                self._writer = self._reader = None
+                self._vectors.clear()
+
+        await asyncio.to_thread(_close)
+
+    async def health(self) -> dict[str, bool]:
+        def _ping() -> bool:
+            try:
+                with self._rlock:
+                    assert self._reader is not None
+                    self._reader.execute("SELECT 1").fetchone()
+                return True
+            except Exception:
+                return False
+
+        return {"sqlite": await asyncio.to_thread(_ping)}
+
+    # -- helpers ------------------------------------------------------------------------
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._rlock:
+            assert self._reader is not None, "store is not open"
+            return self._reader.execute(sql, params).fetchall()
+
+    def _tx(self):
+        """Context manager: an immediate write transaction on the writer connection."""
+        store = self
+
+        class _Tx:
+            def __enter__(self_inner) -> sqlite3.Connection:
+                store._wlock.acquire()
+                assert store._writer is not None, "store is not open"
+                store._writer.execute("BEGIN IMMEDIATE")
+                return store._writer
+
+            def __exit__(self_inner, exc_type, exc, tb) -> None:
+                try:
+                    assert store._writer is not None
+                    store._writer.execute("ROLLBACK" if exc_type else "COMMIT")
+                finally:
+                    store._wlock.release()
+
+        return _Tx()
+
+    @staticmethod
+    def _row_to_memory(r: sqlite3.Row) -> Memory:
+        return Memory(
+            id=r["id"],
+            tenant_id=r["tenant_id"],
+            user_id=r["user_id"],
+            agent_id=r["agent_id"],
+            session_id=r["session_id"],
+            scope=Scope(r["scope"]),
+            category=Category(r["category"]),
+            kind=MemoryKind(r["kind"]),
+            content=r["content"],
+            speaker=r["speaker"],
+            event_time=_dt(r["event_time"]),
+            message_time=_dt(r["message_time"]),
+            created_at=_dt(r["created_at"]) or datetime.now(UTC),
+            version=r["version"],
+            is_current=bool(r["is_current"]),
+            deleted=bool(r["deleted"]),
+            replaces_id=r["replaces_id"],
+            source_message_ids=json.loads(r["source_message_ids"]),
+            metadata=json.loads(r["metadata"]),
+            embedding=_vec(r["embedding"]),
+            embedding_short=_vec(r["embedding_short"]),
+        )
+
+    @staticmethod
+    def _row_to_message(r: sqlite3.Row) -> Message:
+        return Message(
+            id=r["id"],
+            tenant_id=r["tenant_id"],
+            user_id=r["user_id"],
+            session_id=r["session_id"],
+            agent_id=r["agent_id"],
+            speaker=r["speaker"],
+            role=r["role"],
+            content=r["content"],
+            timestamp=_dt(r["ts"]) or datetime.now(UTC),
+            client_message_id=r["client_message_id"],
+            metadata=json.loads(r["metadata"]),
+            created_at=_dt(r["created_at"]) or datetime.now(UTC),
+        )
+
+    @staticmethod
+    def _row_to_job(r: sqlite3.Row) -> Job:
+        return Job(
+            id=r["id"],
+            tenant_id=r["tenant_id"],
+            user_id=r["user_id"],
+            message_ids=json.loads(r["message_ids"]),
+            status=JobStatus(r["status"]),
+            attempts=r["attempts"],
+            max_attempts=r["max_attempts"],
+            last_error=r["last_error"],
+            next_attempt_at=_dt(r["next_attempt_at"]) or datetime.now(UTC),
+            created_at=_dt(r["created_at"]) or datetime.now(UTC),
+            updated_at=_dt(r["updated_at"]) or datetime.now(UTC),
+            result=json.loads(r["result"]),
+        )
+
+    def _insert_memory(self, conn: sqlite3.Connection, m: Memory) -> None:
+        if m.embedding is None or m.embedding_short is None:
+            raise ValueError("embedding: memories must be embedded before they are stored")
+        conn.execute(
+            f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({', '.join('?' * 21)})",
+            (
+                m.id, m.tenant_id, m.user_id, m.agent_id, m.session_id, m.scope.value, m.category.value,
+                m.kind.value, m.content, m.speaker, _ts(m.event_time), _ts(m.message_time), _ts(m.created_at),
+                m.version, int(m.is_current), int(m.deleted), m.replaces_id, json.dumps(m.source_message_ids),
+                json.dumps(m.metadata, default=str), _blob(m.embedding), _blob(m.embedding_short),
+            ),
+        )  # fmt: skip
+        if m.is_current:
+            conn.execute(
+                "INSERT INTO memories_fts (owner, content, memory_id) VALUES (?, ?, ?)",
+                (owner_token(Owner(m.tenant_id, m.user_id)), m.content, m.id),
+            )
+
+    def _index_add(self, memories: Iterable[Memory]) -> None:
+        with self._vectors.lock:
+            for m in memories:
+                if not m.is_current:
+                    continue
+                idx = self._vectors.peek(Owner(m.tenant_id, m.user_id))
+                if idx is not None:  # not loaded yet: the loader will read it from SQLite
+                    idx.add([IndexedRow.from_memory(m)])
+
+    def _index_remove(self, owner: Owner, memory_id: str) -> None:
+        with self._vectors.lock:
+            idx = self._vectors.peek(owner)
+            if idx is not None:
+                idx.remove(memory_id)
+
+    # -- messages -----------------------------------------------------------------------
+    def _save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
+        out: list[tuple[Message, bool]] = []
+        with self._tx() as conn:
+            for msg in messages:
+                if msg.client_message_id is not None:
+                    row = conn.execute(
+                        "SELECT * FROM messages WHERE tenant_id = ? AND user_id = ? AND client_message_id = ?",
+                        (msg.tenant_id, msg.user_id, msg.client_message_id),
+                    ).fetchone()
+                    if row is not None:
+                        out.append((self._row_to_message(row), False))
+                        continue
+                conn.execute(
+                    "INSERT INTO messages (id, tenant_id, user_id, session_id, agent_id, speaker, role, content, ts,"
+                    " client_message_id, metadata, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        msg.id, msg.tenant_id, msg.user_id, msg.session_id, msg.agent_id, msg.speaker, msg.role,
+                        msg.content, msg.timestamp.timestamp(), msg.client_message_id,
+                        json.dumps(msg.metadata, default=str), msg.created_at.timestamp(),
+                    ),
+                )  # fmt: skip
+                out.append((msg, True))
+        return out
+
+    async def save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
+        return await asyncio.to_thread(self._save_messages, messages)
+
+    async def get_messages(self, owner: Owner, ids: Sequence[str]) -> list[Message]:
+        if not ids:
+            return []
+        q = ",".join("?" * len(ids))
+        rows = await asyncio.to_thread(
+            self._read,
+            f"SELECT * FROM messages WHERE tenant_id = ? AND user_id = ? AND id IN ({q}) ORDER BY ts, id",
+            (owner.tenant_id, owner.user_id, *ids),
+        )
+        return [self._row_to_message(r) for r in rows]
+
+    # -- memories -----------------------------------------------------------------------
+    def _insert_memories(self, memories: Sequence[Memory]) -> None:
+        with self._tx() as conn:
+            for m in memories:
+                self._insert_memory(conn, m)
+        self._index_add(memories)
+
+    async def insert_memories(self, memories: Sequence[Memory]) -> None:
+        if memories:
+            await asyncio.to_thread(self._insert_memories, list(memories))
+
+    def _write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
+        if (new.tenant_id, new.user_id) != (owner.tenant_id, owner.user_id):
+            raise ValueError("new version must belong to the same owner")
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT is_current FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
+                (previous_id, owner.tenant_id, owner.user_id),
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"memory {previous_id} not found")
+            if not row["is_current"]:
+                raise ConflictError(f"memory {previous_id} is not the current version")
+            conn.execute(
+                "UPDATE memories SET is_current = 0 WHERE id = ? AND tenant_id = ? AND user_id = ?",
+                (previous_id, owner.tenant_id, owner.user_id),
+            )
+            conn.execute("DELETE FROM memories_fts WHERE memory_id = ?", (previous_id,))
+            self._insert_memory(conn, new)
+        with self._vectors.lock:
+            self._index_remove(owner, previous_id)
+            self._index_add([new])
+        return new
+
+    async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
+        return await asyncio.to_thread(self._write_version, owner, previous_id, new)
+
+    async def get_memory(self, owner: Owner, memory_id: str) -> Memory | None:
+        rows = await asyncio.to_thread(
+            self._read,
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
+            (memory_id, owner.tenant_id, owner.user_id),
+        )
+        return self._row_to_memory(rows[0]) if rows else None
+
+    def _get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
+        # Walk back through replaces_id, then forward through rows that replace the head.
+        sql = f"""
+        WITH RECURSIVE back(id, replaces_id) AS (
+            SELECT id, replaces_id FROM memories WHERE id = ?1 AND tenant_id = ?2 AND user_id = ?3
+            UNION
+            SELECT m.id, m.replaces_id FROM memories m JOIN back b ON m.id = b.replaces_id
+            WHERE m.tenant_id = ?2 AND m.user_id = ?3
+        ),
+        fwd(id) AS (
+            SELECT id FROM memories WHERE id = ?1 AND tenant_id = ?2 AND user_id = ?3
+            UNION
+            SELECT m.id FROM memories m JOIN fwd f ON m.replaces_id = f.id
+            WHERE m.tenant_id = ?2 AND m.user_id = ?3
+        )
+        SELECT {_MEMORY_COLUMNS} FROM memories
+        WHERE tenant_id = ?2 AND user_id = ?3 AND id IN (SELECT id FROM back UNION SELECT id FROM fwd)
+        ORDER BY version, created_at
+        """
+        return [self._row_to_memory(r) for r in self._read(sql, (memory_id, owner.tenant_id, owner.user_id))]
+
+    async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
+        return await asyncio.to_thread(self._get_chain, owner, memory_id)
+
+    def _fetch(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
+        if not ids:
+            return []
+        q = ",".join("?" * len(ids))
+        rows = self._read(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
+            (owner.tenant_id, owner.user_id, *ids),
+        )
+        by_id = {r["id"]: self._row_to_memory(r) for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
+        return await asyncio.to_thread(self._fetch, owner, list(ids))
+
+    def _load_index_rows(self, owner: Owner) -> Iterable[IndexedRow]:
+        rows = self._read(
+            "SELECT id, scope, category, kind, session_id, agent_id, event_time, message_time, embedding,"
+            " embedding_short FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1",
+            (owner.tenant_id, owner.user_id),
+        )
+        for r in rows:
+            t = r["event_time"] if r["event_time"] is not None else r["message_time"]
+            yield IndexedRow(
+                id=r["id"],
+                embedding=np.frombuffer(r["embedding"], dtype=np.float32),
+                embedding_short=np.frombuffer(r["embedding_short"], dtype=np.float32),
+                scope=Scope(r["scope"]),
+                category=Category(r["category"]),
+                kind=MemoryKind(r["kind"]),
+                session_id=r["session_id"],
+                agent_id=r["agent_id"],
+                time=t if t is not None else math.nan,
+            )
+
+    def _vector_search(
+        self, flt: SearchFilter, query: np.ndarray, query_short: np.ndarray | None, limit: int, shortlist: int
+    ) -> VectorSearchResult:
+        owner = flt.owner
+        idx = self._vectors.get(owner, lambda: self._load_index_rows(owner))
+        with self._vectors.lock:
+            pairs, n_short, timings = idx.search(flt, query, query_short, limit, shortlist)
+        memories = {m.id: m for m in self._fetch(owner, [p[0] for p in pairs])}
+        hits = [ScoredMemory(memories[i], s) for i, s in pairs if i in memories and memories[i].is_current]
+        return VectorSearchResult(hits=hits, candidates_short=n_short, timings_ms=timings)
+
+    async def vector_search(
+        self,
+        flt: SearchFilter,
+        query: np.ndarray,
+        query_short: np.ndarray | None,
+        *,
+        limit: int,
+        shortlist: int,
+    ) -> VectorSearchResult:
+        return await asyncio.to_thread(self._vector_search, flt, query, query_short, limit, shortlist)
+
+    @staticmethod
+    def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if flt.scopes is not None:
+            clauses.append(f"m.scope IN ({','.join('?' * len(flt.scopes))})")
+            params += [s.value for s in flt.scopes]
+        if flt.categories is not None:
+            clauses.append(f"m.category IN ({','.join('?' * len(flt.categories))})")
+            params += [c.value for c in flt.categories]
+        if flt.kinds is not None:
+            clauses.append(f"m.kind IN ({','.join('?' * len(flt.kinds))})")
+            params += [k.value for k in flt.kinds]
+        if flt.session_id is not None:
+            clauses.append("(m.scope != 'CONTEXT' OR m.session_id = ?)")
+            params.append(flt.session_id)
+        if flt.agent_id is not None:
+            clauses.append("m.agent_id = ?")
+            params.append(flt.agent_id)
+        if flt.time_from is not None:
+            clauses.append("COALESCE(m.event_time, m.message_time) >= ?")
+            params.append(flt.time_from.timestamp())
+        if flt.time_to is not None:
+            clauses.append("COALESCE(m.event_time, m.message_time) <= ?")
+            params.append(flt.time_to.timestamp())
+        return "".join(f" AND {c}" for c in clauses), params
+
+    def _keyword_search(self, flt: SearchFilter, text: str, limit: int) -> list[ScoredMemory]:
+        terms = fts_query_terms(text)
+        if not terms:
+            return []
+        owner = flt.owner
+        match = f'owner : "{owner_token(owner)}" AND content : ({" OR ".join(_quote(t) for t in terms)})'
+        extra, params = self._filter_sql(flt)
+        sql = f"""
+        SELECT {", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))}, bm25(memories_fts, 0.0, 1.0) AS rank
+        FROM memories_fts f JOIN memories m ON m.id = f.memory_id
+        WHERE memories_fts MATCH ? AND m.tenant_id = ? AND m.user_id = ? AND m.is_current = 1{extra}
+        ORDER BY rank LIMIT ?
+        """
+        rows = self._read(sql, (match, owner.tenant_id, owner.user_id, *params, limit))
+        return [ScoredMemory(self._row_to_memory(r), -float(r["rank"])) for r in rows]
+
+    async def keyword_search(self, flt: SearchFilter, text: str, *, limit: int) -> list[ScoredMemory]:
+        return await asyncio.to_thread(self._keyword_search, flt, text, limit)
+
+    async def list_memories(
+        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
+    ) -> list[Memory]:
+        current = "" if include_history else " AND is_current = 1"
+        rows = await asyncio.to_thread(
+            self._read,
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? AND id > ?{current}"
+            " ORDER BY id LIMIT ?",
+            (owner.tenant_id, owner.user_id, after_id or "", limit),
+        )
+        return [self._row_to_memory(r) for r in rows]
+
+    def _forget_user(self, owner: Owner) -> dict[str, int]:
+        with self._tx() as conn:
+            fts = conn.execute("DELETE FROM memories_fts WHERE owner = ?", (owner_token(owner),)).rowcount
+            counts = {
+                "memories": conn.execute(
+                    "DELETE FROM memories WHERE tenant_id = ? AND user_id = ?", (owner.tenant_id, owner.user_id)
+                ).rowcount,
+                "messages": conn.execute(
+                    "DELETE FROM messages WHERE tenant_id = ? AND user_id = ?", (owner.tenant_id, owner.user_id)
+                ).rowcount,
+                "jobs": conn.execute(
+                    "DELETE FROM jobs WHERE tenant_id = ? AND user_id = ?", (owner.tenant_id, owner.user_id)
+                ).rowcount,
+                "index_documents": fts,
+            }
+        self._vectors.drop(owner)
+        return counts
+
+    async def forget_user(self, owner: Owner) -> dict[str, int]:
+        return await asyncio.to_thread(self._forget_user, owner)
+
+    # -- jobs ---------------------------------------------------------------------------
+    def _upsert_job(self, job: Job, lease_until: float | None = None) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO jobs (id, tenant_id, user_id, message_ids, status, attempts, max_attempts, last_error,"
+                " next_attempt_at, lease_until, created_at, updated_at, result) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT(id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,"
+                " last_error = excluded.last_error, next_attempt_at = excluded.next_attempt_at,"
+                " lease_until = excluded.lease_until, updated_at = excluded.updated_at, result = excluded.result",
+                (
+                    job.id, job.tenant_id, job.user_id, json.dumps(job.message_ids), job.status.value, job.attempts,
+                    job.max_attempts, job.last_error, job.next_attempt_at.timestamp(), lease_until,
+                    job.created_at.timestamp(), job.updated_at.timestamp(), json.dumps(job.result, default=str),
+                ),
+            )  # fmt: skip
+
+    async def enqueue_job(self, job: Job) -> None:
+        await asyncio.to_thread(self._upsert_job, job)
+
+    async def save_job(self, job: Job) -> None:
+        await asyncio.to_thread(self._upsert_job, job)
+
+    def _claim_job(self, now: datetime, lease_s: float) -> Job | None:
+        t = now.timestamp()
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT id FROM jobs WHERE (status IN ('queued', 'failed') AND next_attempt_at <= ?)"
+                " OR (status = 'running' AND lease_until <= ?) ORDER BY next_attempt_at LIMIT 1",
+                (t, t),
+            ).fetchone()
+            if row is None:
+                return None
+            claimed = conn.execute(
+                "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_until = ?, updated_at = ?"
+                " WHERE id = ? RETURNING *",
+                (t + lease_s, t, row["id"]),
+            ).fetchone()
+            return self._row_to_job(claimed)
+
+    async def claim_job(self, now: datetime, lease_s: float) -> Job | None:
+        return await asyncio.to_thread(self._claim_job, now, lease_s)
+
+    async def get_job(self, owner: Owner, job_id: str) -> Job | None:
+        rows = await asyncio.to_thread(
+            self._read,
+            "SELECT * FROM jobs WHERE id = ? AND tenant_id = ? AND user_id = ?",
+            (job_id, owner.tenant_id, owner.user_id),
+        )
+        return self._row_to_job(rows[0]) if rows else None
+
+    # -- API keys -----------------------------------------------------------------------
+    def _put_api_key(self, record: ApiKeyRecord) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO api_keys (key_hash, tenant_id, read_only, name, created_at) VALUES (?,?,?,?,?)"
+                " ON CONFLICT(key_hash) DO UPDATE SET tenant_id = excluded.tenant_id,"
+                " read_only = excluded.read_only, name = excluded.name",
+                (record.key_hash, record.tenant_id, int(record.read_only), record.name, datetime.now(UTC).timestamp()),
+            )
+
+    async def put_api_key(self, record: ApiKeyRecord) -> None:
+        await asyncio.to_thread(self._put_api_key, record)
+
+    async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        rows = await asyncio.to_thread(self._read, "SELECT * FROM api_keys WHERE key_hash = ?", (key_hash,))
+        if not rows:
+            return None
+        r = rows[0]
+        return ApiKeyRecord(key_hash=r["key_hash"], tenant_id=r["tenant_id"], read_only=bool(r["read_only"]), name=r["name"])
+
+    def _delete_api_key(self, key_hash: str) -> bool:
+        with self._tx() as conn:
+            return conn.execute("DELETE FROM api_keys WHERE key_hash = ?", (key_hash,)).rowcount > 0
+
+    async def delete_api_key(self, key_hash: str) -> bool:
+        return await asyncio.to_thread(self._delete_api_key, key_hash)
+
+
+def _quote(term: str) -> str:
+    """An FTS5 string literal: the term in double quotes, inner quotes doubled."""
+    return '"' + term.replace('"', '""') + '"'
