@@ -1,0 +1,1 @@
+"""The ingest pipeline: raw store, speaker/time resolution, context-aware extraction, embedding."""

@@ -1,0 +1,71 @@
+"""Stage 4: full and prefix (Matryoshka) embeddings.
+
+``e_full`` is the model's vector (optionally truncated to ``dim_full`` and re-normalised);
+``e_short = e_full[:dim_short] / ||e_full[:dim_short]||``. Models not trained
+Matryoshka-style lose quality in the prefix; an optional orthogonal ``rotation`` (for
+example one that orders dimensions by variance, fitted offline with
+:func:`fit_variance_rotation`) can be applied before truncation so that the prefix keeps
+more of the signal. Rotations preserve cosine similarity of the full vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..providers.base import Embedder
+
+
+def normalise_rows(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero)."""
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (x / norms).astype(np.float32, copy=False)
+
+
+def fit_variance_rotation(sample: np.ndarray) -> np.ndarray:
+    """An orthogonal matrix whose first axes carry the most variance of ``sample`` (PCA basis)."""
+    centred = sample - sample.mean(axis=0, keepdims=True)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    return vt.T.astype(np.float32)  # columns = principal directions, by decreasing variance
+
+
+class MatryoshkaEncoder:
+    """Wraps an :class:`Embedder` to produce (full, short) unit vectors."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        dim_short: int,
+        dim_full: int | None = None,
+        rotation: np.ndarray | str | Path | None = None,
+    ) -> None:
+        self.embedder = embedder
+        self.dim = dim_full or embedder.dim
+        if self.dim > embedder.dim:
+            raise ValueError(f"embedding_dim_full: {self.dim} exceeds the model's {embedder.dim} dimensions")
+        if not 0 < dim_short <= self.dim:
+            raise ValueError(f"embedding_dim_short: must be between 1 and {self.dim}, got {dim_short}")
+        self.dim_short = dim_short
+        if isinstance(rotation, (str, Path)):
+            rotation = np.load(rotation)
+        if rotation is not None and rotation.shape != (embedder.dim, embedder.dim):
+            raise ValueError(f"rotation: expected a {embedder.dim}x{embedder.dim} matrix, got {rotation.shape}")
+        self.rotation = None if rotation is None else rotation.astype(np.float32)
+
+    @property
+    def name(self) -> str:
+        return self.embedder.name
+
+    def split(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(full, short) unit vectors from raw model vectors (rows)."""
+        v = vectors if self.rotation is None else vectors @ self.rotation
+        full = normalise_rows(v[:, : self.dim])
+        short = normalise_rows(full[:, : self.dim_short])
+        return full, short
+
+    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        return self.split(self.embedder.embed(texts))

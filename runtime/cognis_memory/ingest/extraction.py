@@ -1,0 +1,234 @@
+"""Stage 3: context-aware extraction.
+
+Two LLM calls per batch of resolved messages of one user:
+
+1. **extract**: candidate facts (content, category, scope, optional ISO event date).
+2. **decide**: for each candidate, the 10 most similar *current* memories of that user are
+   retrieved and shown to the LLM under short aliases (``m1``, ``m2``, ...); the LLM answers
+   ADD, UPDATE (alias), DELETE (alias) or NONE. Aliases are mapped back to real ids through
+   a table built here, so an id the LLM invents (or one of another user) cannot name any
+   memory: such a decision is dropped and counted.
+
+The result is a list of :class:`Operation`, applied by the pipeline (each UPDATE/DELETE is
+one atomic version write in the store).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from ..domain import Category, Memory, Owner, Scope, as_utc
+from ..providers.base import LLM, LLMOutputError
+from ..stores.base import MemoryStore, SearchFilter
+from .embedding import MatryoshkaEncoder
+from .resolution import ResolvedMessage
+
+CONTEXT_SIZE = 10
+
+
+class Action(StrEnum):
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    NONE = "NONE"
+
+
+@dataclass(slots=True)
+class CandidateFact:
+    content: str
+    category: Category
+    scope: Scope
+    event_time: datetime | None
+    embedding: np.ndarray | None = None
+    embedding_short: np.ndarray | None = None
+
+
+@dataclass(slots=True)
+class Operation:
+    action: Action
+    fact: CandidateFact
+    target: Memory | None = None  # for UPDATE / DELETE
+
+
+@dataclass(slots=True)
+class ExtractionResult:
+    operations: list[Operation] = field(default_factory=list)
+    rejected_aliases: int = 0
+    candidates: int = 0
+
+
+EXTRACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string"},
+                    "category": {"type": "string", "enum": [c.value for c in Category]},
+                    "scope": {"type": "string", "enum": [s.value for s in Scope]},
+                    "event_date": {"type": ["string", "null"]},
+                },
+                "required": ["content", "category", "scope"],
+            },
+        }
+    },
+    "required": ["facts"],
+}
+
+DECIDE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decisions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "fact": {"type": "integer"},
+                    "action": {"type": "string", "enum": [a.value for a in Action]},
+                    "target": {"type": ["string", "null"]},
+                    "content": {"type": ["string", "null"]},
+                    "category": {"type": ["string", "null"]},
+                },
+                "required": ["fact", "action"],
+            },
+        }
+    },
+    "required": ["decisions"],
+}
+
+EXTRACT_SYSTEM = (
+    "You extract durable facts about the user from a conversation, for a long-term memory. "
+    "Write each fact as one self-contained sentence naming the person (not 'I'), with absolute dates "
+    "(dates in brackets after relative expressions are already resolved). Skip greetings and small talk. "
+    "Use scope CONTEXT only for facts that matter just within this session. Pick the best category."
+)
+DECIDE_SYSTEM = (
+    "You maintain a long-term memory. For each new fact, compare it with the existing memories listed under it "
+    "and decide: ADD (new information), UPDATE (it changes or refines an existing memory: give its alias as "
+    "target and the merged content), DELETE (it says an existing memory is no longer true: give its alias), or "
+    "NONE (already known). Only use aliases that are listed."
+)
+
+
+def _parse_date(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
+    except ValueError:
+        return None
+
+
+def _category(value: Any, default: Category) -> Category:
+    try:
+        return Category(str(value))
+    except ValueError:
+        return default
+
+
+class ContextAwareExtractor:
+    """Runs the extract and decide calls; pure apart from the LLM and a read-only store query."""
+
+    def __init__(self, llm: LLM, store: MemoryStore, encoder: MatryoshkaEncoder, context_size: int = CONTEXT_SIZE):
+        self.llm, self.store, self.encoder, self.context_size = llm, store, encoder, context_size
+
+    async def extract(self, owner: Owner, messages: list[ResolvedMessage]) -> ExtractionResult:
+        facts = await self._extract_facts(messages)
+        result = ExtractionResult(candidates=len(facts))
+        if not facts:
+            return result
+        full, short = self.encoder.encode([f.content for f in facts])
+        for f, e, s in zip(facts, full, short, strict=True):
+            f.embedding, f.embedding_short = e, s
+        # Context: the most similar current memories of this user, per candidate, under aliases.
+        alias_of: dict[str, Memory] = {}
+        by_id: dict[str, str] = {}
+        context_lines: list[str] = []
+        for i, f in enumerate(facts):
+            hits = await self.store.vector_search(
+                SearchFilter(owner), f.embedding, None, limit=self.context_size, shortlist=self.context_size
+            )
+            lines = []
+            for h in hits.hits:
+                alias = by_id.get(h.memory.id)
+                if alias is None:
+                    alias = f"m{len(alias_of) + 1}"
+                    alias_of[alias] = h.memory
+                    by_id[h.memory.id] = alias
+                lines.append(f"  - {alias}: {h.memory.content}")
+            context_lines.append(f"fact {i}: {f.content}\n" + ("\n".join(lines) if lines else "  (no similar memories)"))
+        answer = await self.llm.generate_structured(
+            system=DECIDE_SYSTEM,
+            prompt="\n".join(context_lines),
+            schema=DECIDE_SCHEMA,
+            schema_name="memory_decisions",
+        )
+        decided: set[int] = set()
+        for d in answer.get("decisions", []):
+            idx = d.get("fact")
+            if not isinstance(idx, int) or not 0 <= idx < len(facts) or idx in decided:
+                continue
+            decided.add(idx)
+            fact = facts[idx]
+            try:
+                action = Action(str(d.get("action")).upper())
+            except ValueError:
+                raise LLMOutputError(f"decisions[{idx}].action: unknown action {d.get('action')!r}") from None
+            if action in (Action.UPDATE, Action.DELETE):
+                target = alias_of.get(str(d.get("target")))
+                if target is None:  # invented or foreign id: never touch anything
+                    result.rejected_aliases += 1
+                    continue
+                if action is Action.UPDATE:
+                    content = d.get("content") or fact.content
+                    if content != fact.content:
+                        fact = CandidateFact(
+                            content=content,
+                            category=_category(d.get("category"), fact.category),
+                            scope=fact.scope,
+                            event_time=fact.event_time,
+                        )
+                        fact.embedding, fact.embedding_short = (a[0] for a in self.encoder.encode([content]))
+                result.operations.append(Operation(action, fact, target))
+            elif action is Action.ADD:
+                result.operations.append(Operation(action, fact))
+        for i, f in enumerate(facts):  # candidates the LLM forgot are added rather than lost
+            if i not in decided:
+                result.operations.append(Operation(Action.ADD, f))
+        return result
+
+    async def _extract_facts(self, messages: list[ResolvedMessage]) -> list[CandidateFact]:
+        transcript = "\n".join(
+            f"[{r.message_time.isoformat()}] {r.display_text}" for r in messages if r.annotated_text.strip()
+        )
+        answer = await self.llm.generate_structured(
+            system=EXTRACT_SYSTEM, prompt=transcript, schema=EXTRACT_SCHEMA, schema_name="extracted_facts"
+        )
+        facts = answer.get("facts")
+        if not isinstance(facts, list):
+            raise LLMOutputError("facts: expected a list")
+        out: list[CandidateFact] = []
+        for i, f in enumerate(facts):
+            if not isinstance(f, dict) or not isinstance(f.get("content"), str) or not f["content"].strip():
+                raise LLMOutputError(f"facts[{i}].content: expected a non-empty string, got {json.dumps(f)[:200]}")
+            try:
+                scope = Scope(str(f.get("scope", "USER")).upper())
+            except ValueError:
+                scope = Scope.USER
+            out.append(
+                CandidateFact(
+                    content=f["content"].strip(),
+                    category=_category(f.get("category"), Category.PERSONAL_DETAILS),
+                    scope=scope,
+                    event_time=_parse_date(f.get("event_date")),
+                )
+            )
+        return out

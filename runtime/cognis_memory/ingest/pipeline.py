@@ -1,0 +1,190 @@
+"""The ingest pipeline, wiring the four stages.
+
+``ingest`` (synchronous mode) runs, for a batch of messages of one user:
+
+1. **raw_store** — persist the raw messages (idempotent on ``client_message_id``);
+2. **resolution** — speaker and absolute dates (``event_time``) for the new ones;
+4. **embedding** — full + prefix vectors of each raw message, which is then stored as a
+   ``raw`` memory and is searchable at once, with a category from the non-LLM categorizer;
+3. **extraction** — when an LLM is configured: context-aware ADD/UPDATE/DELETE/NONE,
+   embedded (stage 4 again) and applied, each UPDATE/DELETE as one atomic version write.
+
+In asynchronous mode the request runs stages 1, 2 and the raw embedding, then enqueues a
+durable job for extraction; :meth:`IngestPipeline.run_job` executes it (see
+:mod:`cognis_memory.ingest.worker`). Without an LLM no job is needed: the response says
+so with ``job=None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..domain import Job, Memory, MemoryKind, Message, Owner, Scope
+from ..errors import ConflictError, NotFoundError
+from ..providers.base import LLM
+from ..stores.base import MemoryStore
+from ..stores.cache import Cache
+from ..telemetry.recorder import StageRecorder
+from .categorizer import EmbeddingCategorizer
+from .embedding import MatryoshkaEncoder
+from .extraction import Action, ContextAwareExtractor, ExtractionResult
+from .resolution import ResolvedMessage, resolve_message
+
+
+@dataclass(slots=True)
+class IngestResult:
+    messages: list[Message]
+    created: list[bool]
+    raw_memories: list[Memory] = field(default_factory=list)
+    job: Job | None = None
+    extraction: dict[str, Any] = field(default_factory=dict)
+
+
+class IngestPipeline:
+    def __init__(
+        self,
+        store: MemoryStore,
+        encoder: MatryoshkaEncoder,
+        *,
+        cache: Cache,
+        categorizer: EmbeddingCategorizer,
+        llm: LLM | None = None,
+        job_max_attempts: int = 5,
+    ) -> None:
+        self.store, self.encoder, self.cache, self.categorizer, self.llm = store, encoder, cache, categorizer, llm
+        self.extractor = ContextAwareExtractor(llm, store, encoder) if llm is not None else None
+        self.job_max_attempts = job_max_attempts
+
+    # -- stage helpers ------------------------------------------------------------------
+    def build_raw_memories(self, resolved: list[ResolvedMessage], rec: StageRecorder) -> list[Memory]:
+        """Stage 4 for raw messages: embed the speaker-prefixed, date-annotated text."""
+        if not resolved:
+            return []
+        texts = [r.display_text for r in resolved]
+        with rec.stage("embedding"):
+            full, short = self.encoder.encode(texts)
+        categories = self.categorizer.categorize_many(texts, full)
+        memories = []
+        for r, text, e, s, cat in zip(resolved, texts, full, short, categories, strict=True):
+            msg = r.message
+            memories.append(
+                Memory(
+                    tenant_id=msg.tenant_id,
+                    user_id=msg.user_id,
+                    agent_id=msg.agent_id,
+                    session_id=msg.session_id,
+                    scope=Scope.CONTEXT if msg.metadata.get("scope") == Scope.CONTEXT.value else Scope.USER,
+                    category=cat,
+                    kind=MemoryKind.RAW,
+                    content=text,
+                    speaker=r.speaker or None,
+                    event_time=r.event_time,
+                    message_time=r.message_time,
+                    source_message_ids=[msg.id],
+                    metadata={"role": msg.role},
+                    embedding=e,
+                    embedding_short=s,
+                )
+            )
+        return memories
+
+    # -- entry points -------------------------------------------------------------------
+    async def ingest(
+        self, owner: Owner, messages: list[Message], rec: StageRecorder, *, background: bool = False
+    ) -> IngestResult:
+        with rec.stage("raw_store"):
+            stored = await self.store.save_messages(messages)
+        new_msgs = [m for m, created in stored if created]
+        with rec.stage("resolution"):
+            resolved = [resolve_message(m) for m in new_msgs]
+        raw = self.build_raw_memories(resolved, rec)
+        with rec.stage("raw_store"):
+            await self.store.insert_memories(raw)
+        result = IngestResult(messages=[m for m, _ in stored], created=[c for _, c in stored], raw_memories=raw)
+        if new_msgs:
+            await self.cache.invalidate(owner)
+        if self.extractor is None or not new_msgs:
+            return result
+        if background:
+            job = Job(
+                tenant_id=owner.tenant_id,
+                user_id=owner.user_id,
+                message_ids=[m.id for m in new_msgs],
+                max_attempts=self.job_max_attempts,
+            )
+            await self.store.enqueue_job(job)
+            result.job = job
+            return result
+        with rec.stage("extraction"):
+            extraction = await self.extractor.extract(owner, resolved)
+            result.extraction = await self.apply(owner, extraction, resolved)
+        return result
+
+    async def run_job(self, job: Job, rec: StageRecorder) -> dict[str, Any]:
+        """Stages 2-4 (extraction) for a claimed job. Raises on failure (the worker retries)."""
+        owner = Owner(job.tenant_id, job.user_id)
+        if self.extractor is None:
+            return {"skipped": "no LLM configured"}
+        messages = await self.store.get_messages(owner, job.message_ids)
+        if not messages:  # the user was forgotten meanwhile
+            return {"skipped": "messages no longer exist"}
+        with rec.stage("resolution"):
+            resolved = [resolve_message(m) for m in messages]
+        with rec.stage("extraction"):
+            extraction = await self.extractor.extract(owner, resolved)
+            return await self.apply(owner, extraction, resolved)
+
+    async def apply(self, owner: Owner, extraction: ExtractionResult, resolved: list[ResolvedMessage]) -> dict[str, Any]:
+        """Write the decided operations; each UPDATE/DELETE is one atomic version write."""
+        source_ids = [r.message.id for r in resolved]
+        first = resolved[0] if resolved else None
+        counts = {a.value: 0 for a in Action}
+        counts["conflicts"] = 0
+        adds: list[Memory] = []
+        for op in extraction.operations:
+            fact = op.fact
+            if op.action is Action.ADD:
+                adds.append(
+                    Memory(
+                        tenant_id=owner.tenant_id,
+                        user_id=owner.user_id,
+                        agent_id=first.message.agent_id if first else None,
+                        session_id=first.message.session_id if first else None,
+                        scope=fact.scope,
+                        category=fact.category,
+                        kind=MemoryKind.FACT,
+                        content=fact.content,
+                        speaker=first.speaker if first else None,
+                        event_time=fact.event_time or (first.event_time if first else None),
+                        message_time=first.message_time if first else None,
+                        source_message_ids=source_ids,
+                        embedding=fact.embedding,
+                        embedding_short=fact.embedding_short,
+                    )
+                )
+                counts["ADD"] += 1
+                continue
+            assert op.target is not None
+            if op.action is Action.UPDATE:
+                new = op.target.next_version(
+                    content=fact.content,
+                    category=fact.category,
+                    event_time=fact.event_time or op.target.event_time,
+                    source_message_ids=list(dict.fromkeys(op.target.source_message_ids + source_ids)),
+                    embedding=fact.embedding,
+                    embedding_short=fact.embedding_short,
+                )
+            else:
+                new = op.target.tombstone()
+                new.source_message_ids = list(dict.fromkeys(op.target.source_message_ids + source_ids))
+            try:
+                await self.store.write_version(owner, op.target.id, new)
+                counts[op.action.value] += 1
+            except (ConflictError, NotFoundError):
+                counts["conflicts"] += 1  # changed concurrently: the newer state wins
+        await self.store.insert_memories(adds)
+        await self.cache.invalidate(owner)
+        counts["rejected_aliases"] = extraction.rejected_aliases
+        counts["candidates"] = extraction.candidates
+        return counts

@@ -1,0 +1,74 @@
+"""Stage 2: speaker and time resolution.
+
+Names the speaker (the message's speaker, else its role), parses relative time
+expressions against the message's own timestamp and picks the ``event_time``: the centre
+of the first expression found, else none (the memory then falls back to the message time).
+It also produces ``annotated_text``: the text with each expression followed by its absolute
+date in brackets ("yesterday [7 May 2023]"), which is what gets embedded and indexed, so a
+later query that names the absolute date finds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..domain import Message, as_utc
+from ..timeexpr import TimeSpan, find_time_spans
+
+
+@dataclass(slots=True)
+class ResolvedMessage:
+    message: Message
+    speaker: str
+    message_time: datetime
+    event_time: datetime | None
+    spans: list[TimeSpan] = field(default_factory=list)
+    annotated_text: str = ""
+
+    @property
+    def display_text(self) -> str:
+        """``speaker: text`` with absolute dates annotated."""
+        return f"{self.speaker}: {self.annotated_text}" if self.speaker else self.annotated_text
+
+
+def format_span(span: TimeSpan) -> str:
+    d = span.start
+    if span.granularity == "day":
+        return f"{d.day} {d:%B %Y}"
+    if span.granularity == "week":
+        return f"week of {d.day} {d:%B %Y}"
+    if span.granularity == "month":
+        return f"{d:%B %Y}"
+    return f"{d.year}"
+
+
+def annotate(text: str, spans: list[TimeSpan]) -> str:
+    """Insert ``[absolute date]`` after each span's text (spans must come from ``text``)."""
+    out, pos = [], 0
+    lowered = text.lower()
+    for span in spans:
+        i = lowered.find(span.text.lower(), pos)
+        if i < 0:
+            continue
+        j = i + len(span.text)
+        out.append(text[pos:j])
+        if not span.text[:1].isdigit() or span.granularity != "day":  # an absolute date needs no note
+            out.append(f" [{format_span(span)}]")
+        pos = j
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def resolve_message(message: Message) -> ResolvedMessage:
+    ts = as_utc(message.timestamp)
+    spans = find_time_spans(message.content, ts)
+    speaker = (message.speaker or message.role or "").strip()
+    return ResolvedMessage(
+        message=message,
+        speaker=speaker,
+        message_time=ts,
+        event_time=spans[0].center if spans else None,
+        spans=spans,
+        annotated_text=annotate(message.content, spans),
+    )

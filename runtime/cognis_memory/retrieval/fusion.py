@@ -1,0 +1,38 @@
+"""Stage 4: weighted reciprocal rank fusion.
+
+RRF_r(d) = 1 / (k + rank_r(d)), ranks starting at 1; a list that does not contain d adds 0.
+fused(d) = w_vector * RRF_vector(d) + w_bm25 * RRF_bm25(d).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def rrf_scores(ranked_ids: Sequence[str], k: float) -> dict[str, float]:
+    """1 / (k + rank) for each id of one ranked list (first rank = 1; repeats keep the best)."""
+    out: dict[str, float] = {}
+    for rank, doc in enumerate(ranked_ids, start=1):
+        out.setdefault(doc, 1.0 / (k + rank))
+    return out
+
+
+def weighted_rrf(lists: Sequence[tuple[Sequence[str], float]], k: float) -> dict[str, float]:
+    """Fused score per id over ``(ranked ids, weight)`` lists, highest first."""
+    fused: dict[str, float] = {}
+    for ranked, weight in lists:
+        if weight == 0:
+            continue
+        for doc, score in rrf_scores(ranked, k).items():
+            fused[doc] = fused.get(doc, 0.0) + weight * score
+    return dict(sorted(fused.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def min_max_normalise(scores: dict[str, float]) -> dict[str, float]:
+    """Scale to [0, 1] by (s - min) / (max - min); when all scores are equal, every one is 1."""
+    if not scores:
+        return {}
+    lo, hi = min(scores.values()), max(scores.values())
+    if hi - lo <= 1e-12:
+        return {d: 1.0 for d in scores}
+    return {d: (s - lo) / (hi - lo) for d, s in scores.items()}

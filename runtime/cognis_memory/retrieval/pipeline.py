@@ -1,0 +1,247 @@
+"""The retrieval pipeline, wiring the eight stages (see the modules of this package).
+
+Plain async Python over the store, encoder, reranker and cache protocols: no web framework
+and no concrete backend. Every stage is timed into the request's :class:`StageRecorder`;
+a stage whose dependency fails (BM25 backend, reranker) is skipped and the response lists
+it under ``degraded``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..domain import Category, Memory, MemoryKind, Owner, Scope, utcnow
+from ..errors import DependencyUnavailable
+from ..ingest.embedding import MatryoshkaEncoder, normalise_rows
+from ..providers.base import Reranker
+from ..stores.base import MemoryStore, ScoredMemory, SearchFilter, VectorSearchResult
+from ..stores.cache import Cache
+from ..telemetry.recorder import StageRecorder
+from .config import RetrievalConfig
+from .dedup import dedup_indices
+from .fusion import min_max_normalise, weighted_rrf
+from .query_analysis import QueryAnalysis, analyze_query
+from .temporal import blend, temporal_score
+
+
+@dataclass(slots=True)
+class SearchQuery:
+    owner: Owner
+    text: str
+    limit: int = 10
+    scopes: frozenset[Scope] | None = None
+    session_id: str | None = None
+    categories: frozenset[Category] | None = None
+    kinds: frozenset[MemoryKind] | None = None
+    agent_id: str | None = None
+    time_from: datetime | None = None
+    time_to: datetime | None = None
+    include_history: bool = False
+    explain: bool = False
+    now: datetime | None = None
+
+    def to_filter(self) -> SearchFilter:
+        return SearchFilter(
+            owner=self.owner,
+            scopes=self.scopes,
+            session_id=self.session_id,
+            categories=self.categories,
+            kinds=self.kinds,
+            agent_id=self.agent_id,
+            time_from=self.time_from,
+            time_to=self.time_to,
+        )
+
+
+@dataclass(slots=True)
+class SearchHit:
+    memory: Memory
+    score: float
+    scores: dict[str, float] = field(default_factory=dict)
+    history: list[Memory] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SearchResponse:
+    hits: list[SearchHit]
+    analysis: QueryAnalysis
+    degraded: list[str] = field(default_factory=list)
+    explain: dict[str, Any] | None = None
+
+
+class RetrievalPipeline:
+    def __init__(
+        self,
+        store: MemoryStore,
+        encoder: MatryoshkaEncoder,
+        *,
+        cache: Cache,
+        config: RetrievalConfig,
+        reranker: Reranker | None = None,
+        reranker_timeout_s: float = 1.5,
+    ) -> None:
+        self.store, self.encoder, self.cache, self.config = store, encoder, cache, config
+        self.reranker, self.reranker_timeout_s = reranker, reranker_timeout_s
+
+    async def embed_query(self, owner: Owner, text: str) -> tuple[np.ndarray, np.ndarray]:
+        cached = await self.cache.get_query_embedding(owner, self.encoder.name, text)
+        if cached is not None and cached.shape == (self.encoder.dim,):
+            full = cached.astype(np.float32)
+            short = normalise_rows(full[None, : self.encoder.dim_short])[0]
+            return full, short
+        full, short = await asyncio.to_thread(self.encoder.encode, [text])
+        await self.cache.set_query_embedding(owner, self.encoder.name, text, full[0])
+        return full[0], short[0]
+
+    async def search(
+        self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None
+    ) -> SearchResponse:
+        cfg = config or self.config
+        now = q.now or utcnow()
+        flt = q.to_filter()
+        with rec.stage("query_analysis"):
+            analysis = (
+                analyze_query(q.text, now, default_window_days=cfg.temporal_window_days)
+                if cfg.query_analysis
+                else QueryAnalysis("none")
+            )
+        degraded: list[str] = []
+        candidates: dict[str, Memory] = {}
+        explain: dict[str, dict[str, float]] = {}
+
+        # Stages 2 and 3 run concurrently.
+        async def vector_side() -> VectorSearchResult | None:
+            if not cfg.use_vector:
+                return None
+            with rec.stage("embed_query"):
+                full, short = await self.embed_query(q.owner, q.text)
+            return await self.store.vector_search(
+                flt, full, short if cfg.two_stage else None, limit=cfg.vector_k, shortlist=cfg.shortlist
+            )
+
+        async def keyword_side() -> list[ScoredMemory] | None:
+            if not cfg.use_bm25:
+                return None
+            with rec.stage("bm25"):
+                try:
+                    return await self.store.keyword_search(flt, q.text, limit=cfg.bm25_k)
+                except DependencyUnavailable as exc:
+                    degraded.append(f"bm25:{exc.dependency}")
+                    return None
+
+        vec, kw = await asyncio.gather(vector_side(), keyword_side())
+        lists: list[tuple[list[str], float]] = []
+        if vec is not None:
+            for name, ms in vec.timings_ms.items():
+                rec.add(name, ms)
+            rec.fields["candidates_short"] = vec.candidates_short
+            rec.fields["candidates_full"] = len(vec.hits)
+            ids = []
+            for rank, h in enumerate(vec.hits, start=1):
+                candidates[h.memory.id] = h.memory
+                ids.append(h.memory.id)
+                explain.setdefault(h.memory.id, {}).update(vector=h.score, vector_rank=rank)
+            lists.append((ids, cfg.weight_vector))
+        if kw is not None:
+            rec.fields["candidates_bm25"] = len(kw)
+            ids = []
+            for rank, h in enumerate(kw, start=1):
+                candidates.setdefault(h.memory.id, h.memory)
+                ids.append(h.memory.id)
+                explain.setdefault(h.memory.id, {}).update(bm25=h.score, bm25_rank=rank)
+            lists.append((ids, cfg.weight_bm25 if cfg.use_vector else 1.0))
+        if cfg.use_vector and vec is not None and not cfg.use_bm25:
+            lists[0] = (lists[0][0], 1.0)
+
+        with rec.stage("rrf_fusion"):
+            fused = weighted_rrf(lists, cfg.rrf_k)
+            for doc, s in fused.items():
+                explain[doc]["rrf"] = s
+            final = dict(fused)
+
+        if cfg.temporal_boost and analysis.is_temporal and final:
+            with rec.stage("temporal_boost"):
+                norm = min_max_normalise(fused)
+                for doc, base in norm.items():
+                    mem = candidates[doc]
+                    if analysis.temporal == "when":
+                        t = 1.0 if mem.event_time is not None else 0.0
+                        final[doc] = blend(base, t, cfg.when_weight)
+                    else:
+                        assert analysis.target_start and analysis.target_end and analysis.window_days
+                        t = temporal_score(
+                            mem.effective_time,
+                            analysis.target_start,
+                            analysis.target_end,
+                            window_days=analysis.window_days,
+                            floor=cfg.temporal_floor,
+                        )
+                        final[doc] = blend(base, t, cfg.temporal_weight)
+                    explain[doc].update(fused_norm=base, temporal=t, final=final[doc])
+        ranked = sorted(final, key=lambda d: (-final[d], d))
+
+        if cfg.dedup and ranked:
+            with rec.stage("dedup"):
+                keep = dedup_indices([candidates[d].embedding for d in ranked], cfg.dedup_threshold)
+                rec.fields["dedup_removed"] = len(ranked) - len(keep)
+                ranked = [ranked[i] for i in keep]
+
+        if cfg.rerank and self.reranker is not None and ranked:
+            with rec.stage("cross_encoder"):
+                ranked = await self._rerank(q.text, ranked, candidates, final, explain, cfg, degraded)
+
+        top = ranked[: q.limit]
+        hits = [SearchHit(candidates[d], final[d], explain.get(d, {}) if q.explain else {}) for d in top]
+
+        if cfg.history and (analysis.history or q.include_history) and hits:
+            with rec.stage("version_chain"):
+                chains = await asyncio.gather(*(self.store.get_chain(q.owner, h.memory.id) for h in hits))
+                for h, chain in zip(hits, chains, strict=True):
+                    h.history = [m for m in chain if m.version < h.memory.version]
+
+        rec.fields.update(results_final=len(hits), temporal_query=analysis.is_temporal, history_query=analysis.history)
+        for d in degraded:
+            rec.mark_degraded(d)
+        response = SearchResponse(hits=hits, analysis=analysis, degraded=degraded)
+        if q.explain:
+            response.explain = {
+                "analysis": analysis.to_dict(),
+                "config": cfg.model_dump(),
+                "stage_durations": rec.stage_durations(),
+                "candidates": {k: v for k, v in rec.fields.items() if k.startswith("candidates")},
+            }
+        return response
+
+    async def _rerank(
+        self,
+        text: str,
+        ranked: list[str],
+        candidates: dict[str, Memory],
+        final: dict[str, float],
+        explain: dict[str, dict[str, float]],
+        cfg: RetrievalConfig,
+        degraded: list[str],
+    ) -> list[str]:
+        assert self.reranker is not None
+        head, tail = ranked[: cfg.rerank_top], ranked[cfg.rerank_top :]
+        try:
+            scores = await asyncio.wait_for(
+                self.reranker.rerank(text, [candidates[d].content for d in head]), timeout=self.reranker_timeout_s
+            )
+        except (DependencyUnavailable, TimeoutError):
+            degraded.append("reranker")
+            return ranked
+        if len(scores) != len(head):
+            degraded.append("reranker")
+            return ranked
+        rr = min_max_normalise(dict(zip(head, map(float, scores), strict=True)))
+        prev = min_max_normalise({d: final[d] for d in head})
+        for d in head:
+            final[d] = cfg.rerank_weight * rr[d] + (1 - cfg.rerank_weight) * prev[d]
+            explain.setdefault(d, {}).update(rerank=rr[d])
+        return sorted(head, key=lambda d: (-final[d], d)) + tail

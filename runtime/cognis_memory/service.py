@@ -1,0 +1,465 @@
+"""The in-process service: every operation of the HTTP API on one object built from config.
+
+>>> import asyncio
+>>> from cognis_memory.service import MemoryService, MessageIn
+>>> async def main():
+...     async with MemoryService.from_settings(data_dir="/tmp/demo") as svc:
+...         await svc.add_messages("acme", "alice", [MessageIn(content="I moved to Lisbon", speaker="Alice")])
+...         found = await svc.search("acme", "alice", "Where does Alice live?")
+...         print(found.hits[0].memory.content)
+
+Input validation lives here (not in the web layer), so the API, the CLI and Python callers
+get the same checks and the same :class:`~cognis_memory.errors.InvalidInputError`s naming
+the offending field. Telemetry (one JSON line and EMF metrics per request) is emitted here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import unicodedata
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .config import Settings
+from .domain import Category, Job, Memory, MemoryKind, Message, Owner, Scope, as_utc, utcnow
+from .errors import InvalidInputError, NotFoundError
+from .ingest.categorizer import EmbeddingCategorizer
+from .ingest.embedding import MatryoshkaEncoder
+from .ingest.pipeline import IngestPipeline, IngestResult
+from .ingest.worker import JobWorker
+from .providers.base import LLM, Embedder, Reranker
+from .retrieval.config import RetrievalConfig, get_recipe
+from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
+from .stores.base import ApiKeyRecord, MemoryStore
+from .stores.cache import Cache, NullCache
+from .telemetry import names
+from .telemetry.emitter import Telemetry
+from .telemetry.recorder import StageRecorder
+
+MIN_TIME = datetime(1900, 1, 1, tzinfo=UTC)
+MAX_TIME = datetime(2200, 1, 1, tzinfo=UTC)
+MAX_ID_LENGTH = 128
+MAX_QUERY_CHARS = 4096
+
+
+@dataclass(slots=True)
+class MessageIn:
+    """A message as a caller submits it."""
+
+    content: str
+    speaker: str | None = None
+    role: str = "user"
+    timestamp: datetime | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    client_message_id: str | None = None
+    scope: Scope = Scope.USER
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def hash_api_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def check_id(field_name: str, value: str | None, *, required: bool = True) -> None:
+    if value is None:
+        if required:
+            raise InvalidInputError(field_name, "is required")
+        return
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
+        raise InvalidInputError(field_name, f"must be 1-{MAX_ID_LENGTH} characters")
+    if any(unicodedata.category(ch)[0] in "CZ" and ch != " " for ch in value) or value != value.strip():
+        raise InvalidInputError(field_name, "must not contain control characters or surrounding whitespace")
+
+
+def check_time(field_name: str, value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    v = as_utc(value)
+    if not MIN_TIME <= v <= MAX_TIME:
+        raise InvalidInputError(field_name, f"must be between {MIN_TIME.date()} and {MAX_TIME.date()}")
+    return v
+
+
+def check_text(field_name: str, value: str, max_bytes: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(field_name, "must not be empty")
+    if "\x00" in value:
+        raise InvalidInputError(field_name, "must not contain NUL characters")
+    size = len(value.encode("utf-8", errors="strict"))
+    if size > max_bytes:
+        raise InvalidInputError(field_name, f"is {size} bytes; the limit is {max_bytes} bytes")
+    return value
+
+
+class MemoryService:
+    """Builds and owns the pipelines, the store, the cache and the worker."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: MemoryStore,
+        embedder: Embedder,
+        cache: Cache | None = None,
+        llm: LLM | None = None,
+        reranker: Reranker | None = None,
+        telemetry: Telemetry | None = None,
+        retrieval_config: RetrievalConfig | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.cache = cache or NullCache()
+        self.telemetry = telemetry or Telemetry(
+            service=settings.service_name,
+            namespace=settings.metrics_namespace,
+            metrics_enabled=settings.metrics_enabled,
+            log_level=settings.log_level,
+        )
+        self.encoder = MatryoshkaEncoder(
+            embedder, dim_short=settings.embedding_dim_short, dim_full=settings.embedding_dim_full
+        )
+        self.retrieval_config = retrieval_config or get_recipe(settings.recipe)
+        self.ingest = IngestPipeline(
+            store,
+            self.encoder,
+            cache=self.cache,
+            categorizer=EmbeddingCategorizer(self.encoder),
+            llm=llm,
+            job_max_attempts=settings.job_max_attempts,
+        )
+        self.retrieval = RetrievalPipeline(
+            store,
+            self.encoder,
+            cache=self.cache,
+            config=self.retrieval_config,
+            reranker=reranker,
+            reranker_timeout_s=settings.reranker_timeout_ms / 1000,
+        )
+        self.worker = JobWorker(
+            self.ingest, self.telemetry, backoff_s=settings.job_backoff_s, concurrency=settings.worker_concurrency
+        )
+        self._started = False
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> MemoryService:
+        """Build every component named by the settings (argument > environment > default)."""
+        from .providers.factory import build_embedder, build_llm, build_reranker
+        from .stores.factory import build_cache, build_store
+
+        settings = settings.model_copy(update=overrides) if settings else Settings(**overrides)
+        embedder = build_embedder(settings)
+        dim = settings.embedding_dim_full or embedder.dim
+        return cls(
+            settings,
+            store=build_store(settings, dim=dim, dim_short=settings.embedding_dim_short),
+            embedder=embedder,
+            cache=build_cache(settings),
+            llm=build_llm(settings),
+            reranker=build_reranker(settings),
+        )
+
+    async def start(self, *, run_worker: bool | None = None) -> MemoryService:
+        if self._started:
+            return self
+        await self.store.open()
+        await self._bootstrap_api_keys()
+        if self.settings.run_worker if run_worker is None else run_worker:
+            self.worker.start()
+        self._started = True
+        return self
+
+    async def close(self) -> None:
+        if not self._started:
+            return
+        await self.worker.stop()
+        await self.cache.close()
+        await self.store.close()
+        self._started = False
+
+    async def __aenter__(self) -> MemoryService:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- API keys -----------------------------------------------------------------------
+    async def _bootstrap_api_keys(self) -> None:
+        if self.settings.api_keys is None:
+            return
+        for entry in self.settings.api_keys.get_secret_value().split(","):
+            entry = entry.strip()
+            if not entry:
+                continue
+            key, _, rest = entry.partition("=")
+            tenant, _, mode = rest.partition(":")
+            if not key or not tenant:
+                raise ValueError("api_keys: entries must look like 'key=tenant' or 'key=tenant:read'")
+            await self.store.put_api_key(
+                ApiKeyRecord(hash_api_key(key), tenant, read_only=mode == "read", name="bootstrap")
+            )
+
+    async def create_api_key(self, tenant_id: str, *, read_only: bool = False, name: str = "") -> str:
+        """A new random key for the tenant; only its hash is stored, so show it once."""
+        check_id("tenant_id", tenant_id)
+        key = "cgm_" + secrets.token_urlsafe(32)
+        await self.store.put_api_key(ApiKeyRecord(hash_api_key(key), tenant_id, read_only=read_only, name=name))
+        return key
+
+    async def authenticate(self, key: str) -> ApiKeyRecord | None:
+        if not key or len(key) > 512:
+            return None
+        return await self.store.get_api_key(hash_api_key(key))
+
+    async def revoke_api_key(self, key: str) -> bool:
+        return await self.store.delete_api_key(hash_api_key(key))
+
+    # -- ingest -------------------------------------------------------------------------
+    def _owner(self, tenant_id: str, user_id: str) -> Owner:
+        check_id("tenant_id", tenant_id)
+        check_id("user_id", user_id)
+        return Owner(tenant_id, user_id)
+
+    def _to_message(self, owner: Owner, i: int, m: MessageIn, now: datetime) -> Message:
+        f = f"messages[{i}]"
+        content = check_text(f"{f}.content", m.content, self.settings.max_message_bytes)
+        check_id(f"{f}.client_message_id", m.client_message_id, required=False)
+        check_id(f"{f}.session_id", m.session_id, required=False)
+        check_id(f"{f}.agent_id", m.agent_id, required=False)
+        if m.speaker is not None and (len(m.speaker) > 200 or not m.speaker.strip()):
+            raise InvalidInputError(f"{f}.speaker", "must be 1-200 characters")
+        if m.scope is Scope.CONTEXT and not m.session_id:
+            raise InvalidInputError(f"{f}.session_id", "is required for CONTEXT scope")
+        metadata = dict(m.metadata)
+        if len(json.dumps(metadata, default=str)) > 8192:
+            raise InvalidInputError(f"{f}.metadata", "is larger than 8 KB")
+        metadata["scope"] = m.scope.value
+        return Message(
+            tenant_id=owner.tenant_id,
+            user_id=owner.user_id,
+            content=content,
+            timestamp=check_time(f"{f}.timestamp", m.timestamp) or now,
+            speaker=m.speaker,
+            role=m.role,
+            session_id=m.session_id,
+            agent_id=m.agent_id,
+            client_message_id=m.client_message_id,
+            metadata=metadata,
+        )
+
+    async def add_messages(
+        self,
+        tenant_id: str,
+        user_id: str,
+        messages: Sequence[MessageIn],
+        *,
+        background: bool = False,
+        request_id: str | None = None,
+    ) -> IngestResult:
+        owner = self._owner(tenant_id, user_id)
+        if not messages:
+            raise InvalidInputError("messages", "must contain at least one message")
+        if len(messages) > self.settings.max_messages_per_request:
+            raise InvalidInputError("messages", f"at most {self.settings.max_messages_per_request} per request")
+        now = utcnow()
+        msgs = [self._to_message(owner, i, m, now) for i, m in enumerate(messages)]
+        rec = StageRecorder()
+        error = False
+        try:
+            result = await self.ingest.ingest(owner, msgs, rec, background=background)
+            if result.job is not None:
+                self.worker.notify()
+            rec.fields.update(messages=len(msgs), messages_created=sum(result.created), background=background)
+            return result
+        except Exception:
+            error = True
+            raise
+        finally:
+            self.telemetry.log_request(
+                names.EVENT_INGEST, rec, request_id=request_id, tenant_id=tenant_id, user_id=user_id, error=error
+            )
+            self.telemetry.emit_request_metrics(
+                operation=names.OPERATION_INGEST,
+                latency_metric=names.INGEST_LATENCY,
+                pipeline=names.PIPELINE_INGEST,
+                rec=rec,
+                error=error,
+            )
+
+    # -- retrieval ----------------------------------------------------------------------
+    async def search(
+        self,
+        tenant_id: str,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        scopes: Sequence[Scope | str] | None = None,
+        session_id: str | None = None,
+        categories: Sequence[Category | str] | None = None,
+        kinds: Sequence[MemoryKind | str] | None = None,
+        agent_id: str | None = None,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+        include_history: bool = False,
+        explain: bool = False,
+        now: datetime | None = None,
+        recipe: str | None = None,
+        config: RetrievalConfig | None = None,
+        request_id: str | None = None,
+    ) -> SearchResponse:
+        owner = self._owner(tenant_id, user_id)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("query", "must not be empty")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidInputError("query", f"must be at most {MAX_QUERY_CHARS} characters")
+        if "\x00" in query:
+            raise InvalidInputError("query", "must not contain NUL characters")
+        if not 1 <= limit <= 100:
+            raise InvalidInputError("limit", "must be between 1 and 100")
+        check_id("session_id", session_id, required=False)
+        check_id("agent_id", agent_id, required=False)
+        t_from, t_to = check_time("time_from", time_from), check_time("time_to", time_to)
+        if t_from and t_to and t_from > t_to:
+            raise InvalidInputError("time_from", "must not be after time_to")
+        q = SearchQuery(
+            owner=owner,
+            text=query,
+            limit=limit,
+            scopes=_enum_set("scopes", Scope, scopes),
+            session_id=session_id,
+            categories=_enum_set("categories", Category, categories),
+            kinds=_enum_set("kinds", MemoryKind, kinds),
+            agent_id=agent_id,
+            time_from=t_from,
+            time_to=t_to,
+            include_history=include_history,
+            explain=explain,
+            now=check_time("now", now),
+        )
+        cfg = config or (get_recipe(recipe) if recipe else None)
+        rec = StageRecorder()
+        error = False
+        try:
+            return await self.retrieval.search(q, rec, cfg)
+        except Exception:
+            error = True
+            raise
+        finally:
+            self.telemetry.log_request(
+                names.EVENT_RETRIEVAL, rec, request_id=request_id, tenant_id=tenant_id, user_id=user_id, error=error
+            )
+            self.telemetry.emit_request_metrics(
+                operation=names.OPERATION_SEARCH,
+                latency_metric=names.RETRIEVAL_LATENCY,
+                pipeline=names.PIPELINE_RETRIEVAL,
+                rec=rec,
+                error=error,
+            )
+
+    # -- memories -----------------------------------------------------------------------
+    async def get_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
+        owner = self._owner(tenant_id, user_id)
+        check_id("memory_id", memory_id)
+        memory = await self.store.get_memory(owner, memory_id)
+        if memory is None:
+            raise NotFoundError(f"memory {memory_id} not found")
+        return memory
+
+    async def history(self, tenant_id: str, user_id: str, memory_id: str) -> list[Memory]:
+        owner = self._owner(tenant_id, user_id)
+        check_id("memory_id", memory_id)
+        chain = await self.store.get_chain(owner, memory_id)
+        if not chain:
+            raise NotFoundError(f"memory {memory_id} not found")
+        return chain
+
+    async def update_memory(
+        self,
+        tenant_id: str,
+        user_id: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        category: Category | str | None = None,
+        event_time: datetime | None = None,
+    ) -> Memory:
+        """Write a new version of a current memory (the old one stays in its history)."""
+        owner = self._owner(tenant_id, user_id)
+        current = await self.get_memory(tenant_id, user_id, memory_id)
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = check_text("content", content, self.settings.max_message_bytes)
+            full, short = self.encoder.encode([changes["content"]])
+            changes["embedding"], changes["embedding_short"] = full[0], short[0]
+        if category is not None:
+            changes["category"] = _enum_value("category", Category, category)
+        if event_time is not None:
+            changes["event_time"] = check_time("event_time", event_time)
+        if not changes:
+            raise InvalidInputError("body", "nothing to update: give content, category or event_time")
+        if current.kind is MemoryKind.RAW and "content" in changes:
+            changes["kind"] = MemoryKind.FACT  # an edited message is no longer the raw message
+        new = await self.store.write_version(owner, memory_id, current.next_version(**changes))
+        await self.cache.invalidate(owner)
+        return new
+
+    async def delete_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
+        """Soft delete: a tombstone version on top of the chain; history keeps the rest."""
+        owner = self._owner(tenant_id, user_id)
+        current = await self.get_memory(tenant_id, user_id, memory_id)
+        tomb = await self.store.write_version(owner, memory_id, current.tombstone())
+        await self.cache.invalidate(owner)
+        return tomb
+
+    async def forget_user(self, tenant_id: str, user_id: str) -> dict[str, int]:
+        """Hard delete of everything of one user, in the store and the cache."""
+        owner = self._owner(tenant_id, user_id)
+        counts = await self.store.forget_user(owner)
+        counts["cache_entries"] = await self.cache.forget_user(owner)
+        return counts
+
+    async def export(self, tenant_id: str, user_id: str, *, include_history: bool = True) -> AsyncIterator[Memory]:
+        owner = self._owner(tenant_id, user_id)
+        after: str | None = None
+        while True:
+            page = await self.store.list_memories(owner, include_history=include_history, limit=500, after_id=after)
+            for m in page:
+                yield m
+            if len(page) < 500:
+                return
+            after = page[-1].id
+
+    async def get_job(self, tenant_id: str, user_id: str, job_id: str) -> Job:
+        owner = self._owner(tenant_id, user_id)
+        check_id("job_id", job_id)
+        job = await self.store.get_job(owner, job_id)
+        if job is None:
+            raise NotFoundError(f"job {job_id} not found")
+        return job
+
+    # -- health -------------------------------------------------------------------------
+    async def readiness(self) -> dict[str, bool]:
+        checks = await self.store.health()
+        if self.cache.name != "none":
+            checks[f"cache:{self.cache.name}"] = await self.cache.health()
+        return checks
+
+
+def _enum_value(field_name: str, enum: type, value: Any) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = ", ".join(e.value for e in enum)
+        raise InvalidInputError(field_name, f"unknown value {str(value)[:64]!r}; allowed: {allowed}") from None
+
+
+def _enum_set(field_name: str, enum: type, values: Sequence[Any] | None) -> frozenset[Any] | None:
+    if values is None:
+        return None
+    return frozenset(_enum_value(field_name, enum, v) for v in values)
