@@ -1,0 +1,287 @@
+"""OpenAICompatibleLLM against a real HTTP server on 127.0.0.1 that records requests and replays answers."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.providers.base import LLM, LLMOutputError
+from cognis_memory.providers.llms import OpenAICompatibleLLM
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decision": {"type": "string", "enum": ["ADD", "UPDATE", "DELETE", "NONE"]},
+        "target": {"type": ["string", "null"]},
+    },
+    "required": ["decision", "target"],
+    "additionalProperties": False,
+}
+ANSWER = {"decision": "UPDATE", "target": "m3"}
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None  # dict/list -> JSON, bytes/str -> as is
+    delay_s: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class FakeChatServer:
+    """A threaded HTTP server on a free local port; answers POSTs from a queue of replies."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.requests: list[Recorded] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                outer.requests.append(
+                    Recorded("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw))
+                )
+                reply = outer.replies.pop(0) if outer.replies else Reply(500, {"error": {"message": "no reply queued"}})
+                time.sleep(reply.delay_s)
+                body = reply.body
+                data = body if isinstance(body, bytes) else body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", reply.headers.get("Content-Type", "application/json"))
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout tests)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def chat_server() -> Iterator[FakeChatServer]:
+    server = FakeChatServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def server(chat_server: FakeChatServer) -> FakeChatServer:
+    chat_server.replies.clear()
+    chat_server.requests.clear()
+    return chat_server
+
+
+def completion(content: Any, *, finish_reason: str = "stop", **message: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "local-model",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content, **message}, "finish_reason": finish_reason}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+async def ask(llm: OpenAICompatibleLLM, system: str = "Decide.") -> dict[str, Any]:
+    return await llm.generate_structured(system=system, prompt="new fact: lives in Berlin", schema=SCHEMA, schema_name="decision")
+
+
+async def test_success_sends_a_json_schema_chat_completion(server: FakeChatServer) -> None:
+    server.replies.append(Reply(body=completion(json.dumps(ANSWER))))
+    llm = OpenAICompatibleLLM(server.base_url + "/", "qwen2.5-7b-instruct", api_key="sk-test", max_tokens=256)
+    assert isinstance(llm, LLM)
+    assert llm.name == "openai:qwen2.5-7b-instruct"
+    try:
+        assert await ask(llm) == ANSWER
+    finally:
+        await llm.aclose()
+    (request,) = server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-test"
+    assert request.headers["content-type"] == "application/json"
+    assert request.body == {
+        "model": "qwen2.5-7b-instruct",
+        "messages": [
+            {"role": "system", "content": "Decide."},
+            {"role": "user", "content": "new fact: lives in Berlin"},
+        ],
+        "temperature": 0.0,
+        "max_tokens": 256,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "decision", "schema": SCHEMA, "strict": True},
+        },
+    }
+
+
+async def test_no_key_no_authorization_header_and_no_empty_system(server: FakeChatServer) -> None:
+    server.replies.append(Reply(body=completion(json.dumps(ANSWER))))
+    llm = OpenAICompatibleLLM(server.base_url, "m")
+    try:
+        assert await ask(llm, system="") == ANSWER
+    finally:
+        await llm.aclose()
+    (request,) = server.requests
+    assert "authorization" not in request.headers
+    assert request.body["messages"] == [{"role": "user", "content": "new fact: lives in Berlin"}]
+    assert "max_tokens" not in request.body
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '```json\n{"decision": "UPDATE", "target": "m3"}\n```',
+        'Sure:\n```\n{"decision": "UPDATE", "target": "m3"}\n```',
+        [{"type": "text", "text": '{"decision": "UPDATE", '}, {"type": "text", "text": '"target": "m3"}'}],
+    ],
+    ids=["json-fence", "bare-fence-with-prose", "content-parts"],
+)
+async def test_fenced_and_part_content_is_accepted(server: FakeChatServer, content: Any) -> None:
+    server.replies.append(Reply(body=completion(content)))
+    async with httpx.AsyncClient() as client:
+        llm = OpenAICompatibleLLM(server.base_url, "m", client=client)
+        assert await ask(llm) == ANSWER
+        await llm.aclose()
+        assert not client.is_closed  # a client passed in is not ours to close
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 429, 408])
+async def test_retryable_http_errors_are_dependency_unavailable(server: FakeChatServer, status: int) -> None:
+    server.replies.append(Reply(status, {"error": {"message": "overloaded, try later"}}))
+    llm = OpenAICompatibleLLM(server.base_url, "m")
+    with pytest.raises(DependencyUnavailable) as info:
+        await ask(llm)
+    await llm.aclose()
+    assert info.value.dependency == "llm"
+    assert f"HTTP {status}" in str(info.value) and "overloaded, try later" in str(info.value)
+    assert "configuration problem" not in str(info.value)
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+async def test_other_4xx_are_configuration_problems(server: FakeChatServer, status: int) -> None:
+    server.replies.append(Reply(status, {"error": {"message": "The model `m` does not exist"}}))
+    llm = OpenAICompatibleLLM(server.base_url, "m")
+    with pytest.raises(DependencyUnavailable, match="configuration problem") as info:
+        await ask(llm)
+    await llm.aclose()
+    assert f"HTTP {status}" in str(info.value) and "does not exist" in str(info.value)
+
+
+async def test_slow_server_times_out(server: FakeChatServer) -> None:
+    server.replies.append(Reply(body=completion(json.dumps(ANSWER)), delay_s=1.0))
+    llm = OpenAICompatibleLLM(server.base_url, "m", timeout_s=0.2)
+    started = time.perf_counter()
+    with pytest.raises(DependencyUnavailable, match="within 0.2 s"):
+        await ask(llm)
+    assert time.perf_counter() - started < 0.7
+    await llm.aclose()
+
+
+async def test_unreachable_server_is_dependency_unavailable() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{port}/v1", "m", timeout_s=2)
+    with pytest.raises(DependencyUnavailable, match="unreachable"):
+        await ask(llm)
+    await llm.aclose()
+
+
+@pytest.mark.parametrize(
+    ("reply", "match"),
+    [
+        (completion('{"decision": "UPDATE", "target": '), "not valid JSON"),
+        (completion("I think you should update m3."), "not valid JSON"),
+        (completion('```json\n{"decision": UPDATE}\n```'), "fenced block is not valid JSON"),
+        (completion(json.dumps({"decision": "MERGE", "target": None})), "not one of"),
+        (completion(json.dumps({"decision": "ADD"})), "missing required property 'target'"),
+        (completion(json.dumps({**ANSWER, "why": "because"})), "unexpected property 'why'"),
+        (completion(json.dumps([ANSWER])), "expected a JSON object"),
+        (completion(None), "no text content"),
+        (completion(None, refusal="I can't help with that."), "refused"),
+        (completion('{"decision": "UPD', finish_reason="length"), "cut off"),
+    ],
+)
+async def test_bad_content_is_an_output_error(server: FakeChatServer, reply: dict[str, Any], match: str) -> None:
+    server.replies.append(Reply(body=reply))
+    llm = OpenAICompatibleLLM(server.base_url, "m")
+    with pytest.raises(LLMOutputError, match=match):
+        await ask(llm)
+    await llm.aclose()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(body=b"<html>gateway</html>", headers={"Content-Type": "text/html"}),
+        Reply(body={"object": "error"}),
+        Reply(body={"choices": []}),
+    ],
+    ids=["html", "no-choices", "empty-choices"],
+)
+async def test_reply_that_is_not_a_completion_is_dependency_unavailable(server: FakeChatServer, reply: Reply) -> None:
+    server.replies.append(reply)
+    llm = OpenAICompatibleLLM(server.base_url, "m")
+    with pytest.raises(DependencyUnavailable, match="did not answer with a chat completion"):
+        await ask(llm)
+    await llm.aclose()
+
+
+async def test_own_client_is_reused_and_closed(server: FakeChatServer) -> None:
+    server.replies.extend([Reply(body=completion(json.dumps(ANSWER))), Reply(body=completion(json.dumps(ANSWER)))])
+    llm = OpenAICompatibleLLM(server.base_url, "m")
+    await ask(llm)
+    first = llm._own_client
+    await ask(llm)
+    assert llm._own_client is first and first is not None
+    await llm.aclose()
+    assert first.is_closed and llm._own_client is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"base_url": ""}, "openai_base_url"),
+        ({"base_url": "localhost:8000"}, "openai_base_url"),
+        ({"model": ""}, "openai_model"),
+        ({"timeout_s": 0}, "llm_timeout_s"),
+    ],
+)
+def test_invalid_construction(kwargs: dict[str, Any], match: str) -> None:
+    args: dict[str, Any] = {"base_url": "http://127.0.0.1:9/v1", "model": "m", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        OpenAICompatibleLLM(**args)
