@@ -1,0 +1,157 @@
+"""Provider factory: which class each setting selects, with which options, and the errors it raises."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cognis_memory.config import Settings
+from cognis_memory.providers.base import LLM, Embedder, Reranker
+from cognis_memory.providers.embedders import SentenceTransformerEmbedder
+from cognis_memory.providers.factory import build_embedder, build_llm, build_reranker
+from cognis_memory.providers.llms import BedrockConverseLLM, OpenAICompatibleLLM
+from cognis_memory.providers.rerankers import LocalCrossEncoderReranker, SageMakerReranker
+
+
+@pytest.fixture(autouse=True)
+def _no_cognis_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("COGNIS_"):
+            monkeypatch.delenv(name)
+
+
+def test_none_means_no_provider() -> None:
+    settings = Settings()
+    assert settings.reranker == "none" and settings.llm == "none"
+    assert build_reranker(settings) is None
+    assert build_llm(settings) is None
+
+
+# --- rerankers -------------------------------------------------------------------------------
+
+
+def test_local_reranker_requires_a_path() -> None:
+    with pytest.raises(ValueError) as info:
+        build_reranker(Settings(reranker="local"))
+    assert str(info.value) == "reranker=local requires reranker_path (COGNIS_RERANKER_PATH)"
+
+
+def test_local_reranker_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="reranker_path"):
+        build_reranker(Settings(reranker="local", reranker_path=str(tmp_path / "missing")))
+
+
+async def test_local_reranker_from_settings(tiny_cross_encoder_dir: Path) -> None:
+    reranker = build_reranker(Settings(reranker="local", reranker_path=str(tiny_cross_encoder_dir)))
+    assert isinstance(reranker, LocalCrossEncoderReranker) and isinstance(reranker, Reranker)
+    assert reranker.path == tiny_cross_encoder_dir
+    assert len(await reranker.rerank("q", ["a", "b", "c"])) == 3
+
+
+def test_sagemaker_reranker_requires_an_endpoint() -> None:
+    for endpoint in (None, "", "  "):
+        with pytest.raises(ValueError) as info:
+            build_reranker(Settings(reranker="sagemaker", sagemaker_endpoint=endpoint))
+        assert str(info.value) == "reranker=sagemaker requires sagemaker_endpoint (COGNIS_SAGEMAKER_ENDPOINT)"
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_sagemaker_reranker_from_settings() -> None:
+    settings = Settings(reranker="sagemaker", sagemaker_endpoint="bge", aws_region="eu-west-1", reranker_timeout_ms=900)
+    reranker = build_reranker(settings)
+    assert isinstance(reranker, SageMakerReranker) and isinstance(reranker, Reranker)
+    assert reranker.endpoint_name == "bge" and reranker.payload_format == "tei"
+    assert reranker.timeout_ms == 900
+    assert reranker._client.meta.region_name == "eu-west-1"
+    assert reranker._client.meta.config.read_timeout == pytest.approx(0.9)
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_sagemaker_reranker_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGNIS_RERANKER", "sagemaker")
+    monkeypatch.setenv("COGNIS_SAGEMAKER_ENDPOINT", "from-env")
+    reranker = build_reranker(Settings())
+    assert isinstance(reranker, SageMakerReranker) and reranker.endpoint_name == "from-env"
+    assert reranker._client.meta.region_name == "us-east-1"  # AWS_DEFAULT_REGION when aws_region is unset
+
+
+def test_unknown_reranker_kind() -> None:
+    with pytest.raises(ValueError, match="reranker must be one of none, local, sagemaker"):
+        build_reranker(Settings.model_construct(reranker="cohere"))
+
+
+# --- LLMs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_bedrock_llm_from_settings() -> None:
+    settings = Settings(llm="bedrock", aws_region="us-west-2", llm_timeout_s=12)
+    llm = build_llm(settings)
+    assert isinstance(llm, BedrockConverseLLM) and isinstance(llm, LLM)
+    assert llm.model_id == "anthropic.claude-3-5-haiku-20241022-v1:0"  # the settings default
+    assert llm.timeout_s == 12
+    assert llm._client.meta.region_name == "us-west-2"
+    assert llm._client.meta.config.read_timeout == 12
+
+
+def test_bedrock_llm_requires_a_model_id() -> None:
+    with pytest.raises(ValueError) as info:
+        build_llm(Settings(llm="bedrock", bedrock_model_id=""))
+    assert str(info.value) == "llm=bedrock requires bedrock_model_id (COGNIS_BEDROCK_MODEL_ID)"
+
+
+def test_openai_llm_requires_a_base_url() -> None:
+    with pytest.raises(ValueError) as info:
+        build_llm(Settings(llm="openai"))
+    assert str(info.value) == "llm=openai requires openai_base_url (COGNIS_OPENAI_BASE_URL)"
+
+
+def test_openai_llm_requires_a_model() -> None:
+    with pytest.raises(ValueError, match=r"llm=openai requires openai_model \(COGNIS_OPENAI_MODEL\)"):
+        build_llm(Settings(llm="openai", openai_base_url="http://127.0.0.1:8000/v1", openai_model=""))
+
+
+def test_openai_llm_from_settings() -> None:
+    settings = Settings(
+        llm="openai",
+        openai_base_url="http://127.0.0.1:8000/v1/",
+        openai_model="llama-3.1-8b",
+        openai_api_key="sk-local",
+        llm_timeout_s=7.5,
+    )
+    llm = build_llm(settings)
+    assert isinstance(llm, OpenAICompatibleLLM) and isinstance(llm, LLM)
+    assert llm.url == "http://127.0.0.1:8000/v1/chat/completions"
+    assert llm.model == "llama-3.1-8b" and llm.timeout_s == 7.5
+    assert llm._api_key == "sk-local"  # unwrapped from the SecretStr
+
+
+def test_openai_llm_without_key() -> None:
+    llm = build_llm(Settings(llm="openai", openai_base_url="http://127.0.0.1:8000/v1"))
+    assert isinstance(llm, OpenAICompatibleLLM) and llm._api_key is None
+
+
+def test_unknown_llm_kind() -> None:
+    with pytest.raises(ValueError, match="llm must be one of none, bedrock, openai"):
+        build_llm(Settings.model_construct(llm="anthropic"))
+
+
+# --- embedder --------------------------------------------------------------------------------
+
+
+def test_default_embedder_is_the_packaged_minilm() -> None:
+    embedder = build_embedder(Settings(embedding_batch_size=8))
+    assert isinstance(embedder, SentenceTransformerEmbedder) and isinstance(embedder, Embedder)
+    assert embedder.dim == 384
+    assert embedder._batch_size == 8
+    vectors = embedder.embed(["hello", "world"])
+    assert vectors.shape == (2, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_embedder_path_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="embedder_path"):
+        build_embedder(Settings(embedder_path=str(tmp_path / "nope")))
