@@ -424,6 +424,15 @@ class MemoryService:
         counts["cache_entries"] = await self.cache.forget_user(owner)
         return counts
 
+    async def list_memories(
+        self, tenant_id: str, user_id: str, *, include_history: bool = False, limit: int = 100, after: str | None = None
+    ) -> list[Memory]:
+        owner = self._owner(tenant_id, user_id)
+        if not 1 <= limit <= 1000:
+            raise InvalidInputError("limit", "must be between 1 and 1000")
+        check_id("after", after, required=False)
+        return await self.store.list_memories(owner, include_history=include_history, limit=limit, after_id=after)
+
     async def export(self, tenant_id: str, user_id: str, *, include_history: bool = True) -> AsyncIterator[Memory]:
         owner = self._owner(tenant_id, user_id)
         after: str | None = None

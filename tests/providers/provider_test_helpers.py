@@ -17,9 +17,7 @@ def raw_http_response(
     """An HTTP response as botocore would get it from the wire (for ``before-send`` handlers)."""
     all_headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
     all_headers.update(headers or {})
-    raw = urllib3.HTTPResponse(
-        body=io.BytesIO(body), headers=all_headers, status=status, preload_content=False
-    )
+    raw = urllib3.HTTPResponse(body=io.BytesIO(body), headers=all_headers, status=status, preload_content=False)
     return AWSResponse(request.url, status, all_headers, raw)
 
 

@@ -112,7 +112,7 @@ def test_extract_json_text_tolerates_fences(text: str) -> None:
     assert extract_json_text(text) == {"a": 1}
 
 
-@pytest.mark.parametrize("text", ["", "{'a': 1}", "```json\n{\"a\": \n```", "sure!"])
+@pytest.mark.parametrize("text", ["", "{'a': 1}", '```json\n{"a": \n```', "sure!"])
 def test_extract_json_text_rejects_non_json(text: str) -> None:
     with pytest.raises(ValueError):
         extract_json_text(text)

@@ -11,12 +11,11 @@ import pytest
 from botocore.awsrequest import AWSPreparedRequest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
+from provider_test_helpers import on_send, raw_http_response
 
 from cognis_memory.errors import DependencyUnavailable
 from cognis_memory.providers.base import LLM, LLMOutputError
 from cognis_memory.providers.llms import BedrockConverseLLM
-
-from provider_test_helpers import on_send, raw_http_response
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
 SCHEMA: dict[str, Any] = {
@@ -121,7 +120,10 @@ async def test_schema_description_becomes_the_tool_description(client: Any) -> N
     expected["toolConfig"]["tools"][0]["toolSpec"]["inputSchema"] = {"json": schema}
     with Stubber(client) as stub:
         stub.add_response("converse", _response([_tool_use(ANSWER)]), expected)
-        assert await llm.generate_structured(system=SYSTEM, prompt=PROMPT, schema=schema, schema_name="record_facts") == ANSWER
+        assert (
+            await llm.generate_structured(system=SYSTEM, prompt=PROMPT, schema=schema, schema_name="record_facts")
+            == ANSWER
+        )
 
 
 async def test_tool_input_given_as_a_json_string_is_accepted(client: Any) -> None:
@@ -244,7 +246,7 @@ async def test_slow_model_times_out(client: Any) -> None:
     on_send(client, "Converse", slow)
     llm = BedrockConverseLLM(MODEL, client=client, timeout_s=0.15)
     started = time.perf_counter()
-    with pytest.raises(DependencyUnavailable, match="within 0.15 s"):
+    with pytest.raises(DependencyUnavailable, match=r"within 0\.15 s"):
         await _call(llm)
     assert time.perf_counter() - started < 0.45
 
@@ -260,7 +262,9 @@ async def test_own_client_configuration_and_wire_request(aws_env: None) -> None:
     seen = on_send(llm._client, "Converse", lambda r: raw_http_response(r, answer))
     assert await _call(llm) == ANSWER
     (request,) = seen
-    assert request.url == f"https://bedrock-runtime.eu-central-1.amazonaws.com/model/{MODEL.replace(':', '%3A')}/converse"
+    assert (
+        request.url == f"https://bedrock-runtime.eu-central-1.amazonaws.com/model/{MODEL.replace(':', '%3A')}/converse"
+    )
     sent = json.loads(request.body)
     expected = _expected_request()
     del expected["modelId"]  # in the URL

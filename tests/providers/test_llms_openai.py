@@ -57,7 +57,7 @@ class FakeChatServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 outer.requests.append(
                     Recorded("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw))
@@ -65,7 +65,13 @@ class FakeChatServer:
                 reply = outer.replies.pop(0) if outer.replies else Reply(500, {"error": {"message": "no reply queued"}})
                 time.sleep(reply.delay_s)
                 body = reply.body
-                data = body if isinstance(body, bytes) else body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                data = (
+                    body
+                    if isinstance(body, bytes)
+                    else body.encode()
+                    if isinstance(body, str)
+                    else json.dumps(body).encode()
+                )
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", reply.headers.get("Content-Type", "application/json"))
@@ -110,14 +116,20 @@ def completion(content: Any, *, finish_reason: str = "stop", **message: Any) -> 
         "created": 1700000000,
         "model": "local-model",
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content, **message}, "finish_reason": finish_reason}
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, **message},
+                "finish_reason": finish_reason,
+            }
         ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }
 
 
 async def ask(llm: OpenAICompatibleLLM, system: str = "Decide.") -> dict[str, Any]:
-    return await llm.generate_structured(system=system, prompt="new fact: lives in Berlin", schema=SCHEMA, schema_name="decision")
+    return await llm.generate_structured(
+        system=system, prompt="new fact: lives in Berlin", schema=SCHEMA, schema_name="decision"
+    )
 
 
 async def test_success_sends_a_json_schema_chat_completion(server: FakeChatServer) -> None:
@@ -205,7 +217,7 @@ async def test_slow_server_times_out(server: FakeChatServer) -> None:
     server.replies.append(Reply(body=completion(json.dumps(ANSWER)), delay_s=1.0))
     llm = OpenAICompatibleLLM(server.base_url, "m", timeout_s=0.2)
     started = time.perf_counter()
-    with pytest.raises(DependencyUnavailable, match="within 0.2 s"):
+    with pytest.raises(DependencyUnavailable, match=r"within 0\.2 s"):
         await ask(llm)
     assert time.perf_counter() - started < 0.7
     await llm.aclose()

@@ -13,12 +13,11 @@ from botocore.awsrequest import AWSPreparedRequest
 from botocore.exceptions import ReadTimeoutError
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
+from provider_test_helpers import JsonBody, on_send, raw_http_response
 
 from cognis_memory.errors import DependencyUnavailable
 from cognis_memory.providers.base import Reranker
 from cognis_memory.providers.rerankers import SageMakerReranker, parse_reranker_scores
-
-from provider_test_helpers import JsonBody, on_send, raw_http_response
 
 ENDPOINT = "cognis-bge-reranker"
 QUERY = "what does alice eat"
@@ -88,7 +87,10 @@ async def test_answers_are_parsed_by_shape_whatever_the_request_format(client: A
     tei = SageMakerReranker(ENDPOINT, client=client)
     with Stubber(client) as stub:
         stub.add_response("invoke_endpoint", {"Body": _body([{"index": 1, "score": 5}, {"index": 0, "score": -1}])})
-        stub.add_response("invoke_endpoint", {"Body": _body([[{"label": "LABEL_0", "score": 0.25}], [{"label": "LABEL_0", "score": 0.5}]])})
+        stub.add_response(
+            "invoke_endpoint",
+            {"Body": _body([[{"label": "LABEL_0", "score": 0.25}], [{"label": "LABEL_0", "score": 0.5}]])},
+        )
         assert await hf.rerank(QUERY, DOCS[:2]) == [-1.0, 5.0]
         assert await tei.rerank(QUERY, DOCS[:2]) == [0.25, 0.5]
 
@@ -106,7 +108,9 @@ async def test_no_documents_makes_no_call(client: Any) -> None:
 async def test_client_errors_are_dependency_unavailable(client: Any, code: str, status: int) -> None:
     reranker = SageMakerReranker(ENDPOINT, client=client)
     with Stubber(client) as stub:
-        stub.add_client_error("invoke_endpoint", service_error_code=code, service_message="boom", http_status_code=status)
+        stub.add_client_error(
+            "invoke_endpoint", service_error_code=code, service_message="boom", http_status_code=status
+        )
         with pytest.raises(DependencyUnavailable) as info:
             await reranker.rerank(QUERY, DOCS)
     assert info.value.dependency == "reranker"
@@ -170,7 +174,9 @@ async def test_own_client_has_the_time_box_and_sends_the_right_http_request(aws_
     assert client.meta.config.read_timeout == pytest.approx(0.75)
     assert client.meta.config.retries == {"mode": "standard", "total_max_attempts": 1}
 
-    seen = on_send(client, "InvokeEndpoint", lambda r: raw_http_response(r, b'[{"index":1,"score":0.5},{"index":0,"score":0.25}]'))
+    seen = on_send(
+        client, "InvokeEndpoint", lambda r: raw_http_response(r, b'[{"index":1,"score":0.5},{"index":0,"score":0.25}]')
+    )
     assert await reranker.rerank("q", ["a", "b"]) == [0.25, 0.5]
     (request,) = seen
     assert request.method == "POST"
@@ -255,7 +261,7 @@ def test_parse_scores_shapes() -> None:
     assert parse_reranker_scores([1, 2.5], 2) == [1.0, 2.5]
     assert parse_reranker_scores([{"index": 1, "score": 1}, {"index": 0, "score": 2}], 2) == [2.0, 1.0]
     assert parse_reranker_scores([{"score": 3, "label": "LABEL_0"}], 1) == [3.0]
-    with pytest.raises(ValueError, match="finite|unrecognised"):
+    with pytest.raises(ValueError, match=r"unrecognised"):
         parse_reranker_scores([float("nan")], 1)
     with pytest.raises(ValueError, match="unrecognised"):
         parse_reranker_scores([True], 1)

@@ -76,11 +76,13 @@ EXTRACT_SCHEMA: dict[str, Any] = {
                     "scope": {"type": "string", "enum": [s.value for s in Scope]},
                     "event_date": {"type": ["string", "null"]},
                 },
-                "required": ["content", "category", "scope"],
+                "required": ["content", "category", "scope", "event_date"],
+                "additionalProperties": False,
             },
         }
     },
     "required": ["facts"],
+    "additionalProperties": False,
 }
 
 DECIDE_SCHEMA: dict[str, Any] = {
@@ -95,13 +97,15 @@ DECIDE_SCHEMA: dict[str, Any] = {
                     "action": {"type": "string", "enum": [a.value for a in Action]},
                     "target": {"type": ["string", "null"]},
                     "content": {"type": ["string", "null"]},
-                    "category": {"type": ["string", "null"]},
+                    "category": {"type": ["string", "null"], "enum": [*(c.value for c in Category), None]},
                 },
-                "required": ["fact", "action"],
+                "required": ["fact", "action", "target", "content", "category"],
+                "additionalProperties": False,
             },
         }
     },
     "required": ["decisions"],
+    "additionalProperties": False,
 }
 
 EXTRACT_SYSTEM = (

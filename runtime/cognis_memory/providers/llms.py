@@ -52,8 +52,10 @@ _TYPE_CHECKS: dict[str, Any] = {
     "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and math.isfinite(v) and v.is_integer()),
+    "integer": lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and math.isfinite(v) and v.is_integer())
+    ),
 }
 
 
@@ -290,9 +292,7 @@ class BedrockConverseLLM:
             )
         self._client = client
 
-    def build_request(
-        self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str
-    ) -> dict[str, Any]:
+    def build_request(self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str) -> dict[str, Any]:
         """The keyword arguments of the ``converse`` call."""
         _check_schema_name(schema_name)
         description = schema.get("description") or f"Record the answer in the {schema_name} structure."
@@ -433,14 +433,10 @@ class OpenAICompatibleLLM:
         self._own_client: httpx.AsyncClient | None = None
         self._own_loop: asyncio.AbstractEventLoop | None = None
 
-    def build_request(
-        self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str
-    ) -> dict[str, Any]:
+    def build_request(self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str) -> dict[str, Any]:
         """The JSON body of the chat completion request."""
         _check_schema_name(schema_name)
-        messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": prompt}
-        ]
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -518,7 +514,9 @@ class OpenAICompatibleLLM:
         content = message.get("content")
         if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
             content = "".join(
-                str(part.get("text", "")) for part in content if isinstance(part, Mapping) and part.get("type") == "text"
+                str(part.get("text", ""))
+                for part in content
+                if isinstance(part, Mapping) and part.get("type") == "text"
             )
         if not isinstance(content, str) or not content.strip():
             raise LLMOutputError(f"{self.name}: the answer has no text content")

@@ -76,9 +76,7 @@ class LocalCrossEncoderReranker:
                 str(model_path), device=device, local_files_only=True, max_length=max_length
             )
         except (OSError, ValueError) as exc:
-            raise ValueError(
-                f"reranker_path: {model_path} is not a loadable cross-encoder directory ({exc})"
-            ) from exc
+            raise ValueError(f"reranker_path: {model_path} is not a loadable cross-encoder directory ({exc})") from exc
         num_labels = getattr(self._model, "num_labels", 1)
         if num_labels != 1:
             raise ValueError(

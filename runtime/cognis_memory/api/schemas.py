@@ -1,0 +1,165 @@
+"""Request and response bodies of the HTTP API.
+
+Requests forbid unknown fields (a typo is an error naming the field, not a silently
+ignored option). Sizes are checked in the service so that every entry point shares them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..domain import Category, Job, Memory, MemoryKind, Message, Scope
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MessageBody(_Strict):
+    content: str = Field(..., description="The message text.", examples=["I moved to Lisbon last month."])
+    speaker: str | None = Field(None, description="Who said it (a name).", examples=["Alice"])
+    role: Literal["user", "assistant", "system", "tool"] = "user"
+    timestamp: datetime | None = Field(None, description="When it was said (ISO 8601); default: now.")
+    session_id: str | None = None
+    agent_id: str | None = None
+    client_message_id: str | None = Field(None, description="Your id for the message; re-sending it is a no-op.")
+    scope: Scope = Field(Scope.USER, description="USER: across sessions; CONTEXT: this session only.")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AddMessagesBody(_Strict):
+    messages: list[MessageBody] = Field(..., min_length=1)
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="sync: all stages before answering; async: answer after storing, extract in a job."
+    )
+
+
+class SearchBody(_Strict):
+    query: str = Field(..., examples=["Where does Alice live?"])
+    limit: int = Field(10, ge=1, le=100)
+    scopes: list[Scope] | None = None
+    session_id: str | None = None
+    categories: list[Category] | None = None
+    kinds: list[MemoryKind] | None = None
+    agent_id: str | None = None
+    time_from: datetime | None = None
+    time_to: datetime | None = None
+    include_history: bool = False
+    explain: bool = False
+    now: datetime | None = Field(None, description="Reference time for relative expressions in the query.")
+    recipe: str | None = Field(None, description="A named retrieval recipe (default: the service's).")
+
+
+class UpdateMemoryBody(_Strict):
+    content: str | None = None
+    category: Category | None = None
+    event_time: datetime | None = None
+
+
+class MemoryOut(BaseModel):
+    id: str
+    user_id: str
+    content: str
+    category: Category
+    scope: Scope
+    kind: MemoryKind
+    speaker: str | None
+    session_id: str | None
+    agent_id: str | None
+    event_time: datetime | None
+    message_time: datetime | None
+    created_at: datetime
+    version: int
+    is_current: bool
+    deleted: bool
+    replaces_id: str | None
+    source_message_ids: list[str]
+    metadata: dict[str, Any]
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryOut:
+        return cls(
+            id=m.id, user_id=m.user_id, content=m.content, category=m.category, scope=m.scope, kind=m.kind,
+            speaker=m.speaker, session_id=m.session_id, agent_id=m.agent_id, event_time=m.event_time,
+            message_time=m.message_time, created_at=m.created_at, version=m.version, is_current=m.is_current,
+            deleted=m.deleted, replaces_id=m.replaces_id, source_message_ids=m.source_message_ids,
+            metadata=m.metadata,
+        )  # fmt: skip
+
+
+class MessageOut(BaseModel):
+    id: str
+    client_message_id: str | None
+    created: bool = Field(description="False when the client_message_id was already stored.")
+    timestamp: datetime
+
+    @classmethod
+    def of(cls, m: Message, created: bool) -> MessageOut:
+        return cls(id=m.id, client_message_id=m.client_message_id, created=created, timestamp=m.timestamp)
+
+
+class JobOut(BaseModel):
+    id: str
+    status: str
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+    next_attempt_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    result: dict[str, Any]
+
+    @classmethod
+    def of(cls, j: Job) -> JobOut:
+        return cls(
+            id=j.id, status=j.status.value, attempts=j.attempts, max_attempts=j.max_attempts,
+            last_error=j.last_error, next_attempt_at=j.next_attempt_at, created_at=j.created_at,
+            updated_at=j.updated_at, result=j.result,
+        )  # fmt: skip
+
+
+class AddMessagesOut(BaseModel):
+    messages: list[MessageOut]
+    memories: list[MemoryOut] = Field(description="Raw-message memories created now (searchable at once).")
+    job: JobOut | None = Field(None, description="The extraction job (async mode with an LLM configured).")
+    extraction: dict[str, Any] = Field(default_factory=dict, description="Operation counts (sync mode).")
+
+
+class SearchHitOut(BaseModel):
+    memory: MemoryOut
+    score: float
+    scores: dict[str, float] | None = None
+    history: list[MemoryOut] = Field(default_factory=list, description="Earlier versions, oldest first.")
+
+
+class SearchOut(BaseModel):
+    results: list[SearchHitOut]
+    degraded: list[str] = Field(default_factory=list, description="Stages skipped because a dependency failed.")
+    query_analysis: dict[str, Any]
+    explain: dict[str, Any] | None = None
+
+
+class HistoryOut(BaseModel):
+    versions: list[MemoryOut]
+
+
+class MemoryListOut(BaseModel):
+    memories: list[MemoryOut]
+    next_after: str | None
+
+
+class ForgetOut(BaseModel):
+    deleted: dict[str, int]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail

@@ -1,0 +1,376 @@
+"""The ``cognis-memory`` command line.
+
+Configuration comes from flags, then ``COGNIS_*`` environment variables, then defaults
+(see :class:`cognis_memory.config.Settings`). Every command works on the configured store;
+by default the embedded SQLite store under ``./.cognis``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .config import Settings
+from .domain import Memory, Scope
+from .errors import CognisError, InvalidInputError
+
+IMPORT_BATCH = 128
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    for name in ("store", "data_dir", "recipe", "host", "port", "llm", "reranker", "embedder_path"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    return Settings(**overrides)
+
+
+def _memory_json(m: Memory) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "tenant_id": m.tenant_id,
+        "user_id": m.user_id,
+        "content": m.content,
+        "category": m.category.value,
+        "scope": m.scope.value,
+        "kind": m.kind.value,
+        "speaker": m.speaker,
+        "session_id": m.session_id,
+        "event_time": m.event_time.isoformat() if m.event_time else None,
+        "message_time": m.message_time.isoformat() if m.message_time else None,
+        "created_at": m.created_at.isoformat(),
+        "version": m.version,
+        "is_current": m.is_current,
+        "deleted": m.deleted,
+        "replaces_id": m.replaces_id,
+        "source_message_ids": m.source_message_ids,
+    }
+
+
+def _parse_time(field: str, value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        raise InvalidInputError(field, "use an ISO 8601 string, e.g. 2024-05-01T10:00:00Z")
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInputError(field, f"not an ISO 8601 time: {str(value)[:40]!r}") from None
+
+
+_MESSAGE_FIELDS = {
+    "content", "text", "speaker", "role", "timestamp", "session_id", "agent_id", "client_message_id", "scope",
+    "metadata", "user_id",
+}  # fmt: skip
+
+
+def read_conversation(path: Path, default_user: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(user_id, message dict) pairs from a JSON or JSONL file.
+
+    Accepted shapes: JSONL with one message object per line; a JSON list of messages; or a
+    JSON object ``{"user_id": ..., "messages": [...]}``. A message has ``content`` (or
+    ``text``) and optionally speaker, role, timestamp (ISO 8601), session_id, agent_id,
+    client_message_id, scope, metadata, user_id (else ``--user``).
+    """
+    text = path.read_text(encoding="utf-8")
+    stripped = text.lstrip()
+    if path.suffix == ".jsonl" or (stripped and stripped[0] == "{" and "\n{" in stripped):
+        items: list[Any] = [json.loads(line) for line in text.splitlines() if line.strip()]
+        user = default_user
+    else:
+        doc = json.loads(text)
+        if isinstance(doc, dict):
+            user = doc.get("user_id", default_user)
+            items = doc.get("messages", [])
+        else:
+            user, items = default_user, doc
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidInputError(f"messages[{i}]", "must be an object")
+        unknown = set(item) - _MESSAGE_FIELDS
+        if unknown:
+            raise InvalidInputError(f"messages[{i}].{sorted(unknown)[0]}", "unknown field")
+        uid = item.get("user_id", user)
+        if not uid:
+            raise InvalidInputError(f"messages[{i}].user_id", "missing: give user_id in the file or --user")
+        yield uid, item
+
+
+def _message_in(i: int, item: dict[str, Any]):
+    from .service import MessageIn
+
+    return MessageIn(
+        content=item.get("content", item.get("text", "")),
+        speaker=item.get("speaker"),
+        role=item.get("role", "user"),
+        timestamp=_parse_time(f"messages[{i}].timestamp", item.get("timestamp")),
+        session_id=item.get("session_id"),
+        agent_id=item.get("agent_id"),
+        client_message_id=item.get("client_message_id"),
+        scope=Scope(item.get("scope", "USER")),
+        metadata=item.get("metadata") or {},
+    )
+
+
+async def _with_service(args: argparse.Namespace, fn, *, run_worker: bool = False):
+    from .service import MemoryService
+
+    svc = MemoryService.from_settings(_settings(args))
+    await svc.start(run_worker=run_worker)
+    try:
+        return await fn(svc)
+    finally:
+        await svc.close()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .api.app import create_app
+    from .service import MemoryService
+
+    settings = _settings(args)
+    app = create_app(MemoryService.from_settings(settings))
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from .service import MessageIn
+
+    async def run(svc):
+        msg = MessageIn(
+            content=args.content,
+            speaker=args.speaker,
+            timestamp=_parse_time("timestamp", args.timestamp),
+            session_id=args.session,
+            client_message_id=args.client_id,
+        )
+        res = await svc.add_messages(args.tenant, args.user, [msg], background=False)
+        if res.job is not None:
+            await svc.worker.drain()
+        return {"messages": [m.id for m in res.messages], "memories": [_memory_json(m) for m in res.raw_memories]}
+
+    print(json.dumps(asyncio.run(_with_service(args, run)), indent=2))
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    async def run(svc):
+        res = await svc.search(
+            args.tenant,
+            args.user,
+            args.query,
+            limit=args.limit,
+            session_id=args.session,
+            include_history=args.history,
+            explain=args.explain,
+            now=_parse_time("now", args.now),
+            recipe=args.recipe_name,
+        )
+        return {
+            "results": [
+                {"score": round(h.score, 4), **_memory_json(h.memory), "history": [_memory_json(v) for v in h.history]}
+                | ({"scores": h.scores} if args.explain else {})
+                for h in res.hits
+            ],
+            "degraded": res.degraded,
+            "query_analysis": res.analysis.to_dict(),
+        } | ({"explain": res.explain} if args.explain else {})
+
+    print(json.dumps(asyncio.run(_with_service(args, run)), indent=2, default=str))
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    pairs = list(read_conversation(Path(args.file), args.user))
+
+    async def run(svc):
+        created = 0
+        batch: list[tuple[int, str, dict[str, Any]]] = []
+        bar = tqdm(total=len(pairs), unit="msg", disable=args.quiet, file=sys.stderr)
+
+        async def flush() -> None:
+            nonlocal created
+            by_user: dict[str, list] = {}
+            for i, uid, item in batch:
+                by_user.setdefault(uid, []).append(_message_in(i, item))
+            for uid, msgs in by_user.items():
+                res = await svc.add_messages(args.tenant, uid, msgs, background=True)
+                created += sum(res.created)
+            bar.update(len(batch))
+            batch.clear()
+
+        for i, (uid, item) in enumerate(pairs):
+            batch.append((i, uid, item))
+            if len(batch) >= IMPORT_BATCH:
+                await flush()
+        if batch:
+            await flush()
+        bar.close()
+        jobs = await svc.worker.drain(timeout_s=3600) if not args.no_extract else 0
+        return {"messages": len(pairs), "created": created, "extraction_jobs_run": jobs}
+
+    print(json.dumps(asyncio.run(_with_service(args, run))))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    async def run(svc):
+        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+        n = 0
+        try:
+            async for m in svc.export(args.tenant, args.user, include_history=not args.current_only):
+                out.write(json.dumps(_memory_json(m)) + "\n")
+                n += 1
+        finally:
+            if out is not sys.stdout:
+                out.close()
+        return n
+
+    n = asyncio.run(_with_service(args, run))
+    print(f"exported {n} memories", file=sys.stderr)
+    return 0
+
+
+def cmd_forget_user(args: argparse.Namespace) -> int:
+    if not args.yes:
+        print("forget-user deletes every message, memory, version and job of this user; add --yes", file=sys.stderr)
+        return 2
+
+    async def run(svc):
+        return await svc.forget_user(args.tenant, args.user)
+
+    print(json.dumps(asyncio.run(_with_service(args, run))))
+    return 0
+
+
+def cmd_api_key(args: argparse.Namespace) -> int:
+    async def run(svc):
+        if args.action == "create":
+            key = await svc.create_api_key(args.tenant, read_only=args.read_only, name=args.name or "")
+            return {"api_key": key, "tenant_id": args.tenant, "read_only": args.read_only}
+        return {"revoked": await svc.revoke_api_key(args.key)}
+
+    print(json.dumps(asyncio.run(_with_service(args, run))))
+    return 0
+
+
+def cmd_recipes(args: argparse.Namespace) -> int:
+    from .retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
+
+    for name, cfg in RECIPES.items():
+        print(f"{name:28s} {RECIPE_DESCRIPTIONS.get(name, '')}")
+        if args.verbose:
+            print("    " + json.dumps(cfg.model_dump()))
+    return 0
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    async def run(svc):
+        from .stores.reconcile import reconcile
+
+        report = await reconcile(svc.store, repair=args.repair, tenant_id=args.tenant_filter)
+        return report.to_dict()
+
+    report = asyncio.run(_with_service(args, run))
+    print(json.dumps(report, indent=2))
+    drift = report.get("drift", 0)
+    return 1 if drift and not args.repair else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cognis-memory",
+        description="Long-term memory for conversational agents. Settings: flags > COGNIS_* env vars > defaults.",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", choices=["embedded", "dual", "opensearch"], help="store kind (COGNIS_STORE)")
+    common.add_argument("--data-dir", dest="data_dir", help="embedded store directory (COGNIS_DATA_DIR)")
+    common.add_argument("--recipe", help="retrieval recipe (COGNIS_RECIPE); see 'recipes'")
+    common.add_argument("--llm", choices=["none", "bedrock", "openai"], help="extraction LLM (COGNIS_LLM)")
+    common.add_argument("--reranker", choices=["none", "local", "sagemaker"], help="reranker (COGNIS_RERANKER)")
+    common.add_argument("--embedder-path", dest="embedder_path", help="local embedding model dir")
+    owner = argparse.ArgumentParser(add_help=False)
+    owner.add_argument("--tenant", default="default", help="tenant id (default: 'default')")
+    owner.add_argument("--user", required=True, help="user id")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", parents=[common], help="run the HTTP API")
+    s.add_argument("--host", help="bind address (COGNIS_HOST, default 127.0.0.1)")
+    s.add_argument("--port", type=int, help="port (COGNIS_PORT, default 8080)")
+    s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser("add", parents=[common, owner], help="add one message")
+    s.add_argument("content")
+    s.add_argument("--speaker")
+    s.add_argument("--timestamp", help="ISO 8601 (default: now)")
+    s.add_argument("--session")
+    s.add_argument("--client-id", dest="client_id", help="idempotency key")
+    s.set_defaults(func=cmd_add)
+
+    s = sub.add_parser("search", parents=[common, owner], help="search a user's memories")
+    s.add_argument("query")
+    s.add_argument("--limit", type=int, default=10)
+    s.add_argument("--session")
+    s.add_argument("--history", action="store_true", help="include earlier versions")
+    s.add_argument("--explain", action="store_true", help="per-stage scores and timings")
+    s.add_argument("--now", help="reference time for relative expressions (ISO 8601)")
+    s.add_argument("--use-recipe", dest="recipe_name", help="recipe for this search only")
+    s.set_defaults(func=cmd_search)
+
+    s = sub.add_parser("import", parents=[common], help="import a JSON/JSONL conversation file")
+    s.add_argument("file")
+    s.add_argument("--tenant", default="default")
+    s.add_argument("--user", help="user id for messages without one")
+    s.add_argument("--no-extract", action="store_true", help="do not run extraction jobs now")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_import)
+
+    s = sub.add_parser("export", parents=[common, owner], help="export a user's memories as JSONL")
+    s.add_argument("--output", "-o", help="file (default: stdout)")
+    s.add_argument("--current-only", action="store_true", help="skip earlier versions and tombstones")
+    s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("forget-user", parents=[common, owner], help="hard-delete everything of a user")
+    s.add_argument("--yes", action="store_true", help="confirm")
+    s.set_defaults(func=cmd_forget_user)
+
+    s = sub.add_parser("api-key", parents=[common], help="create or revoke API keys (stored hashed)")
+    s.add_argument("action", choices=["create", "revoke"])
+    s.add_argument("--tenant", default="default")
+    s.add_argument("--read-only", action="store_true")
+    s.add_argument("--name")
+    s.add_argument("--key", help="the key to revoke")
+    s.set_defaults(func=cmd_api_key)
+
+    s = sub.add_parser("recipes", help="list the named retrieval recipes")
+    s.add_argument("--verbose", "-v", action="store_true")
+    s.set_defaults(func=cmd_recipes)
+
+    s = sub.add_parser("reconcile", parents=[common], help="dual store: report (and --repair) index drift")
+    s.add_argument("--repair", action="store_true")
+    s.add_argument("--tenant", dest="tenant_filter")
+    s.set_defaults(func=cmd_reconcile)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (InvalidInputError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (CognisError, FileNotFoundError, json.JSONDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,1 @@
+"""Schema migrations of the server-backed stores (PostgreSQL)."""

