@@ -43,9 +43,9 @@ def tiny_cross_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=128,
-        num_labels=1,
         initializer_range=0.3,
     )
+    config.num_labels = 1  # one relevance logit, like BGE rerankers
     torch.manual_seed(1234)
     model = BertForSequenceClassification(config)
     model.eval()
