@@ -11,11 +11,11 @@ import pytest
 from botocore.awsrequest import AWSPreparedRequest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
-from provider_test_helpers import on_send, raw_http_response
 
 from cognis_memory.errors import DependencyUnavailable
 from cognis_memory.providers.base import LLM, LLMOutputError
 from cognis_memory.providers.llms import BedrockConverseLLM
+from tests.providers.provider_test_helpers import on_send, raw_http_response
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
 SCHEMA: dict[str, Any] = {

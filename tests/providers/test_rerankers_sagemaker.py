@@ -13,11 +13,11 @@ from botocore.awsrequest import AWSPreparedRequest
 from botocore.exceptions import ReadTimeoutError
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
-from provider_test_helpers import JsonBody, on_send, raw_http_response
 
 from cognis_memory.errors import DependencyUnavailable
 from cognis_memory.providers.base import Reranker
 from cognis_memory.providers.rerankers import SageMakerReranker, parse_reranker_scores
+from tests.providers.provider_test_helpers import JsonBody, on_send, raw_http_response
 
 ENDPOINT = "cognis-bge-reranker"
 QUERY = "what does alice eat"
