@@ -202,7 +202,7 @@ class ContextAwareExtractor:
                         )
                         fact.embedding, fact.embedding_short = (a[0] for a in self.encoder.encode([content]))
                 result.operations.append(Operation(action, fact, target))
-            elif action is Action.ADD:
+            else:  # ADD, or NONE (kept so that it is counted)
                 result.operations.append(Operation(action, fact))
         for i, f in enumerate(facts):  # candidates the LLM forgot are added rather than lost
             if i not in decided:

@@ -144,6 +144,9 @@ class IngestPipeline:
         adds: list[Memory] = []
         for op in extraction.operations:
             fact = op.fact
+            if op.action is Action.NONE:
+                counts["NONE"] += 1
+                continue
             if op.action is Action.ADD:
                 adds.append(
                     Memory(

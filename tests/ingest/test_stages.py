@@ -1,0 +1,111 @@
+"""Ingest stages 2 and 4 as units: resolution/annotation, Matryoshka prefix, categorizer."""
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from cognis_memory.domain import Category, Message
+from cognis_memory.ingest.categorizer import EmbeddingCategorizer
+from cognis_memory.ingest.embedding import MatryoshkaEncoder, fit_variance_rotation, normalise_rows
+from cognis_memory.ingest.resolution import resolve_message
+
+TS = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def _msg(text: str, speaker: str | None = "Caroline", role: str = "user") -> Message:
+    return Message(tenant_id="t", user_id="u", content=text, timestamp=TS, speaker=speaker, role=role)
+
+
+def test_resolution_sets_event_time_and_annotates_relative_dates() -> None:
+    r = resolve_message(_msg("I went to a support group yesterday and start a course next month."))
+    assert r.speaker == "Caroline"
+    assert r.message_time == TS
+    assert r.event_time == datetime(2023, 5, 7, 12, tzinfo=UTC)  # centre of the day
+    assert r.annotated_text == (
+        "I went to a support group yesterday [7 May 2023] and start a course next month [June 2023]."
+    )
+    assert r.display_text.startswith("Caroline: I went")
+
+
+def test_resolution_without_expressions_has_no_event_time_and_unchanged_text() -> None:
+    r = resolve_message(_msg("I like tea.", speaker=None, role="assistant"))
+    assert r.event_time is None
+    assert r.speaker == "assistant"
+    assert r.display_text == "assistant: I like tea."
+
+
+def test_resolution_does_not_annotate_absolute_days() -> None:
+    r = resolve_message(_msg("We met on 2023-04-01."))
+    assert r.annotated_text == "We met on 2023-04-01."
+    assert r.event_time == datetime(2023, 4, 1, 12, tzinfo=UTC)
+
+
+def test_naive_message_timestamp_is_utc() -> None:
+    m = _msg("yesterday")
+    m.timestamp = datetime(2023, 5, 8, 0, 30)
+    assert resolve_message(m).event_time == datetime(2023, 5, 7, 12, tzinfo=UTC)
+
+
+class _FixedEmbedder:
+    """An Embedder provider returning given vectors (rows need not be unit length)."""
+
+    name = "fixed"
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.vectors = vectors.astype(np.float32)
+        self.dim = vectors.shape[1]
+
+    def embed(self, texts):
+        return self.vectors[: len(texts)]
+
+
+def test_prefix_is_renormalised_to_unit_length() -> None:
+    v = np.array([[3.0, 4.0, 12.0, 0.0]])
+    enc = MatryoshkaEncoder(_FixedEmbedder(v), dim_short=2)
+    full, short = enc.encode(["x"])
+    assert np.allclose(full, v / 13.0)
+    assert np.allclose(short, [[0.6, 0.8]])  # [3, 4] / 5, not [3, 4] / 13
+    assert np.allclose(np.linalg.norm(short, axis=1), 1.0)
+
+
+def test_full_truncation_is_renormalised_and_sizes_are_checked() -> None:
+    v = np.array([[1.0, 1.0, 1.0, 1.0]])
+    enc = MatryoshkaEncoder(_FixedEmbedder(v), dim_short=1, dim_full=2)
+    full, short = enc.encode(["x"])
+    assert full.shape == (1, 2) and np.allclose(full, [[2**-0.5, 2**-0.5]])
+    assert np.allclose(short, [[1.0]])
+    with pytest.raises(ValueError, match="embedding_dim_short"):
+        MatryoshkaEncoder(_FixedEmbedder(v), dim_short=5)
+    with pytest.raises(ValueError, match="embedding_dim_full"):
+        MatryoshkaEncoder(_FixedEmbedder(v), dim_short=1, dim_full=8)
+
+
+def test_variance_rotation_preserves_full_cosines_and_puts_variance_first() -> None:
+    rng = np.random.default_rng(7)
+    sample = rng.normal(size=(500, 6)) * np.array([0.1, 0.2, 5.0, 0.3, 3.0, 0.1])
+    rot = fit_variance_rotation(sample)
+    assert np.allclose(rot.T @ rot, np.eye(6), atol=1e-5)  # orthogonal
+    x = normalise_rows(sample[:10])
+    enc = MatryoshkaEncoder(_FixedEmbedder(sample[:10]), dim_short=2, rotation=rot)
+    full, _ = enc.encode(["a"] * 10)
+    assert np.allclose(full @ full.T, x @ x.T, atol=1e-4)
+    rotated = (sample - sample.mean(0)) @ rot
+    assert rotated[:, :2].var(0).sum() > 0.9 * rotated.var(0).sum()
+
+
+def test_categorizer_uses_keywords_then_nearest_description(embedder) -> None:
+    enc = MatryoshkaEncoder(embedder, dim_short=128)
+    cat = EmbeddingCategorizer(enc)
+    texts = [
+        "I am allergic to peanuts, my doctor said so",
+        "We booked a flight to Tokyo for our vacation",
+        "I have been writing Python and SQL at work for years",
+        "I feel so happy and grateful today",
+        "My sister and my husband came over",
+    ]
+    full, _ = enc.encode(texts)
+    got = cat.categorize_many(texts, full)
+    assert got[:3] == [Category.HEALTH, Category.TRAVEL, Category.TECHNICAL_SKILLS]
+    assert got[3] == Category.EMOTIONAL
+    assert got[4] == Category.RELATIONSHIPS
