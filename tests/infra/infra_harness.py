@@ -280,6 +280,26 @@ def run_component(build) -> tuple[CognisMocks, dict[str, Any]]:
     return mocks, resolved
 
 
+SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
+SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+
+
+def is_secret(value: Any) -> bool:
+    """Mocks receive secret inputs wrapped in Pulumi's secret envelope."""
+    return isinstance(value, dict) and value.get(SECRET_SIG_KEY) == SECRET_SIG
+
+
+def reveal(value: Any) -> Any:
+    """The plain value of a (possibly secret) input, recursively."""
+    if is_secret(value):
+        return reveal(value["value"])
+    if isinstance(value, dict):
+        return {k: reveal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [reveal(v) for v in value]
+    return value
+
+
 def parse_json(value: Any) -> Any:
     """Inputs that hold JSON documents (policies, container definitions) as parsed data."""
     assert isinstance(value, str), f"expected a JSON string, got {type(value).__name__}"

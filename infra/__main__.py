@@ -1,0 +1,156 @@
+"""cognis-memory on AWS: read the stack config, wire the components, export outputs.
+
+See docs/deploy.md for the walkthrough and Pulumi.example.yaml for every setting.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # cognis_infra, whatever the cwd
+
+import pulumi  # noqa: E402
+
+from cognis_infra import config, context  # noqa: E402
+from cognis_infra.cache import Cache, CacheArgs  # noqa: E402
+from cognis_infra.database import Database, DatabaseArgs  # noqa: E402
+from cognis_infra.encryption import Encryption, EncryptionArgs  # noqa: E402
+from cognis_infra.network import Network, NetworkArgs  # noqa: E402
+from cognis_infra.observability import Observability, ObservabilityArgs  # noqa: E402
+from cognis_infra.registry import Registry, RegistryArgs  # noqa: E402
+from cognis_infra.reranker import Reranker, RerankerArgs  # noqa: E402
+from cognis_infra.search import Search, SearchArgs  # noqa: E402
+from cognis_infra.service import Service, ServiceArgs, ServiceIdentity, ServiceIdentityArgs  # noqa: E402
+
+cfg = config.load()
+ctx = context.lookup(cfg.network.az_count)
+tags = cfg.tags
+
+keys = Encryption("encryption", EncryptionArgs(context=ctx, alias=cfg.prefix, tags=tags))
+network = Network(
+    "network",
+    NetworkArgs(
+        settings=cfg.network,
+        context=ctx,
+        alb_ingress_cidrs=cfg.alb_ingress_cidrs,
+        service_port=cfg.service.port,
+        log_kms_key_arn=keys.key_arn,
+        tags=tags,
+    ),
+)
+sg = network.security_group_ids
+identity = ServiceIdentity("identity", ServiceIdentityArgs(context=ctx, tags=tags))
+registry = Registry("registry", RegistryArgs(tags=tags))
+
+search = Search(
+    "search",
+    SearchArgs(
+        settings=cfg.search,
+        context=ctx,
+        domain_name=cfg.opensearch_domain_name,
+        subnet_ids=network.private_subnet_ids,
+        security_group_id=sg["search"],
+        access_role_arn=identity.task_role_arn,
+        log_kms_key_arn=keys.key_arn,
+        tags=tags,
+    ),
+)
+database = Database(
+    "database",
+    DatabaseArgs(
+        settings=cfg.database,
+        subnet_ids=network.private_subnet_ids,
+        security_group_id=sg["database"],
+        final_snapshot_identifier=f"{cfg.prefix}-final",
+        tags=tags,
+    ),
+)
+cache = Cache(
+    "cache",
+    CacheArgs(
+        settings=cfg.cache,
+        subnet_ids=network.private_subnet_ids,
+        security_group_id=sg["cache"],
+        auth_token=cfg.redis_auth_token,
+        log_kms_key_arn=keys.key_arn,
+        tags=tags,
+    ),
+)
+reranker = Reranker("reranker", RerankerArgs(settings=cfg.reranker, context=ctx, tags=tags)) if cfg.reranker.enabled else None
+
+if cfg.image:
+    image_uri, image_repo_arn = cfg.image, None
+elif cfg.image_tag:
+    image_uri, image_repo_arn = pulumi.Output.concat(registry.repository_url, ":", cfg.image_tag), registry.repository_arn
+else:
+    image_uri, image_repo_arn = None, None
+
+service = Service(
+    "api",
+    ServiceArgs(
+        settings=cfg.service,
+        context=ctx,
+        identity=identity,
+        vpc_id=network.vpc_id,
+        public_subnet_ids=network.public_subnet_ids,
+        private_subnet_ids=network.private_subnet_ids,
+        alb_security_group_id=sg["alb"],
+        service_security_group_id=sg["service"],
+        image_uri=image_uri,
+        image_repository_arn=image_repo_arn,
+        postgres_host=database.endpoint,
+        postgres_port=database.port,
+        postgres_db=database.database_name,
+        postgres_secret_arn=database.secret_arn,
+        opensearch_url=search.url,
+        opensearch_domain_arn=search.domain_arn,
+        redis_url=cache.url,
+        redis_secret_arn=cache.auth_secret_arn,
+        reranker_endpoint_name=reranker.endpoint_name if reranker else None,
+        reranker_endpoint_arn=reranker.endpoint_arn if reranker else None,
+        api_key=cfg.api_key,
+        metrics_namespace=cfg.metrics_namespace,
+        service_name=cfg.service_name,
+        log_group_name=f"/cognis-memory/{cfg.stack}/api",
+        log_kms_key_arn=keys.key_arn,
+        tags=tags,
+    ),
+)
+observability = Observability(
+    "observability",
+    ObservabilityArgs(
+        settings=cfg.observability,
+        context=ctx,
+        prefix=cfg.prefix,
+        metrics_namespace=cfg.metrics_namespace,
+        service_name=cfg.service_name,
+        alb_arn_suffix=service.alb_arn_suffix,
+        target_group_arn_suffix=service.target_group_arn_suffix,
+        opensearch_domain_name=search.domain_name,
+        db_cluster_identifier=database.cluster_identifier,
+        db_max_acu=database.max_acu,
+        redis_replication_group_id=cache.replication_group_id,
+        ecs_cluster_name=service.cluster_name,
+        ecs_service_name=service.service_name,
+        reranker_endpoint_name=reranker.endpoint_name if reranker else None,
+        reranker_variant=Reranker.variant_name,
+        kms_key_id=keys.key_id,
+        tags=tags,
+    ),
+)
+
+pulumi.export("apiUrl", service.api_url)
+pulumi.export("albDnsName", service.alb_dns_name)
+pulumi.export("dashboardUrl", observability.dashboard_url)
+pulumi.export("alarmTopicArn", observability.topic_arn)
+pulumi.export("logGroupName", service.log_group_name)
+pulumi.export("ecrRepositoryUrl", registry.repository_url)
+pulumi.export("ecsClusterName", service.cluster_name)
+pulumi.export("ecsServiceName", service.service_name)
+pulumi.export("apiKeysSecretArn", service.api_keys_secret_arn)
+pulumi.export("opensearchDomainName", search.domain_name)
+pulumi.export("opensearchEndpoint", search.endpoint)
+pulumi.export("auroraClusterIdentifier", database.cluster_identifier)
+pulumi.export("auroraEndpoint", database.endpoint)
+pulumi.export("auroraSecretArn", database.secret_arn)
+pulumi.export("redisPrimaryEndpoint", cache.primary_endpoint)
+pulumi.export("rerankerEndpointName", reranker.endpoint_name if reranker else None)

@@ -1,0 +1,524 @@
+"""Observability: SNS topic, alarms and one CloudWatch dashboard.
+
+Application metrics come from the API's CloudWatch Embedded Metric Format log lines.
+Their names and dimensions are imported from ``cognis_memory.telemetry.names`` (the
+module the runtime emits them with), so the two sides cannot drift apart:
+
+* ``RetrievalLatency`` / ``IngestLatency`` {service} - alarms on p95 and p99
+  (extended statistics), dashboard p50/p95/p99;
+* ``StageLatency`` {service, Pipeline, Stage} - per-stage p95 on the dashboard;
+* ``Requests`` / ``Errors`` / ``DegradedAnswers`` {service, Operation};
+* ``JobsDeadLettered`` {service} - alarm on any dead-lettered ingest job.
+
+Infrastructure alarms: ALB 5xx rate (metric math), unhealthy targets, OpenSearch CPU,
+JVM memory pressure and red cluster status, Aurora capacity near its maximum ACU, the
+reranker endpoint's p95 model latency and 5xx errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from .base import CognisComponent
+from .context import AwsContext
+from .telemetry import names
+
+
+@dataclass(frozen=True)
+class ObservabilitySettings:
+    """Alarm recipients and thresholds (stack config)."""
+
+    alarm_email: str | None = None
+    retrieval_p95_ms: float = 500.0
+    retrieval_p99_ms: float = 1000.0
+    error_rate_percent: float = 1.0
+    opensearch_cpu_percent: float = 80.0
+    opensearch_jvm_pressure_percent: float = 85.0
+    aurora_acu_fraction: float = 0.9
+    reranker_p95_ms: float = 500.0
+    reranker_errors_per_5min: int = 5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.aurora_acu_fraction <= 1:
+            raise ValueError("cognis:auroraAcuAlarmFraction must be in (0, 1]")
+        if self.alarm_email is not None and "@" not in self.alarm_email:
+            raise ValueError(f"cognis:alarmEmail is not an e-mail address: {self.alarm_email}")
+
+
+@dataclass
+class ObservabilityArgs:
+    settings: ObservabilitySettings
+    context: AwsContext
+    prefix: str
+    metrics_namespace: str
+    service_name: str
+    alb_arn_suffix: pulumi.Input[str]
+    target_group_arn_suffix: pulumi.Input[str]
+    opensearch_domain_name: str
+    db_cluster_identifier: pulumi.Input[str]
+    db_max_acu: float
+    redis_replication_group_id: pulumi.Input[str]
+    ecs_cluster_name: pulumi.Input[str]
+    ecs_service_name: pulumi.Input[str] | None
+    reranker_endpoint_name: pulumi.Input[str] | None
+    reranker_variant: str
+    kms_key_id: pulumi.Input[str]
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DashboardInputs:
+    """Resolved identifiers the dashboard body needs (plain strings)."""
+
+    region: str
+    account_id: str
+    namespace: str
+    service: str
+    alb: str
+    target_group: str
+    opensearch_domain: str
+    db_cluster: str
+    db_max_acu: float
+    redis_group: str
+    ecs_cluster: str
+    ecs_service: str | None
+    reranker_endpoint: str | None
+    reranker_variant: str
+    retrieval_p95_ms: float
+    alarm_arns: Sequence[str] = ()
+
+
+def _metric(namespace: str, metric: str, dims: Mapping[str, str], **opts: Any) -> list:
+    row: list = [namespace, metric]
+    for k, v in dims.items():
+        row += [k, v]
+    if opts:
+        row.append(opts)
+    return row
+
+
+def _widget(title: str, metrics: list, region: str, *, stat: str = "Sum", period: int = 60, **props: Any) -> dict:
+    return {
+        "type": "metric",
+        "width": 12,
+        "height": 6,
+        "properties": {
+            "title": title,
+            "view": "timeSeries",
+            "region": region,
+            "stat": stat,
+            "period": period,
+            "metrics": metrics,
+            **props,
+        },
+    }
+
+
+def dashboard_body(d: DashboardInputs) -> dict:
+    """The dashboard: traffic, latency percentiles, per-stage latency, errors, degraded
+    answers, store health (OpenSearch, Aurora, Redis, reranker), targets and alarms."""
+    ns, svc = d.namespace, {names.DIM_SERVICE: d.service}
+    ops = (names.OPERATION_SEARCH, names.OPERATION_INGEST)
+    alb = {"LoadBalancer": d.alb}
+    es = {"DomainName": d.opensearch_domain, "ClientId": d.account_id}
+    widgets = [
+        _widget(
+            "Traffic (requests / min)",
+            [_metric(ns, names.REQUESTS, {**svc, names.DIM_OPERATION: op}, label=op) for op in ops]
+            + [_metric("AWS/ApplicationELB", "RequestCount", alb, label="ALB requests")],
+            d.region,
+        ),
+        _widget(
+            "Retrieval latency (ms)",
+            [_metric(ns, names.RETRIEVAL_LATENCY, svc, stat=p, label=p) for p in ("p50", "p95", "p99")],
+            d.region,
+            stat="p95",
+            annotations={"horizontal": [{"label": "p95 alarm", "value": d.retrieval_p95_ms}]},
+        ),
+        _widget(
+            "Ingest latency (ms)",
+            [_metric(ns, names.INGEST_LATENCY, svc, stat=p, label=p) for p in ("p50", "p95", "p99")],
+            d.region,
+            stat="p95",
+        ),
+        _widget(
+            "Retrieval stages p95 (ms)",
+            [
+                _metric(ns, names.STAGE_LATENCY, {**svc, names.DIM_PIPELINE: names.PIPELINE_RETRIEVAL, names.DIM_STAGE: st}, label=st)
+                for st in names.RETRIEVAL_STAGES
+            ],
+            d.region,
+            stat="p95",
+        ),
+        _widget(
+            "Ingest stages p95 (ms)",
+            [
+                _metric(ns, names.STAGE_LATENCY, {**svc, names.DIM_PIPELINE: names.PIPELINE_INGEST, names.DIM_STAGE: st}, label=st)
+                for st in names.INGEST_STAGES
+            ],
+            d.region,
+            stat="p95",
+        ),
+        _widget(
+            "Errors",
+            [_metric(ns, names.ERRORS, {**svc, names.DIM_OPERATION: op}, label=f"{op} errors") for op in ops]
+            + [
+                _metric("AWS/ApplicationELB", "HTTPCode_Target_5XX_Count", alb, label="target 5xx"),
+                _metric("AWS/ApplicationELB", "HTTPCode_ELB_5XX_Count", alb, label="ALB 5xx"),
+            ],
+            d.region,
+        ),
+        _widget(
+            "Degraded answers and dead-lettered jobs",
+            [_metric(ns, names.DEGRADED_ANSWERS, {**svc, names.DIM_OPERATION: op}, label=f"{op} degraded") for op in ops]
+            + [_metric(ns, names.JOBS_DEAD_LETTERED, svc, label="jobs dead-lettered")],
+            d.region,
+        ),
+        _widget(
+            "OpenSearch health",
+            [
+                _metric("AWS/ES", "ClusterStatus.red", es, label="red"),
+                _metric("AWS/ES", "ClusterStatus.yellow", es, label="yellow"),
+                _metric("AWS/ES", "CPUUtilization", es, label="CPU %"),
+                _metric("AWS/ES", "JVMMemoryPressure", es, label="JVM pressure %"),
+                _metric("AWS/ES", "FreeStorageSpace", es, label="free storage (MB)", yAxis="right", stat="Minimum"),
+            ],
+            d.region,
+            stat="Maximum",
+            period=300,
+        ),
+        _widget(
+            f"Aurora (max {d.db_max_acu:g} ACU)",
+            [
+                _metric("AWS/RDS", "ServerlessDatabaseCapacity", {"DBClusterIdentifier": d.db_cluster}, label="ACU"),
+                _metric("AWS/RDS", "DatabaseConnections", {"DBClusterIdentifier": d.db_cluster}, label="connections", yAxis="right"),
+            ],
+            d.region,
+            stat="Average",
+            period=300,
+            annotations={"horizontal": [{"label": "max ACU", "value": d.db_max_acu}]},
+        ),
+        _widget(
+            "Redis",
+            [
+                {"expression": f"SEARCH('{{AWS/ElastiCache,CacheClusterId}} MetricName=\"EngineCPUUtilization\" \"{d.redis_group}\"', 'Average', 300)", "id": "cpu", "label": "engine CPU %"},
+                {"expression": f"SEARCH('{{AWS/ElastiCache,CacheClusterId}} MetricName=\"DatabaseMemoryUsagePercentage\" \"{d.redis_group}\"', 'Average', 300)", "id": "mem", "label": "memory %"},
+                {"expression": f"SEARCH('{{AWS/ElastiCache,CacheClusterId}} MetricName=\"CacheHitRate\" \"{d.redis_group}\"', 'Average', 300)", "id": "hit", "label": "hit rate %"},
+            ],
+            d.region,
+            stat="Average",
+            period=300,
+        ),
+        _widget(
+            "Load balancer targets",
+            [
+                _metric("AWS/ApplicationELB", "HealthyHostCount", {"TargetGroup": d.target_group, **alb}, label="healthy"),
+                _metric("AWS/ApplicationELB", "UnHealthyHostCount", {"TargetGroup": d.target_group, **alb}, label="unhealthy"),
+                _metric("AWS/ApplicationELB", "TargetResponseTime", alb, label="response time p95 (s)", stat="p95", yAxis="right"),
+            ]
+            + (
+                [
+                    _metric("AWS/ECS", "CPUUtilization", {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service}, label="task CPU %", yAxis="right"),
+                    _metric("AWS/ECS", "MemoryUtilization", {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service}, label="task memory %", yAxis="right"),
+                ]
+                if d.ecs_service
+                else []
+            ),
+            d.region,
+            stat="Maximum",
+        ),
+    ]
+    if d.reranker_endpoint:
+        sm = {"EndpointName": d.reranker_endpoint, "VariantName": d.reranker_variant}
+        widgets.append(
+            _widget(
+                "Reranker endpoint",
+                [
+                    _metric("AWS/SageMaker", "ModelLatency", sm, stat="p95", label="model latency p95 (us)"),
+                    _metric("AWS/SageMaker", "Invocations", sm, stat="Sum", label="invocations", yAxis="right"),
+                    _metric("AWS/SageMaker", "Invocation5XXErrors", sm, stat="Sum", label="5xx", yAxis="right"),
+                ],
+                d.region,
+                stat="p95",
+            )
+        )
+    if d.alarm_arns:
+        widgets.append(
+            {"type": "alarm", "width": 24, "height": 4, "properties": {"title": "Alarms", "alarms": sorted(d.alarm_arns)}}
+        )
+    # Lay widgets out two per row.
+    y = 0
+    for i, w in enumerate(widgets):
+        w["x"] = 0 if w["width"] == 24 else (i % 2) * 12
+        w["y"] = y
+        if w["width"] == 24 or i % 2 == 1:
+            y += w["height"]
+    return {"start": "-PT6H", "periodOverride": "inherit", "widgets": widgets}
+
+
+def dashboard_url(region: str, dashboard_name: str) -> str:
+    return f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#dashboards/dashboard/{dashboard_name}"
+
+
+class Observability(CognisComponent):
+    """SNS alarm topic (KMS-encrypted), CloudWatch alarms and the dashboard."""
+
+    topic_arn: pulumi.Output[str]
+    dashboard_name: str
+    dashboard_url: str
+    alarm_names: list[str]
+
+    def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("cognis:observability:Observability", name, args.tags, opts)
+        s = args.settings
+        ctx = args.context
+        p = args.prefix
+
+        topic = aws.sns.Topic(
+            f"{name}-alarms",
+            display_name=f"{p} alarms",
+            kms_master_key_id=args.kms_key_id,
+            tags=self.tags(f"{name}-alarms"),
+            opts=self.child_opts(),
+        )
+        aws.sns.TopicPolicy(
+            f"{name}-alarms",
+            arn=topic.arn,
+            policy=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "CloudWatchAlarms",
+                            "Effect": "Allow",
+                            "Principal": {"Service": ctx.service_principal("cloudwatch")},
+                            "Action": "sns:Publish",
+                            "Resource": topic.arn,
+                            "Condition": {"StringEquals": {"aws:SourceAccount": ctx.account_id}},
+                        },
+                        {
+                            "Sid": "TlsOnly",
+                            "Effect": "Deny",
+                            "Principal": "*",
+                            "Action": "sns:Publish",
+                            "Resource": topic.arn,
+                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                        },
+                    ],
+                }
+            ),
+            opts=self.child_opts(),
+        )
+        if s.alarm_email:
+            aws.sns.TopicSubscription(
+                f"{name}-email", topic=topic.arn, protocol="email", endpoint=s.alarm_email, opts=self.child_opts()
+            )
+
+        alarms: dict[str, aws.cloudwatch.MetricAlarm] = {}
+
+        def alarm(key: str, description: str, **kwargs: Any) -> None:
+            kwargs.setdefault("treat_missing_data", "notBreaching")
+            kwargs.setdefault("comparison_operator", "GreaterThanThreshold")
+            alarms[key] = aws.cloudwatch.MetricAlarm(
+                f"{name}-{key}",
+                name=f"{p}-{key}",
+                alarm_description=description,
+                actions_enabled=True,
+                alarm_actions=[topic.arn],
+                ok_actions=[topic.arn],
+                tags=self.tags(f"{p}-{key}"),
+                opts=self.child_opts(),
+                **kwargs,
+            )
+
+        svc_dims = {names.DIM_SERVICE: args.service_name}
+        for pct, threshold in (("p95", s.retrieval_p95_ms), ("p99", s.retrieval_p99_ms)):
+            alarm(
+                f"retrieval-latency-{pct}",
+                f"Search latency {pct} above {threshold:g} ms for 3 of 5 minutes",
+                namespace=args.metrics_namespace,
+                metric_name=names.RETRIEVAL_LATENCY,
+                dimensions=svc_dims,
+                extended_statistic=pct,
+                period=60,
+                evaluation_periods=5,
+                datapoints_to_alarm=3,
+                threshold=threshold,
+            )
+        alarm(
+            "jobs-dead-lettered",
+            "Ingest jobs exhausted their retries (messages stored, memories not extracted)",
+            namespace=args.metrics_namespace,
+            metric_name=names.JOBS_DEAD_LETTERED,
+            dimensions=svc_dims,
+            statistic="Sum",
+            period=300,
+            evaluation_periods=1,
+            threshold=0,
+        )
+
+        alb_dims = {"LoadBalancer": args.alb_arn_suffix}
+
+        def alb_metric(qid: str, metric: str) -> aws.cloudwatch.MetricAlarmMetricQueryArgs:
+            return aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                id=qid,
+                return_data=False,
+                metric=aws.cloudwatch.MetricAlarmMetricQueryMetricArgs(
+                    namespace="AWS/ApplicationELB", metric_name=metric, dimensions=alb_dims, period=60, stat="Sum"
+                ),
+            )
+
+        alarm(
+            "http-5xx-rate",
+            f"More than {s.error_rate_percent:g} % of requests answered 5xx for 3 of 5 minutes",
+            metric_queries=[
+                alb_metric("target5xx", "HTTPCode_Target_5XX_Count"),
+                alb_metric("elb5xx", "HTTPCode_ELB_5XX_Count"),
+                alb_metric("requests", "RequestCount"),
+                aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                    id="rate",
+                    label="5xx %",
+                    expression="IF(requests > 0, 100 * (FILL(target5xx, 0) + FILL(elb5xx, 0)) / requests, 0)",
+                    return_data=True,
+                ),
+            ],
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            threshold=s.error_rate_percent,
+        )
+        alarm(
+            "unhealthy-targets",
+            "API tasks failing the readiness check (GET /ready) for 3 minutes",
+            namespace="AWS/ApplicationELB",
+            metric_name="UnHealthyHostCount",
+            dimensions={"TargetGroup": args.target_group_arn_suffix, **alb_dims},
+            statistic="Maximum",
+            period=60,
+            evaluation_periods=3,
+            threshold=0,
+        )
+
+        es_dims = {"DomainName": args.opensearch_domain_name, "ClientId": ctx.account_id}
+        alarm(
+            "opensearch-cpu",
+            f"OpenSearch CPU above {s.opensearch_cpu_percent:g} % for 15 minutes",
+            namespace="AWS/ES",
+            metric_name="CPUUtilization",
+            dimensions=es_dims,
+            statistic="Maximum",
+            period=300,
+            evaluation_periods=3,
+            threshold=s.opensearch_cpu_percent,
+        )
+        alarm(
+            "opensearch-jvm-pressure",
+            f"OpenSearch JVM memory pressure above {s.opensearch_jvm_pressure_percent:g} % for 15 minutes",
+            namespace="AWS/ES",
+            metric_name="JVMMemoryPressure",
+            dimensions=es_dims,
+            statistic="Maximum",
+            period=300,
+            evaluation_periods=3,
+            threshold=s.opensearch_jvm_pressure_percent,
+        )
+        alarm(
+            "opensearch-red",
+            "OpenSearch cluster status red (a primary shard is unassigned)",
+            namespace="AWS/ES",
+            metric_name="ClusterStatus.red",
+            dimensions=es_dims,
+            statistic="Maximum",
+            period=60,
+            evaluation_periods=1,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=1,
+        )
+        acu_threshold = round(args.db_max_acu * s.aurora_acu_fraction, 2)
+        alarm(
+            "aurora-capacity",
+            f"Aurora at or above {acu_threshold:g} of {args.db_max_acu:g} ACU for 15 minutes",
+            namespace="AWS/RDS",
+            metric_name="ServerlessDatabaseCapacity",
+            dimensions={"DBClusterIdentifier": args.db_cluster_identifier},
+            statistic="Average",
+            period=300,
+            evaluation_periods=3,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=acu_threshold,
+        )
+        if args.reranker_endpoint_name is not None:
+            sm_dims = {"EndpointName": args.reranker_endpoint_name, "VariantName": args.reranker_variant}
+            alarm(
+                "reranker-latency-p95",
+                f"Reranker model latency p95 above {s.reranker_p95_ms:g} ms for 3 of 5 minutes",
+                namespace="AWS/SageMaker",
+                metric_name="ModelLatency",  # microseconds
+                dimensions=sm_dims,
+                extended_statistic="p95",
+                period=60,
+                evaluation_periods=5,
+                datapoints_to_alarm=3,
+                threshold=s.reranker_p95_ms * 1000.0,
+            )
+            alarm(
+                "reranker-errors",
+                f"More than {s.reranker_errors_per_5min} reranker invocations failed with 5xx in 5 minutes",
+                namespace="AWS/SageMaker",
+                metric_name="Invocation5XXErrors",
+                dimensions=sm_dims,
+                statistic="Sum",
+                period=300,
+                evaluation_periods=1,
+                threshold=s.reranker_errors_per_5min,
+            )
+
+        dashboard_name = p
+        inputs = pulumi.Output.all(
+            alb=args.alb_arn_suffix,
+            target_group=args.target_group_arn_suffix,
+            db_cluster=args.db_cluster_identifier,
+            redis_group=args.redis_replication_group_id,
+            ecs_cluster=args.ecs_cluster_name,
+            ecs_service=args.ecs_service_name,
+            reranker_endpoint=args.reranker_endpoint_name,
+            alarm_arns=[a.arn for a in alarms.values()],
+        )
+        body = inputs.apply(
+            lambda v: json.dumps(
+                dashboard_body(
+                    DashboardInputs(
+                        region=ctx.region,
+                        account_id=ctx.account_id,
+                        namespace=args.metrics_namespace,
+                        service=args.service_name,
+                        opensearch_domain=args.opensearch_domain_name,
+                        db_max_acu=args.db_max_acu,
+                        reranker_variant=args.reranker_variant,
+                        retrieval_p95_ms=s.retrieval_p95_ms,
+                        **v,
+                    )
+                )
+            )
+        )
+        aws.cloudwatch.Dashboard(
+            f"{name}-dashboard", dashboard_name=dashboard_name, dashboard_body=body, opts=self.child_opts()
+        )
+
+        self.topic_arn = topic.arn
+        self.dashboard_name = dashboard_name
+        self.dashboard_url = dashboard_url(ctx.region, dashboard_name)
+        self.alarm_names = [f"{p}-{key}" for key in alarms]
+        self.register_outputs(
+            {
+                "topicArn": self.topic_arn,
+                "dashboardName": dashboard_name,
+                "dashboardUrl": self.dashboard_url,
+                "alarmNames": self.alarm_names,
+            }
+        )

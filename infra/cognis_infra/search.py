@@ -1,0 +1,213 @@
+"""Search: the OpenSearch domain holding the BM25 index (and optional k-NN).
+
+Defaults follow ARCHITECTURE.md section 9: three ``r6g.large.search`` data nodes with
+zone awareness over three AZs, gp3 volumes (100 GB, 3000 IOPS, 250 MiB/s), encryption
+at rest and node-to-node, HTTPS only with a TLS 1.2+ policy, Auto-Tune, inside the VPC,
+with slow logs and application logs in CloudWatch. Automated hourly snapshots are
+built into the service (no setting needed on OpenSearch engines).
+
+Access: the domain's resource policy allows HTTP calls only from the API task role;
+requests are SigV4-signed (``COGNIS_OPENSEARCH_AUTH=sigv4``). The security group admits
+port 443 from the API tasks only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from .base import CognisComponent
+from .context import AwsContext
+
+#: HTTP verbs the task role may use on the domain (no ``es:*``, no control plane).
+DATA_PLANE_ACTIONS: tuple[str, ...] = (
+    "es:ESHttpGet",
+    "es:ESHttpHead",
+    "es:ESHttpPost",
+    "es:ESHttpPut",
+    "es:ESHttpDelete",
+    "es:ESHttpPatch",
+)
+TLS_POLICY = "Policy-Min-TLS-1-2-PFS-2023-10"
+LOG_TYPES: tuple[str, ...] = ("INDEX_SLOW_LOGS", "SEARCH_SLOW_LOGS", "ES_APPLICATION_LOGS")
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """Sizing of the OpenSearch domain (stack config)."""
+
+    engine_version: str = "OpenSearch_2.19"
+    instance_type: str = "r6g.large.search"
+    instance_count: int = 3
+    zone_count: int = 3
+    volume_size_gb: int = 100
+    volume_iops: int = 3000
+    volume_throughput_mibps: int = 250
+    dedicated_master_type: str | None = None
+    dedicated_master_count: int = 3
+    log_retention_days: int = 30
+
+    def __post_init__(self) -> None:
+        if not self.engine_version.startswith("OpenSearch_"):
+            raise ValueError(f"cognis:opensearchEngineVersion must be OpenSearch_x.y, got {self.engine_version}")
+        if not self.instance_type.endswith(".search"):
+            raise ValueError(f"cognis:opensearchInstanceType must end in .search, got {self.instance_type}")
+        if self.zone_count not in (2, 3):
+            raise ValueError("OpenSearch zone awareness supports 2 or 3 AZs")
+        if self.instance_count % self.zone_count:
+            raise ValueError(
+                f"cognis:opensearchInstanceCount ({self.instance_count}) must be a multiple of the AZ count "
+                f"({self.zone_count}) for zone awareness"
+            )
+
+
+@dataclass
+class SearchArgs:
+    settings: SearchSettings
+    context: AwsContext
+    domain_name: str
+    subnet_ids: Sequence[pulumi.Input[str]]
+    security_group_id: pulumi.Input[str]
+    #: The only principal allowed to call the domain (the API task role).
+    access_role_arn: pulumi.Input[str]
+    log_kms_key_arn: pulumi.Input[str]
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def domain_name_for(stack: str, prefix: str = "cognis") -> str:
+    """A valid OpenSearch domain name (3-28 chars, lower case, starts with a letter)."""
+    raw = re.sub(r"[^a-z0-9-]+", "-", f"{prefix}-{stack}".lower()).strip("-")
+    name = raw[:28].rstrip("-")
+    if len(name) < 3 or not name[0].isalpha():
+        raise ValueError(f"cannot derive an OpenSearch domain name from stack {stack!r}")
+    return name
+
+
+class Search(CognisComponent):
+    """An OpenSearch domain in the private subnets, reachable only by the API."""
+
+    endpoint: pulumi.Output[str]
+    url: pulumi.Output[str]
+    domain_name: str
+    domain_arn: pulumi.Output[str]
+
+    def __init__(self, name: str, args: SearchArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("cognis:search:Search", name, args.tags, opts)
+        s = args.settings
+        ctx = args.context
+        domain_arn = ctx.arn("es", f"domain/{args.domain_name}")
+
+        # --- logs ---------------------------------------------------------------------------
+        groups = {}
+        for log_type in LOG_TYPES:
+            short = log_type.lower().replace("_logs", "").replace("_", "-")
+            groups[log_type] = aws.cloudwatch.LogGroup(
+                f"{name}-{short}",
+                name=f"/aws/opensearch/{args.domain_name}/{short}",
+                retention_in_days=s.log_retention_days,
+                kms_key_id=args.log_kms_key_arn,
+                tags=self.tags(f"{name}-{short}"),
+                opts=self.child_opts(),
+            )
+        log_policy = aws.cloudwatch.LogResourcePolicy(
+            f"{name}-logs",
+            policy_name=f"opensearch-{args.domain_name}",
+            policy_document=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "OpenSearchLogs",
+                            "Effect": "Allow",
+                            "Principal": {"Service": ctx.service_principal("es")},
+                            "Action": ["logs:PutLogEvents", "logs:CreateLogStream"],
+                            "Resource": [pulumi.Output.concat(g.arn, ":*") for g in groups.values()],
+                            "Condition": {
+                                "StringEquals": {"aws:SourceAccount": ctx.account_id},
+                                "ArnLike": {"aws:SourceArn": domain_arn},
+                            },
+                        }
+                    ],
+                }
+            ),
+            opts=self.child_opts(),
+        )
+
+        # --- domain ---------------------------------------------------------------------------
+        access_policy = pulumi.Output.json_dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "ApiTaskRoleOnly",
+                        "Effect": "Allow",
+                        "Principal": {"AWS": args.access_role_arn},
+                        "Action": list(DATA_PLANE_ACTIONS),
+                        "Resource": f"{domain_arn}/*",
+                    }
+                ],
+            }
+        )
+        osd = aws.opensearch
+        domain = osd.Domain(
+            f"{name}-domain",
+            domain_name=args.domain_name,
+            engine_version=s.engine_version,
+            cluster_config=osd.DomainClusterConfigArgs(
+                instance_type=s.instance_type,
+                instance_count=s.instance_count,
+                zone_awareness_enabled=True,
+                zone_awareness_config=osd.DomainClusterConfigZoneAwarenessConfigArgs(
+                    availability_zone_count=s.zone_count
+                ),
+                multi_az_with_standby_enabled=False,
+                dedicated_master_enabled=s.dedicated_master_type is not None,
+                dedicated_master_type=s.dedicated_master_type,
+                dedicated_master_count=s.dedicated_master_count if s.dedicated_master_type else None,
+            ),
+            ebs_options=osd.DomainEbsOptionsArgs(
+                ebs_enabled=True,
+                volume_type="gp3",
+                volume_size=s.volume_size_gb,
+                iops=s.volume_iops,
+                throughput=s.volume_throughput_mibps,
+            ),
+            encrypt_at_rest=osd.DomainEncryptAtRestArgs(enabled=True),
+            node_to_node_encryption=osd.DomainNodeToNodeEncryptionArgs(enabled=True),
+            domain_endpoint_options=osd.DomainDomainEndpointOptionsArgs(
+                enforce_https=True, tls_security_policy=TLS_POLICY
+            ),
+            vpc_options=osd.DomainVpcOptionsArgs(
+                subnet_ids=list(args.subnet_ids)[: s.zone_count],
+                security_group_ids=[args.security_group_id],
+            ),
+            access_policies=access_policy,
+            auto_tune_options=osd.DomainAutoTuneOptionsArgs(
+                desired_state="ENABLED", rollback_on_disable="NO_ROLLBACK", use_off_peak_window=True
+            ),
+            off_peak_window_options=osd.DomainOffPeakWindowOptionsArgs(
+                enabled=True,
+                off_peak_window=osd.DomainOffPeakWindowOptionsOffPeakWindowArgs(
+                    window_start_time=osd.DomainOffPeakWindowOptionsOffPeakWindowWindowStartTimeArgs(hours=2, minutes=0)
+                ),
+            ),
+            software_update_options=osd.DomainSoftwareUpdateOptionsArgs(auto_software_update_enabled=True),
+            log_publishing_options=[
+                osd.DomainLogPublishingOptionArgs(log_type=log_type, cloudwatch_log_group_arn=group.arn, enabled=True)
+                for log_type, group in groups.items()
+            ],
+            tags=self.tags(f"{name}-domain"),
+            opts=self.child_opts(depends_on=[log_policy]),
+        )
+
+        self.domain_name = args.domain_name
+        self.domain_arn = domain.arn
+        self.endpoint = domain.endpoint
+        self.url = pulumi.Output.concat("https://", domain.endpoint, ":443")
+        self.register_outputs(
+            {"domainName": self.domain_name, "domainArn": self.domain_arn, "endpoint": self.endpoint, "url": self.url}
+        )
