@@ -31,22 +31,22 @@ class Settings(BaseSettings):
 
     postgres_dsn: SecretStr | None = Field(None, description="libpq DSN of the PostgreSQL system of record.")
     postgres_host: str | None = Field(None, description="PostgreSQL host (used with postgres_secret_arn).")
-    postgres_port: int = 5432
-    postgres_db: str = "cognis"
+    postgres_port: int = Field(5432, description="PostgreSQL port.")
+    postgres_db: str = Field("cognis", description="PostgreSQL database name.")
     postgres_secret_arn: str | None = Field(
         None, description="Secrets Manager secret holding {username, password} (Aurora managed master secret)."
     )
-    postgres_pool_size: int = 10
+    postgres_pool_size: int = Field(10, description="Connections in the PostgreSQL pool.")
     postgres_sslmode: str = Field("prefer", description="libpq sslmode; 'require' on AWS.")
 
     opensearch_url: str | None = Field(None, description="OpenSearch endpoint, e.g. https://vpc-...:443.")
-    opensearch_auth: Literal["none", "sigv4"] = "none"
-    opensearch_index_prefix: str = "cognis"
-    opensearch_timeout_s: float = 5.0
+    opensearch_auth: Literal["none", "sigv4"] = Field("none", description="'sigv4' for Amazon OpenSearch Service.")
+    opensearch_index_prefix: str = Field("cognis", description="Prefix of the OpenSearch index names.")
+    opensearch_timeout_s: float = Field(5.0, description="OpenSearch request timeout, seconds.")
 
     redis_url: str | None = Field(None, description="redis:// or rediss:// URL of the cache; unset = no cache.")
-    redis_password: SecretStr | None = None
-    cache_ttl_s: int = 300
+    redis_password: SecretStr | None = Field(None, description="Redis AUTH token (ElastiCache).")
+    cache_ttl_s: int = Field(300, description="Lifetime of cached embeddings and results, seconds.")
 
     # --- providers ----------------------------------------------------------------------
     embedder_path: str | None = Field(
@@ -54,30 +54,32 @@ class Settings(BaseSettings):
     )
     embedding_dim_full: int | None = Field(None, description="Truncate full vectors to this size (default: model size).")
     embedding_dim_short: int = Field(128, description="Prefix size used by the first vector stage.")
-    embedding_batch_size: int = 64
-    embedding_device: str = "cpu"
+    embedding_batch_size: int = Field(64, description="Texts per embedding batch.")
+    embedding_device: str = Field("cpu", description="torch device for local models.")
 
-    reranker: RerankerKind = "none"
+    reranker: RerankerKind = Field("none", description="Cross-encoder stage: none, local or sagemaker.")
     reranker_path: str | None = Field(None, description="Local cross-encoder directory (reranker=local).")
     sagemaker_endpoint: str | None = Field(None, description="SageMaker endpoint serving the reranker.")
-    reranker_timeout_ms: int = 1500
+    reranker_timeout_ms: int = Field(1500, description="Time box of the reranking stage; on timeout it is skipped.")
 
-    llm: LLMKind = "none"
-    bedrock_model_id: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
-    openai_base_url: str | None = None
-    openai_api_key: SecretStr | None = None
-    openai_model: str = "gpt-4o-mini"
-    llm_timeout_s: float = 30.0
+    llm: LLMKind = Field("none", description="Extraction LLM: none (raw messages only), bedrock or openai.")
+    bedrock_model_id: str = Field(
+        "anthropic.claude-3-5-haiku-20241022-v1:0", description="Bedrock model (or inference profile) for extraction."
+    )
+    openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
+    openai_api_key: SecretStr | None = Field(None, description="Bearer key of that endpoint.")
+    openai_model: str = Field("gpt-4o-mini", description="Model name at that endpoint.")
+    llm_timeout_s: float = Field(30.0, description="LLM call timeout, seconds.")
 
     aws_region: str | None = Field(None, description="AWS region for Bedrock, SageMaker, Secrets Manager, OpenSearch.")
 
     # --- pipelines ----------------------------------------------------------------------
     recipe: str = Field("default", description="Named retrieval recipe (see cognis-memory recipes).")
     max_message_bytes: int = Field(32 * 1024, description="Largest accepted message content, UTF-8 bytes.")
-    max_messages_per_request: int = 500
+    max_messages_per_request: int = Field(500, description="Most messages in one add request.")
     job_max_attempts: int = Field(5, description="Ingest job attempts before dead-letter.")
     job_backoff_s: float = Field(2.0, description="First retry delay; doubles per attempt.")
-    worker_concurrency: int = 1
+    worker_concurrency: int = Field(1, description="Background ingest workers in the API process.")
     run_worker: bool = Field(True, description="Run the background ingest worker inside the API process.")
 
     # --- API ----------------------------------------------------------------------------
@@ -86,14 +88,14 @@ class Settings(BaseSettings):
         description="Bootstrap API keys: 'key=tenant[:read]' entries separated by commas. Stored hashed.",
     )
     auth_disabled: bool = Field(False, description="Development only: accept requests without a key (tenant 'default').")
-    host: str = "127.0.0.1"
-    port: int = 8080
+    host: str = Field("127.0.0.1", description="Bind address of `serve`.")
+    port: int = Field(8080, description="Port of `serve`.")
 
     # --- telemetry ----------------------------------------------------------------------
-    service_name: str = "cognis-memory"
-    metrics_namespace: str = "CognisMemory"
-    metrics_enabled: bool = True
-    log_level: str = "INFO"
+    service_name: str = Field("cognis-memory", description="Logger service and the EMF `service` dimension.")
+    metrics_namespace: str = Field("CognisMemory", description="CloudWatch namespace of the EMF metrics.")
+    metrics_enabled: bool = Field(True, description="Write EMF metric lines to stdout.")
+    log_level: str = Field("INFO", description="Log level.")
 
     @field_validator("embedding_dim_short")
     @classmethod

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a fresh machine for cognis-memory: the .venv virtualenv with every
+# extra, and (with --servers) the system pieces the integration tests need: Debian's
+# redis-server and the OpenSearch launcher built with Maven. Safe to run again: it only
+# does what is missing. Used by scripts/demo.sh and scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_servers=0
+[[ "${1:-}" == "--servers" ]] && want_servers=1
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.cognis-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  echo "setup: installing cognis-memory and its dependencies into .venv (torch is large; pip's cache serves reinstalls)"
+  .venv/bin/pip install --quiet --upgrade pip setuptools wheel
+  .venv/bin/pip install --quiet -e '.[prod,infra,bench,dev]'
+  touch "$stamp"
+fi
+
+if (( want_servers )); then
+  if ! command -v redis-server >/dev/null 2>&1 && [[ ! -x /usr/bin/redis-server ]]; then
+    echo "setup: installing Debian's redis-server"
+    if [[ $(id -u) -eq 0 ]]; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    else
+      sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    fi
+  fi
+  if [[ -f scripts/opensearch-node/pom.xml ]]; then
+    jar_stamp=scripts/opensearch-node/target/.built
+    if [[ ! -f $jar_stamp || scripts/opensearch-node/pom.xml -nt $jar_stamp ]] \
+       || [[ -n $(find scripts/opensearch-node/src -newer "$jar_stamp" -type f 2>/dev/null | head -1) ]]; then
+      echo "setup: building the local OpenSearch node (first build downloads from Maven Central)"
+      (cd scripts/opensearch-node && mvn -q -B package -DskipTests)
+      touch "$jar_stamp"
+    fi
+  fi
+fi

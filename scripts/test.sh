@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: set-up, then pytest with real PostgreSQL +
+# pgvector, Redis and OpenSearch started on 127.0.0.1 by the test fixtures (and stopped at
+# the end, even on failure). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --servers
+
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export COGNIS_REQUIRE_SERVERS=1   # a server that cannot start fails the run instead of skipping
+
+status=0
+.venv/bin/python -m pytest -p no:cacheprovider "$@" || status=$?
+if [[ $status -eq 5 ]]; then
+  echo "test.sh: pytest collected no tests" >&2
+  exit 1
+fi
+exit $status

@@ -1,0 +1,29 @@
+"""The README's configuration table and commands stay true to the code."""
+
+from pathlib import Path
+
+from cognis_memory.config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_lists_every_setting_with_its_default() -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from scripts.config_table import rows
+
+    readme = (ROOT / "README.md").read_text()
+    for env, default, _ in rows():
+        line = next((l for l in readme.splitlines() if l.startswith(f"| {env} |")), None)
+        assert line is not None, f"{env} is missing from the README configuration table"
+        assert f"| {default} |" in line, f"{env}: README default differs from the code ({default})"
+    assert len(rows()) == len(Settings.model_fields)
+
+
+def test_readme_commands_exist() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for script in ("scripts/demo.sh", "scripts/test.sh"):
+        assert f"bash {script}" in readme and (ROOT / script).is_file()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "scripts/test.sh" in ci
