@@ -132,7 +132,25 @@ def test_opensearch_answers_with_version_2_19(opensearch_server: OpenSearchServe
     assert resp.json()["version"]["number"].startswith("2.19.")
     plugins = httpx.get(opensearch_server.url + "/_cat/plugins?format=json", timeout=30).json()
     names = {p["component"] for p in plugins}
-    assert {"org.opensearch.knn.plugin.KNNPlugin", "org.opensearch.transport.Netty4Plugin"} <= names
+    assert {"dev.cognis.opensearch.LuceneOnlyKNNPlugin", "org.opensearch.transport.Netty4Plugin"} <= names
+
+
+@pytest.mark.parametrize(
+    "method",
+    [None, {"name": "hnsw", "space_type": "l2"}, {"name": "hnsw", "engine": "faiss", "space_type": "l2"}],
+    ids=["no-method", "no-engine", "faiss"],
+)
+def test_opensearch_rejects_native_knn_engines_up_front(opensearch_server: OpenSearchServer, method) -> None:
+    # No JNI libraries here: such a mapping would be accepted by stock k-NN and then hang the first write.
+    field = {"type": "knn_vector", "dimension": 3, **({"method": method} if method else {})}
+    index = f"local-servers-native-{uuid.uuid4().hex[:8]}"
+    resp = httpx.put(
+        f"{opensearch_server.url}/{index}",
+        json={"settings": {"index": {"knn": True}}, "mappings": {"properties": {"v": field}}},
+        timeout=30,
+    )
+    assert resp.status_code == 400, resp.text
+    assert "must use" in resp.json()["error"]["reason"]
 
 
 def test_opensearch_lucene_knn_with_filter(opensearch_server: OpenSearchServer) -> None:

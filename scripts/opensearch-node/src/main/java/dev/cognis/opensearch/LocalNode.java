@@ -37,18 +37,19 @@ import org.opensearch.transport.Netty4Plugin;
 public final class LocalNode extends Node {
 
     static final String NODE_NAME = "cognis-local-node";
-    static final String KNN_PLUGIN_CLASS = "org.opensearch.knn.plugin.KNNPlugin";
+    static final String KNN_PLUGIN_CLASS = "dev.cognis.opensearch.LuceneOnlyKNNPlugin";
 
-    /** Plugins compiled into this launcher. The k-NN native engines are absent: use engine "lucene". */
+    /** The classpath plugins. k-NN has no native engine here (no JNI libraries): use engine "lucene". */
     static List<Class<? extends Plugin>> plugins() {
         List<Class<? extends Plugin>> plugins = new ArrayList<>(
             Arrays.asList(Netty4Plugin.class, CommonAnalysisPlugin.class, PainlessPlugin.class, MapperExtrasPlugin.class)
         );
-        // k-NN is published as a plugin ZIP (unpacked to target/knn by the build), not as a Maven jar
-        // dependency, so it is not on the compile classpath: load it by name from the run classpath.
+        // k-NN is published as a plugin ZIP (unpacked to target/knn by the build), not as a Maven jar, so
+        // its jars are not on the Maven runtime classpath: load the (guarded) plugin by name and say what
+        // is missing when target/knn/* was left off the -cp.
         try {
             plugins.add(Class.forName(KNN_PLUGIN_CLASS).asSubclass(Plugin.class));
-        } catch (ClassNotFoundException e) {
+        } catch (ClassNotFoundException | NoClassDefFoundError e) {
             throw new IllegalStateException(
                 KNN_PLUGIN_CLASS + " is not on the classpath: add target/knn/* (run `mvn -q -B package` first)", e
             );

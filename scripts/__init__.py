@@ -1,0 +1,1 @@
+"""Developer and CI scripts (importable from the repository root: ``python -m scripts.local_servers``)."""
