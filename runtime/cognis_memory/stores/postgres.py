@@ -570,20 +570,34 @@ class PostgresStore:
             (owner.tenant_id, owner.user_id, after_id or "", limit),
         )
 
-    async def forget_user(self, owner: Owner, *, outbox: bool = False) -> dict[str, int]:
-        """Delete every row of the user in every table; with ``outbox`` leave one durable 'forget' item."""
+    async def forget_user(self, owner: Owner) -> dict[str, int]:
+        """Delete every row of the user in every table (memories, messages, jobs, outbox)."""
+        counts, _ = await self._forget(owner, outbox=False)
+        return counts
+
+    async def forget_user_with_outbox(self, owner: Owner) -> tuple[dict[str, int], int]:
+        """Like :meth:`forget_user`, and in the same transaction one durable ``forget`` outbox item
+        (so the OpenSearch side is completed later if it cannot be done now); returns its id."""
+        counts, outbox_id = await self._forget(owner, outbox=True)
+        assert outbox_id is not None
+        return counts, outbox_id
+
+    async def _forget(self, owner: Owner, *, outbox: bool) -> tuple[dict[str, int], int | None]:
         key = (owner.tenant_id, owner.user_id)
+        outbox_id: int | None = None
+        counts: dict[str, int] = {}
         async with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            counts: dict[str, int] = {}
             for table in ("memories", "messages", "jobs", "outbox"):
                 await cur.execute(
                     psql.SQL("DELETE FROM {} WHERE tenant_id = %s AND user_id = %s").format(psql.Identifier(table)), key
                 )
                 counts[table] = cur.rowcount
             if outbox:
-                await cur.execute(_INSERT_OUTBOX, ("forget", None, owner.tenant_id, owner.user_id, None))
+                await cur.execute(_INSERT_OUTBOX + " RETURNING id", ("forget", None, owner.tenant_id, owner.user_id, None))
+                row = await cur.fetchone()
+                outbox_id = int(row[0]) if row else None
         counts["outbox_pending"] = counts.pop("outbox")
-        return counts
+        return counts, outbox_id
 
     # -- bulk load (benchmarks, imports) ---------------------------------------------------------
     async def bulk_load(self, memories: Sequence[Memory], *, rebuild_index: bool = True) -> None:

@@ -1,0 +1,350 @@
+"""The dual store (production): PostgreSQL + pgvector as the system of record, OpenSearch for BM25.
+
+Write path (transactional outbox):
+
+1. Every write goes to Postgres, and in the *same transaction* the outbox gets one row per
+   OpenSearch change (memory id, version, op ``upsert``/``delete``; ``forget`` for a user).
+2. Right after the commit the writer makes one best-effort drain attempt (skipped for a few
+   seconds after OpenSearch was found down, so writes stay fast while it is out), and a
+   background loop (:meth:`DualStore.start_background_drain`) drains the rest with exponential
+   backoff. A drain locks a batch of rows with ``FOR UPDATE SKIP LOCKED`` (several processes can
+   drain at once), pushes them in one bulk request, and deletes the rows only after OpenSearch
+   acknowledged them; failures stay in the outbox with an attempt count and the last error.
+3. The drain does not replay the outbox row: it pushes the memory's state *as Postgres has it
+   now* (current -> index; superseded or gone -> delete), under external versions (see
+   :mod:`.opensearch_index`), so replays in any order converge and a stale retry cannot
+   resurrect an old version.
+
+Read path: vector search, fetches, chains, jobs and keys are Postgres. Keyword search asks
+OpenSearch for ids, then *hydrates* them from Postgres keeping only rows that are current there
+for this owner, so a document the outbox has not caught up with yet can never surface an old
+version or a deleted/forgotten memory. When OpenSearch is unreachable, keyword search raises
+``DependencyUnavailable("opensearch")`` within ``search_timeout_s`` and the pipeline answers from
+the vector side (degraded). ``forget_user`` deletes the user's rows in every Postgres table and
+leaves a durable ``forget`` outbox item in the same transaction; it is executed at once
+(``delete_by_query`` on tenant + user) or, if OpenSearch is down, by a later drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from ..domain import Job, Memory, Message, Owner
+from ..errors import DependencyUnavailable
+from .base import ApiKeyRecord, ScoredMemory, SearchFilter, VectorSearchResult
+from .opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
+from .postgres import OutboxBatch, OutboxItem, PostgresStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class DrainResult:
+    claimed: int = 0
+    done: int = 0
+    failed: int = 0
+    deleted_documents: int = 0
+
+
+def _retry_delay(attempts: int) -> float:
+    """Per-item retry delay after ``attempts`` failed attempts: 1 s doubling, at most 5 min."""
+    return float(min(300.0, 2.0 ** max(0, attempts)))
+
+
+class DualStore:
+    """Postgres (system of record) + OpenSearch (BM25) implementation of
+    :class:`~cognis_memory.stores.base.MemoryStore`, kept in step by a transactional outbox."""
+
+    name = "dual"
+
+    def __init__(
+        self,
+        postgres: PostgresStore,
+        keyword: OpenSearchKeywordIndex,
+        *,
+        outbox_batch: int = 100,
+        inline_drain: bool = True,
+        down_skip_s: float = 5.0,
+    ) -> None:
+        self.pg = postgres
+        self.keyword = keyword
+        self.outbox_batch = outbox_batch
+        self.inline_drain = inline_drain
+        self.down_skip_s = down_skip_s
+        self._os_down_until = 0.0
+        self._drain_task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def open(self) -> None:
+        await self.pg.open()
+        try:
+            await self.keyword.ensure_index()
+        except DependencyUnavailable as e:  # writes still work; the index is created by a later drain
+            log.warning("dual store: OpenSearch unavailable at open (%s); keyword search degraded until it returns", e)
+            self._mark_down()
+
+    async def close(self) -> None:
+        await self.stop_background_drain()
+        await self.pg.close()
+        await self.keyword.close()
+
+    async def health(self) -> dict[str, bool]:
+        pg, os_ok = await asyncio.gather(self.pg.ping(), self.keyword.ping())
+        return {"postgres": pg, "opensearch": os_ok}
+
+    # -- outbox ----------------------------------------------------------------------------------
+    def _mark_down(self) -> None:
+        self._os_down_until = time.monotonic() + self.down_skip_s
+
+    async def _after_write(self) -> None:
+        """One best-effort drain right after a commit (never raises; the outbox keeps the work)."""
+        if not self.inline_drain or time.monotonic() < self._os_down_until:
+            return
+        try:
+            await self._drain_batch(self.outbox_batch)
+        except DependencyUnavailable as e:
+            log.info("dual store: OpenSearch unavailable, outbox keeps the write (%s)", e)
+        except Exception:  # noqa: BLE001 - the write itself succeeded
+            log.exception("dual store: inline outbox drain failed")
+
+    async def drain_outbox(self, max_items: int | None = None) -> int:
+        """Push up to ``max_items`` due outbox rows to OpenSearch; returns how many were completed.
+
+        Raises ``DependencyUnavailable("opensearch")`` when OpenSearch is unreachable (rows stay).
+        """
+        budget = self.outbox_batch if max_items is None else max_items
+        done = 0
+        while budget > 0:
+            res = await self._drain_batch(min(self.outbox_batch, budget))
+            done += res.done
+            budget -= res.claimed
+            if res.claimed == 0 or res.done == 0:
+                break
+        return done
+
+    async def outbox_size(self) -> int:
+        return await self.pg.outbox_size()
+
+    async def _drain_batch(self, limit: int, *, only_ids: Sequence[int] | None = None) -> DrainResult:
+        result = DrainResult()
+        error: DependencyUnavailable | None = None
+        try:
+            await self.keyword.ensure_index()
+        except DependencyUnavailable:
+            self._mark_down()
+            raise
+        async with self.pg.outbox_batch(limit, only_ids=only_ids) as batch:
+            result.claimed = len(batch.items)
+            pending: list[OutboxItem] = []
+            todo = list(batch.items)
+            forget: OutboxItem | None = None
+            try:
+                while todo:
+                    item = todo.pop(0)
+                    if item.op != "forget":
+                        pending.append(item)
+                        continue
+                    # A forget is a barrier: everything before it is pushed first.
+                    await self._push(batch, pending, result)
+                    pending, forget = [], item
+                    try:
+                        result.deleted_documents += await self.keyword.delete_owner(Owner(item.tenant_id, item.user_id))
+                    except DependencyUnavailable:
+                        raise
+                    except Exception as e:  # noqa: BLE001 - a bad item must not block the outbox
+                        log.exception("dual store: forget item %s failed", item.id)
+                        await batch.fail([item.id], f"{type(e).__name__}: {e}", _retry_delay(item.attempts))
+                        result.failed += 1
+                    else:
+                        await batch.ack([item.id])
+                        result.done += 1
+                    forget = None
+                await self._push(batch, pending, result)
+                pending = []
+            except DependencyUnavailable as e:
+                error = e
+                self._mark_down()
+                rest = [i.id for i in ([forget] if forget else []) + pending + todo]
+                await batch.fail(rest, str(e), retry_in_s=0.0)  # due again at once: the drain loop backs off
+                result.failed += len(rest)
+        if error is not None:
+            raise error
+        if result.claimed:
+            self._os_down_until = 0.0
+        return result
+
+    async def _push(self, batch: OutboxBatch, items: list[OutboxItem], result: DrainResult) -> None:
+        """Mirror the Postgres state of the items' memories into OpenSearch (one bulk request)."""
+        if not items:
+            return
+        ops: dict[str, IndexOp] = {}
+        for item in items:
+            assert item.memory_id is not None
+            if item.memory_id in ops:
+                continue
+            state = batch.states.get(item.memory_id)
+            if state is not None and state.is_current:
+                ops[item.memory_id] = IndexOp(
+                    "index", state.id, doc_version_current(state.version), OpenSearchKeywordIndex.document(state)
+                )
+            else:
+                version = state.version if state is not None else (item.version or 0)
+                ops[item.memory_id] = IndexOp("delete", item.memory_id, doc_version_gone(version))
+        try:
+            outcomes = {r.memory_id: r for r in await self.keyword.apply(list(ops.values()))}
+        except DependencyUnavailable:
+            raise
+        except Exception as e:  # noqa: BLE001 - e.g. a rejected request: retry these items later
+            log.exception("dual store: bulk push of %d outbox items failed", len(items))
+            for item in items:
+                await batch.fail([item.id], f"{type(e).__name__}: {e}", _retry_delay(item.attempts))
+            result.failed += len(items)
+            return
+        ok_ids = [i.id for i in items if outcomes[i.memory_id].ok]
+        await batch.ack(ok_ids)
+        result.done += len(ok_ids)
+        for item in items:
+            r = outcomes[item.memory_id]
+            if not r.ok:
+                result.failed += 1
+                log.warning("dual store: outbox item %s (%s) failed with %s: %s", item.id, item.memory_id, r.status, r.error)
+                await batch.fail([item.id], f"{r.status}: {r.error}", _retry_delay(item.attempts))
+
+    def start_background_drain(self, *, interval_s: float = 1.0, max_backoff_s: float = 30.0) -> None:
+        """Drain the outbox forever in a task of the running loop (idempotent)."""
+        if self._drain_task is not None and not self._drain_task.done():
+            return
+        self._stop = asyncio.Event()
+        self._drain_task = asyncio.create_task(self._drain_loop(interval_s, max_backoff_s), name="cognis-outbox-drain")
+
+    async def stop_background_drain(self) -> None:
+        task, self._drain_task = self._drain_task, None
+        if task is None:
+            return
+        self._stop.set()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+    async def _drain_loop(self, interval_s: float, max_backoff_s: float) -> None:
+        delay = interval_s
+        while not self._stop.is_set():
+            try:
+                n = await self.drain_outbox(self.outbox_batch)
+                delay = interval_s
+                if n >= self.outbox_batch:
+                    continue  # more waiting: go again at once
+            except DependencyUnavailable as e:
+                delay = min(max_backoff_s, delay * 2)
+                log.info("dual store: outbox drain waiting for OpenSearch (%s); next try in %.1fs", e, delay)
+            except Exception:  # noqa: BLE001 - keep the loop alive (Postgres blips, bugs are logged)
+                delay = min(max_backoff_s, delay * 2)
+                log.exception("dual store: outbox drain failed; next try in %.1fs", delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=delay * random.uniform(0.8, 1.2))
+
+    # -- messages --------------------------------------------------------------------------------
+    async def save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
+        return await self.pg.save_messages(messages)
+
+    async def get_messages(self, owner: Owner, ids: Sequence[str]) -> list[Message]:
+        return await self.pg.get_messages(owner, ids)
+
+    # -- memories --------------------------------------------------------------------------------
+    async def insert_memories(self, memories: Sequence[Memory]) -> None:
+        if not memories:
+            return
+        await self.pg.insert_memories(memories, outbox=True)
+        await self._after_write()
+
+    async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
+        out = await self.pg.write_version(owner, previous_id, new, outbox=True)
+        await self._after_write()
+        return out
+
+    async def get_memory(self, owner: Owner, memory_id: str) -> Memory | None:
+        return await self.pg.get_memory(owner, memory_id)
+
+    async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
+        return await self.pg.get_chain(owner, memory_id)
+
+    async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
+        return await self.pg.fetch_memories(owner, ids)
+
+    async def vector_search(
+        self,
+        flt: SearchFilter,
+        query: np.ndarray,
+        query_short: np.ndarray | None,
+        *,
+        limit: int,
+        shortlist: int,
+    ) -> VectorSearchResult:
+        return await self.pg.vector_search(flt, query, query_short, limit=limit, shortlist=shortlist)
+
+    async def keyword_search(self, flt: SearchFilter, text: str, *, limit: int) -> list[ScoredMemory]:
+        """BM25 in OpenSearch, hydrated from Postgres (only rows current there, for this owner)."""
+        if limit <= 0:
+            return []
+        # A few extra ids cover documents the outbox has not removed yet.
+        hits = await self.keyword.search(flt, text, limit=limit + max(5, limit // 4))
+        if not hits:
+            return []
+        rows = {m.id: m for m in await self.pg.fetch_current_memories(flt.owner, [i for i, _ in hits])}
+        return [ScoredMemory(rows[i], s) for i, s in hits if i in rows][:limit]
+
+    async def list_memories(
+        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
+    ) -> list[Memory]:
+        return await self.pg.list_memories(owner, include_history=include_history, limit=limit, after_id=after_id)
+
+    async def forget_user(self, owner: Owner) -> dict[str, int]:
+        counts, outbox_id = await self.pg.forget_user_with_outbox(owner)
+        counts.pop("outbox_pending", None)
+        try:
+            res = await self._drain_batch(1, only_ids=[outbox_id])
+            counts["index_documents"] = res.deleted_documents
+            counts["index_pending"] = 0 if res.done else 1
+        except DependencyUnavailable as e:
+            log.warning("dual store: OpenSearch unavailable; forget of one user stays in the outbox (%s)", e)
+            counts["index_documents"] = 0
+            counts["index_pending"] = 1
+        return counts
+
+    # -- jobs and keys ---------------------------------------------------------------------------
+    async def enqueue_job(self, job: Job) -> None:
+        await self.pg.enqueue_job(job)
+
+    async def claim_job(self, now: datetime, lease_s: float) -> Job | None:
+        return await self.pg.claim_job(now, lease_s)
+
+    async def save_job(self, job: Job) -> None:
+        await self.pg.save_job(job)
+
+    async def get_job(self, owner: Owner, job_id: str) -> Job | None:
+        return await self.pg.get_job(owner, job_id)
+
+    async def put_api_key(self, record: ApiKeyRecord) -> None:
+        await self.pg.put_api_key(record)
+
+    async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        return await self.pg.get_api_key(key_hash)
+
+    async def delete_api_key(self, key_hash: str) -> bool:
+        return await self.pg.delete_api_key(key_hash)
+
+    # -- bulk load (benchmarks, imports) ----------------------------------------------------------
+    async def bulk_load(self, memories: Sequence[Memory]) -> None:
+        """COPY into Postgres (index built after), then bulk-index OpenSearch directly (no outbox)."""
+        await self.pg.bulk_load(memories)
+        await self.keyword.bulk_index([m for m in memories if m.is_current])

@@ -1,0 +1,680 @@
+"""OpenSearch-only store (pattern A): BM25 and k-NN in one memories index, plus messages, jobs
+and API keys in their own indices. No Postgres.
+
+Indices (each an alias ``<prefix>-<name>`` over ``<prefix>-<name>-000001``): ``memories``,
+``messages``, ``message-keys`` (client message id claims), ``jobs``, ``apikeys``.
+
+* Document ids are *owner-scoped*: ``sha256(tenant \\0 user \\0 id)``. A lookup by id for an owner
+  is a realtime GET of that owner's key, so another owner's record cannot even be addressed.
+* Vectors: ``embedding_short`` and ``embedding`` are ``knn_vector`` fields (HNSW, engine
+  ``lucene``, ``cosinesimil``; the native faiss/nmslib engines need JNI libraries). Two-stage
+  search is one request: a ``knn`` query on ``embedding_short`` for ``shortlist`` candidates with
+  every filter *inside* the knn clause (Lucene's efficient filtering: exact search when the
+  filtered set is small, filtered HNSW otherwise), then a ``rescore`` of that window with a
+  ``knn_score`` script on the full ``embedding``. The returned hits carry their full vectors,
+  and the cosine reported is recomputed exactly with numpy from them. Without a short query
+  vector the search is one exact ``script_score`` over the owner's filtered documents.
+  Timings: ``vector_short`` is the whole request (both stages run server-side), ``vector_full``
+  the local exact scoring.
+* Keyword search: the same ``match``-only BM25 query and ``bool.filter`` clauses as the dual
+  store's keyword index (:mod:`.opensearch_index`).
+
+Not transactional, and what that means:
+
+* ``write_version`` is several requests. It reads the previous version (realtime GET, with its
+  ``_seq_no``/``_primary_term``), creates the new version, then flips the previous one
+  (``is_current=false``, ``successor_id``) *conditionally* on that seq_no. Of two concurrent
+  writers on one head, exactly one flip succeeds; the loser deletes its new document and gets
+  ``ConflictError``. A crash between "create new" and "flip old" leaves two current documents
+  of one chain: every search and listing drops a hit when some document ``replaces_id`` it (the
+  higher version wins), and the next ``write_version`` on the stale head finishes the flip and
+  answers ``ConflictError``. A concurrent search may briefly miss a head that a losing writer's
+  short-lived document claims to replace.
+* Messages with a client id claim ``message-keys/<owner-scoped client id>`` (``op_type=create``)
+  before the message is written; a retry after a crash in between writes the message under the
+  claimed id.
+* Job claims search due jobs, re-read each candidate (realtime) and update it with
+  ``if_seq_no``/``if_primary_term``, so two workers never claim the same job.
+* Visibility: realtime GETs always see the latest write; *searches* see writes after the next
+  refresh. ``refresh`` (default ``False``: up to the 1 s refresh interval) is passed to every
+  write; tests use ``True``, ``"wait_for"`` makes writes wait for the next refresh instead.
+* ``forget_user`` deletes by query in every index (refresh first, then paged bulk deletes);
+  a crash in the middle leaves the rest for a retry of the same call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+from opensearchpy import OpenSearch
+from opensearchpy import exceptions as os_exc
+
+from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
+from ..errors import ConflictError, NotFoundError
+from .base import ApiKeyRecord, ScoredMemory, SearchFilter, VectorSearchResult
+from .opensearch_index import (
+    MEMORY_FIELDS,
+    OpenSearchRunner,
+    Refresh,
+    create_index_once,
+    delete_matching,
+    epoch_us,
+    filter_clauses,
+    index_settings,
+    iso,
+    match_clause,
+    match_text,
+    memory_fields,
+)
+
+
+def owner_key(tenant_id: str, user_id: str, record_id: str) -> str:
+    """The document id of one owner's record: no other owner can address it."""
+    return hashlib.sha256(f"{tenant_id}\x00{user_id}\x00{record_id}".encode()).hexdigest()
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value is not None else None
+
+
+def _owner_query(owner: Owner) -> dict[str, Any]:
+    return {"bool": {"filter": [{"term": {"tenant_id": owner.tenant_id}}, {"term": {"user_id": owner.user_id}}]}}
+
+
+def _knn_field(dim: int) -> dict[str, Any]:
+    return {
+        "type": "knn_vector",
+        "dimension": dim,
+        "method": {
+            "name": "hnsw",
+            "engine": "lucene",
+            "space_type": "cosinesimil",
+            "parameters": {"m": 16, "ef_construction": 128},
+        },
+    }
+
+
+def _knn_score(field: str, vector: np.ndarray) -> dict[str, Any]:
+    return {
+        "lang": "knn",
+        "source": "knn_score",
+        "params": {"field": field, "query_value": vector.astype(float).tolist(), "space_type": "cosinesimil"},
+    }
+
+
+class OpenSearchStore:
+    """OpenSearch-only implementation of :class:`~cognis_memory.stores.base.MemoryStore`.
+
+    ``client`` is a synchronous ``opensearchpy.OpenSearch`` (the store owns it from now on).
+    """
+
+    name = "opensearch"
+
+    def __init__(
+        self,
+        client: OpenSearch,
+        *,
+        index_prefix: str,
+        dim: int,
+        dim_short: int,
+        shards: int = 1,
+        replicas: int | None = None,
+        refresh: Refresh = False,
+        search_timeout_s: float = 5.0,
+        write_timeout_s: float = 10.0,
+        max_workers: int = 8,
+    ) -> None:
+        self.client = client
+        self.runner = OpenSearchRunner(client, max_workers=max_workers)
+        self.prefix = index_prefix
+        self.dim, self.dim_short = dim, dim_short
+        self.shards, self.replicas = shards, replicas
+        self.refresh = refresh
+        self.search_timeout_s = search_timeout_s
+        self.write_timeout_s = write_timeout_s
+        self.memories = f"{index_prefix}-memories"
+        self.messages = f"{index_prefix}-messages"
+        self.message_keys = f"{index_prefix}-message-keys"
+        self.jobs = f"{index_prefix}-jobs"
+        self.apikeys = f"{index_prefix}-apikeys"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def _bodies(self) -> dict[str, dict[str, Any]]:
+        kw = {"type": "keyword"}
+        date = {"type": "date"}
+        settings = index_settings(shards=self.shards, replicas=self.replicas)
+        memories = {
+            "settings": index_settings(shards=self.shards, replicas=self.replicas, extra={"knn": True}),
+            "mappings": {
+                "dynamic": "strict",
+                "properties": {
+                    **MEMORY_FIELDS,
+                    "speaker": kw,
+                    "deleted": {"type": "boolean"},
+                    "replaces_id": kw,
+                    "successor_id": kw,
+                    "source_message_ids": kw,
+                    "metadata": {"type": "object", "enabled": False},
+                    "embedding": _knn_field(self.dim),
+                    "embedding_short": _knn_field(self.dim_short),
+                },
+            },
+        }
+        messages = {
+            "settings": settings,
+            "mappings": {
+                "dynamic": "strict",
+                "properties": {
+                    "id": kw, "tenant_id": kw, "user_id": kw, "session_id": kw, "agent_id": kw, "speaker": kw,
+                    "role": kw, "content": {"type": "text", "index": False}, "ts": date, "client_message_id": kw,
+                    "metadata": {"type": "object", "enabled": False}, "created_at": date,
+                },
+            },
+        }  # fmt: skip
+        message_keys = {
+            "settings": settings,
+            "mappings": {"dynamic": "strict", "properties": {"tenant_id": kw, "user_id": kw, "message_id": kw}},
+        }
+        jobs = {
+            "settings": settings,
+            "mappings": {
+                "dynamic": "strict",
+                "properties": {
+                    "id": kw, "tenant_id": kw, "user_id": kw, "message_ids": kw, "status": kw,
+                    "attempts": {"type": "integer"}, "max_attempts": {"type": "integer"},
+                    "last_error": {"type": "text", "index": False}, "next_attempt_at": date,
+                    "next_attempt_us": {"type": "long"}, "lease_until": date, "lease_until_us": {"type": "long"},
+                    "created_at": date, "updated_at": date, "result": {"type": "object", "enabled": False},
+                },
+            },
+        }  # fmt: skip
+        apikeys = {
+            "settings": settings,
+            "mappings": {
+                "dynamic": "strict",
+                "properties": {"key_hash": kw, "tenant_id": kw, "read_only": {"type": "boolean"}, "name": kw},
+            },
+        }
+        return {
+            self.memories: memories,
+            self.messages: messages,
+            self.message_keys: message_keys,
+            self.jobs: jobs,
+            self.apikeys: apikeys,
+        }
+
+    async def open(self) -> None:
+        """Create the indices (with aliases) when missing; idempotent and safe under concurrency."""
+        for alias, body in self._bodies().items():
+            await create_index_once(self.runner, alias, f"{alias}-000001", body)
+
+    async def close(self) -> None:
+        self.runner.close()
+
+    async def health(self) -> dict[str, bool]:
+        return {"opensearch": await self.runner.ping(min(self.search_timeout_s, 2.0))}
+
+    # -- documents ---------------------------------------------------------------------------------
+    @staticmethod
+    def _memory_doc(m: Memory, successor_id: str | None = None) -> dict[str, Any]:
+        if m.embedding is None or m.embedding_short is None:
+            raise ValueError("embedding: memories must be embedded before they are stored")
+        return {
+            **memory_fields(m),
+            "speaker": m.speaker,
+            "deleted": m.deleted,
+            "replaces_id": m.replaces_id,
+            "successor_id": successor_id,
+            "source_message_ids": list(m.source_message_ids),
+            "metadata": json.loads(json.dumps(m.metadata, default=str)),
+            "embedding": np.asarray(m.embedding, dtype=np.float32).astype(float).tolist(),
+            "embedding_short": np.asarray(m.embedding_short, dtype=np.float32).astype(float).tolist(),
+        }
+
+    @staticmethod
+    def _memory_from(src: dict[str, Any]) -> Memory:
+        emb = src.get("embedding")
+        short = src.get("embedding_short")
+        return Memory(
+            id=src["memory_id"],
+            tenant_id=src["tenant_id"],
+            user_id=src["user_id"],
+            agent_id=src.get("agent_id"),
+            session_id=src.get("session_id"),
+            scope=Scope(src["scope"]),
+            category=Category(src["category"]),
+            kind=MemoryKind(src["kind"]),
+            content=src["content"],
+            speaker=src.get("speaker"),
+            event_time=_dt(src.get("event_time")),
+            message_time=_dt(src.get("message_time")),
+            created_at=_dt(src["created_at"]) or datetime.now(UTC),
+            version=int(src["version"]),
+            is_current=bool(src["is_current"]),
+            deleted=bool(src.get("deleted", False)),
+            replaces_id=src.get("replaces_id"),
+            source_message_ids=list(src.get("source_message_ids") or []),
+            metadata=dict(src.get("metadata") or {}),
+            embedding=np.asarray(emb, dtype=np.float32) if emb is not None else None,
+            embedding_short=np.asarray(short, dtype=np.float32) if short is not None else None,
+        )
+
+    @staticmethod
+    def _message_doc(m: Message) -> dict[str, Any]:
+        return {
+            "id": m.id, "tenant_id": m.tenant_id, "user_id": m.user_id, "session_id": m.session_id,
+            "agent_id": m.agent_id, "speaker": m.speaker, "role": m.role, "content": m.content,
+            "ts": iso(m.timestamp), "client_message_id": m.client_message_id,
+            "metadata": json.loads(json.dumps(m.metadata, default=str)), "created_at": iso(m.created_at),
+        }  # fmt: skip
+
+    @staticmethod
+    def _message_from(src: dict[str, Any]) -> Message:
+        return Message(
+            id=src["id"],
+            tenant_id=src["tenant_id"],
+            user_id=src["user_id"],
+            session_id=src.get("session_id"),
+            agent_id=src.get("agent_id"),
+            speaker=src.get("speaker"),
+            role=src["role"],
+            content=src["content"],
+            timestamp=_dt(src["ts"]) or datetime.now(UTC),
+            client_message_id=src.get("client_message_id"),
+            metadata=dict(src.get("metadata") or {}),
+            created_at=_dt(src["created_at"]) or datetime.now(UTC),
+        )
+
+    @staticmethod
+    def _job_doc(job: Job, lease_until: datetime | None = None) -> dict[str, Any]:
+        return {
+            "id": job.id, "tenant_id": job.tenant_id, "user_id": job.user_id, "message_ids": list(job.message_ids),
+            "status": job.status.value, "attempts": job.attempts, "max_attempts": job.max_attempts,
+            "last_error": job.last_error, "next_attempt_at": iso(job.next_attempt_at),
+            "next_attempt_us": epoch_us(job.next_attempt_at), "lease_until": iso(lease_until),
+            "lease_until_us": epoch_us(lease_until) if lease_until is not None else None,
+            "created_at": iso(job.created_at), "updated_at": iso(job.updated_at),
+            "result": json.loads(json.dumps(job.result, default=str)),
+        }  # fmt: skip
+
+    @staticmethod
+    def _job_from(src: dict[str, Any]) -> Job:
+        return Job(
+            id=src["id"],
+            tenant_id=src["tenant_id"],
+            user_id=src["user_id"],
+            message_ids=list(src["message_ids"]),
+            status=JobStatus(src["status"]),
+            attempts=int(src["attempts"]),
+            max_attempts=int(src["max_attempts"]),
+            last_error=src.get("last_error"),
+            next_attempt_at=_dt(src["next_attempt_at"]) or datetime.now(UTC),
+            created_at=_dt(src["created_at"]) or datetime.now(UTC),
+            updated_at=_dt(src["updated_at"]) or datetime.now(UTC),
+            result=dict(src.get("result") or {}),
+        )
+
+    async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        """Realtime GET: the raw response (``_source``, ``_seq_no``, ``_primary_term``) or None."""
+        try:
+            return await self.runner(self.client.get, index=index, id=doc_id, request_timeout=self.write_timeout_s)
+        except os_exc.NotFoundError:
+            return None
+
+    async def _mget(self, index: str, doc_ids: Sequence[str]) -> list[dict[str, Any]]:
+        if not doc_ids:
+            return []
+        res = await self.runner(
+            self.client.mget, index=index, body={"ids": list(doc_ids)}, request_timeout=self.write_timeout_s
+        )
+        return [d["_source"] for d in res["docs"] if d.get("found")]
+
+    async def _create(self, index: str, doc_id: str, doc: dict[str, Any]) -> bool:
+        """Create a document; False when that id exists already."""
+        try:
+            await self.runner(
+                self.client.index, index=index, id=doc_id, body=doc, op_type="create",
+                refresh=self.refresh, request_timeout=self.write_timeout_s,
+            )  # fmt: skip
+            return True
+        except os_exc.ConflictError:
+            return False
+
+    # -- messages --------------------------------------------------------------------------------
+    async def save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
+        out: list[tuple[Message, bool]] = []
+        for msg in messages:
+            if msg.client_message_id is None:
+                created = await self._create(self.messages, owner_key(msg.tenant_id, msg.user_id, msg.id), self._message_doc(msg))
+                if not created:
+                    raise ConflictError(f"message id {msg.id} exists already")
+                out.append((msg, True))
+                continue
+            claim_id = owner_key(msg.tenant_id, msg.user_id, "client\x00" + msg.client_message_id)
+            claim = {"tenant_id": msg.tenant_id, "user_id": msg.user_id, "message_id": msg.id}
+            if await self._create(self.message_keys, claim_id, claim):
+                await self._create(self.messages, owner_key(msg.tenant_id, msg.user_id, msg.id), self._message_doc(msg))
+                out.append((msg, True))
+                continue
+            got = await self._get(self.message_keys, claim_id)
+            assert got is not None, "a claimed client message id vanished"
+            mid = got["_source"]["message_id"]
+            stored = await self._get(self.messages, owner_key(msg.tenant_id, msg.user_id, mid))
+            if stored is not None:
+                out.append((self._message_from(stored["_source"]), False))
+                continue
+            # The first writer crashed between the claim and the message: finish its write.
+            retry = dataclasses.replace(msg, id=mid)
+            await self._create(self.messages, owner_key(msg.tenant_id, msg.user_id, mid), self._message_doc(retry))
+            out.append((retry, True))
+        return out
+
+    async def get_messages(self, owner: Owner, ids: Sequence[str]) -> list[Message]:
+        docs = await self._mget(self.messages, [owner_key(owner.tenant_id, owner.user_id, i) for i in ids])
+        msgs = [self._message_from(d) for d in docs]
+        return sorted(msgs, key=lambda m: (m.timestamp, m.id))
+
+    # -- memories --------------------------------------------------------------------------------
+    async def insert_memories(self, memories: Sequence[Memory]) -> None:
+        if not memories:
+            return
+        body: list[dict[str, Any]] = []
+        for m in memories:
+            body.append({"create": {"_index": self.memories, "_id": owner_key(m.tenant_id, m.user_id, m.id)}})
+            body.append(self._memory_doc(m))
+        res = await self.runner(self.client.bulk, body=body, refresh=self.refresh, request_timeout=self.write_timeout_s)
+        if res.get("errors"):
+            bad = [it["create"] for it in res["items"] if it["create"].get("status") not in (200, 201)]
+            if bad:
+                raise ConflictError(f"insert_memories: {len(bad)} documents were not created, e.g. {bad[0].get('error')}")
+
+    async def _successors(self, owner: Owner, ids: Sequence[str]) -> dict[str, str]:
+        """{replaced id: id of a document that replaces it} among ``ids`` (any version state)."""
+        if not ids:
+            return {}
+        body = {
+            "size": len(ids) * 2 + 10,
+            "_source": ["replaces_id", "memory_id"],
+            "query": {"bool": {"filter": [*_owner_query(owner)["bool"]["filter"], {"terms": {"replaces_id": list(ids)}}]}},
+        }
+        res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
+        return {h["_source"]["replaces_id"]: h["_source"]["memory_id"] for h in res["hits"]["hits"]}
+
+    async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
+        if (new.tenant_id, new.user_id) != (owner.tenant_id, owner.user_id):
+            raise ValueError("new version must belong to the same owner")
+        prev_key = owner_key(owner.tenant_id, owner.user_id, previous_id)
+        prev = await self._get(self.memories, prev_key)
+        if prev is None:
+            raise NotFoundError(f"memory {previous_id} not found")
+        if not prev["_source"]["is_current"]:
+            raise ConflictError(f"memory {previous_id} is not the current version")
+        seq = {"if_seq_no": prev["_seq_no"], "if_primary_term": prev["_primary_term"]}
+        leftover = (await self._successors(owner, [previous_id])).get(previous_id)
+        if leftover is not None and leftover != new.id:
+            # A crash left a newer version without flipping this one: finish that write, refuse ours.
+            await self._flip(prev_key, leftover, seq)
+            raise ConflictError(f"memory {previous_id} is not the current version")
+        new_key = owner_key(owner.tenant_id, owner.user_id, new.id)
+        await self._create(self.memories, new_key, self._memory_doc(new))  # False: our own earlier attempt
+        if not await self._flip(prev_key, new.id, seq):
+            await self._delete_quietly(self.memories, new_key)
+            raise ConflictError(f"memory {previous_id} is not the current version")
+        return new
+
+    async def _flip(self, prev_key: str, successor_id: str, seq: dict[str, int]) -> bool:
+        """Mark the previous version not current, if nobody changed it since we read it."""
+        try:
+            await self.runner(
+                self.client.update, index=self.memories, id=prev_key,
+                body={"doc": {"is_current": False, "successor_id": successor_id}},
+                refresh=self.refresh, request_timeout=self.write_timeout_s, **seq,
+            )  # fmt: skip
+            return True
+        except os_exc.ConflictError:
+            return False
+
+    async def _delete_quietly(self, index: str, doc_id: str) -> None:
+        try:
+            await self.runner(self.client.delete, index=index, id=doc_id, refresh=self.refresh)
+        except os_exc.NotFoundError:
+            pass
+
+    async def get_memory(self, owner: Owner, memory_id: str) -> Memory | None:
+        got = await self._get(self.memories, owner_key(owner.tenant_id, owner.user_id, memory_id))
+        return self._memory_from(got["_source"]) if got else None
+
+    async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
+        start = await self._get(self.memories, owner_key(owner.tenant_id, owner.user_id, memory_id))
+        if start is None:
+            return []
+        chain: dict[str, Memory] = {}
+        src = start["_source"]
+        chain[src["memory_id"]] = self._memory_from(src)
+        back = src.get("replaces_id")
+        while back and back not in chain:  # walk back through replaces_id (realtime GETs)
+            got = await self._get(self.memories, owner_key(owner.tenant_id, owner.user_id, back))
+            if got is None:
+                break
+            chain[back] = self._memory_from(got["_source"])
+            back = got["_source"].get("replaces_id")
+        head_src = src
+        while True:  # walk forward through successor_id, then look for an unflipped successor
+            nxt = head_src.get("successor_id") or (await self._successors(owner, [head_src["memory_id"]])).get(
+                head_src["memory_id"]
+            )
+            if not nxt or nxt in chain:
+                break
+            got = await self._get(self.memories, owner_key(owner.tenant_id, owner.user_id, nxt))
+            if got is None:
+                break
+            head_src = got["_source"]
+            chain[nxt] = self._memory_from(head_src)
+        return sorted(chain.values(), key=lambda m: (m.version, m.created_at))
+
+    async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
+        docs = await self._mget(self.memories, [owner_key(owner.tenant_id, owner.user_id, i) for i in ids])
+        by_id = {d["memory_id"]: self._memory_from(d) for d in docs}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def _drop_superseded(self, owner: Owner, memories: list[Memory]) -> list[Memory]:
+        replaced = await self._successors(owner, [m.id for m in memories])
+        return [m for m in memories if m.id not in replaced]
+
+    async def vector_search(
+        self,
+        flt: SearchFilter,
+        query: np.ndarray,
+        query_short: np.ndarray | None,
+        *,
+        limit: int,
+        shortlist: int,
+    ) -> VectorSearchResult:
+        if limit <= 0:
+            return VectorSearchResult(hits=[])
+        q = np.asarray(query, dtype=np.float32)
+        size = limit + 3  # room for hits dropped as superseded
+        knn_filter = {"bool": {"filter": filter_clauses(flt)}}
+        body: dict[str, Any]
+        if query_short is not None:
+            k = max(shortlist, size)
+            body = {
+                "size": size,
+                "_source": {"excludes": ["embedding_short"]},
+                "query": {"knn": {"embedding_short": {"vector": np.asarray(query_short, dtype=float).tolist(), "k": k, "filter": knn_filter}}},
+                "rescore": {
+                    "window_size": k,
+                    "query": {
+                        "rescore_query": {"script_score": {"query": {"match_all": {}}, "script": _knn_score("embedding", q)}},
+                        "query_weight": 0.0,
+                        "rescore_query_weight": 1.0,
+                    },
+                },
+            }  # fmt: skip
+        else:
+            body = {
+                "size": size,
+                "_source": {"excludes": ["embedding_short"]},
+                "query": {"script_score": {"query": knn_filter, "script": _knn_score("embedding", q)}},
+            }
+        t0 = time.perf_counter()
+        res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
+        t_req = (time.perf_counter() - t0) * 1000
+        memories = await self._drop_superseded(flt.owner, [self._memory_from(h["_source"]) for h in res["hits"]["hits"]])
+        t1 = time.perf_counter()
+        qn = q / (np.linalg.norm(q) or 1.0)
+        scored = []
+        for m in memories:
+            assert m.embedding is not None
+            e = m.embedding
+            scored.append(ScoredMemory(m, float(e @ qn / (np.linalg.norm(e) or 1.0))))
+        scored.sort(key=lambda s: -s.score)
+        t_full = (time.perf_counter() - t1) * 1000
+        if query_short is not None:
+            total = res["hits"]["total"]["value"] if isinstance(res["hits"].get("total"), dict) else len(scored)
+            return VectorSearchResult(
+                hits=scored[:limit], candidates_short=int(total), timings_ms={"vector_short": t_req, "vector_full": t_full}
+            )
+        return VectorSearchResult(hits=scored[:limit], candidates_short=0, timings_ms={"vector_full": t_req + t_full})
+
+    async def keyword_search(self, flt: SearchFilter, text: str, *, limit: int) -> list[ScoredMemory]:
+        words = match_text(text)
+        if not words or limit <= 0:
+            return []
+        body = {
+            "size": limit + 3,
+            "_source": {"excludes": ["embedding_short"]},
+            "track_total_hits": False,
+            "query": {"bool": {"must": [match_clause(words)], "filter": filter_clauses(flt)}},
+        }
+        res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
+        scores = {h["_source"]["memory_id"]: float(h["_score"]) for h in res["hits"]["hits"]}
+        memories = await self._drop_superseded(flt.owner, [self._memory_from(h["_source"]) for h in res["hits"]["hits"]])
+        return [ScoredMemory(m, scores[m.id]) for m in memories][:limit]
+
+    async def list_memories(
+        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
+    ) -> list[Memory]:
+        filters = list(_owner_query(owner)["bool"]["filter"])
+        if not include_history:
+            filters.append({"term": {"is_current": True}})
+        if after_id is not None:
+            filters.append({"range": {"memory_id": {"gt": after_id}}})
+        body = {
+            "size": limit,
+            "sort": [{"memory_id": "asc"}],
+            "query": {"bool": {"filter": filters}},
+            "track_total_hits": False,
+        }
+        res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
+        memories = [self._memory_from(h["_source"]) for h in res["hits"]["hits"]]
+        return memories if include_history else await self._drop_superseded(owner, memories)
+
+    async def forget_user(self, owner: Owner) -> dict[str, int]:
+        q = _owner_query(owner)
+        t = max(self.write_timeout_s, 30.0)
+        return {
+            "memories": await delete_matching(self.runner, self.memories, q, refresh=self.refresh, timeout_s=t),
+            "messages": await delete_matching(self.runner, self.messages, q, refresh=self.refresh, timeout_s=t),
+            "message_keys": await delete_matching(self.runner, self.message_keys, q, refresh=self.refresh, timeout_s=t),
+            "jobs": await delete_matching(self.runner, self.jobs, q, refresh=self.refresh, timeout_s=t),
+        }
+
+    # -- jobs ------------------------------------------------------------------------------------
+    async def _put_job(self, job: Job) -> None:
+        await self.runner(
+            self.client.index, index=self.jobs, id=owner_key(job.tenant_id, job.user_id, job.id),
+            body=self._job_doc(job), refresh=self.refresh, request_timeout=self.write_timeout_s,
+        )  # fmt: skip
+
+    async def enqueue_job(self, job: Job) -> None:
+        await self._put_job(job)
+
+    async def save_job(self, job: Job) -> None:
+        await self._put_job(job)
+
+    @staticmethod
+    def _due(src: dict[str, Any], now_us: int) -> bool:
+        if src["status"] in (JobStatus.QUEUED.value, JobStatus.FAILED.value):
+            return int(src["next_attempt_us"]) <= now_us
+        lease = src.get("lease_until_us")
+        return src["status"] == JobStatus.RUNNING.value and lease is not None and int(lease) <= now_us
+
+    async def claim_job(self, now: datetime, lease_s: float) -> Job | None:
+        now_us = epoch_us(now)
+        due = {
+            "bool": {
+                "should": [
+                    {"bool": {"filter": [{"terms": {"status": ["queued", "failed"]}}, {"range": {"next_attempt_us": {"lte": now_us}}}]}},
+                    {"bool": {"filter": [{"term": {"status": "running"}}, {"range": {"lease_until_us": {"lte": now_us}}}]}},
+                ],
+                "minimum_should_match": 1,
+            }
+        }  # fmt: skip
+        body = {"size": 10, "sort": [{"next_attempt_us": "asc"}], "query": due, "_source": False}
+        res = await self.runner(self.client.search, index=self.jobs, body=body, request_timeout=self.search_timeout_s)
+        for hit in res["hits"]["hits"]:
+            fresh = await self._get(self.jobs, hit["_id"])  # the search may be up to a refresh behind
+            if fresh is None or not self._due(fresh["_source"], now_us):
+                continue
+            job = self._job_from(fresh["_source"])
+            job.status, job.attempts, job.updated_at = JobStatus.RUNNING, job.attempts + 1, now
+            lease_until = now + timedelta(seconds=lease_s)
+            try:
+                await self.runner(
+                    self.client.index, index=self.jobs, id=hit["_id"], body=self._job_doc(job, lease_until),
+                    if_seq_no=fresh["_seq_no"], if_primary_term=fresh["_primary_term"],
+                    refresh=self.refresh, request_timeout=self.write_timeout_s,
+                )  # fmt: skip
+            except os_exc.ConflictError:
+                continue  # another worker took it
+            return job
+        return None
+
+    async def get_job(self, owner: Owner, job_id: str) -> Job | None:
+        got = await self._get(self.jobs, owner_key(owner.tenant_id, owner.user_id, job_id))
+        return self._job_from(got["_source"]) if got else None
+
+    # -- API keys --------------------------------------------------------------------------------
+    async def put_api_key(self, record: ApiKeyRecord) -> None:
+        await self.runner(
+            self.client.index, index=self.apikeys, id=record.key_hash,
+            body={"key_hash": record.key_hash, "tenant_id": record.tenant_id, "read_only": record.read_only,
+                  "name": record.name},
+            refresh=self.refresh, request_timeout=self.write_timeout_s,
+        )  # fmt: skip
+
+    async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        got = await self._get(self.apikeys, key_hash)
+        if got is None:
+            return None
+        s = got["_source"]
+        return ApiKeyRecord(key_hash=s["key_hash"], tenant_id=s["tenant_id"], read_only=bool(s["read_only"]), name=s["name"])
+
+    async def delete_api_key(self, key_hash: str) -> bool:
+        try:
+            await self.runner(self.client.delete, index=self.apikeys, id=key_hash, refresh=self.refresh)
+            return True
+        except os_exc.NotFoundError:
+            return False
+
+    # -- bulk load (benchmarks, imports) ----------------------------------------------------------
+    async def bulk_load(self, memories: Sequence[Memory], *, chunk: int = 1000) -> None:
+        """Index many memories fast (no refresh per request; one refresh at the end)."""
+        for i in range(0, len(memories), chunk):
+            body: list[dict[str, Any]] = []
+            for m in memories[i : i + chunk]:
+                body.append({"index": {"_index": self.memories, "_id": owner_key(m.tenant_id, m.user_id, m.id)}})
+                body.append(self._memory_doc(m))
+            res = await self.runner(self.client.bulk, body=body, request_timeout=300)
+            if res.get("errors"):
+                bad = [it["index"] for it in res["items"] if it["index"].get("status") not in (200, 201)]
+                raise RuntimeError(f"bulk_load: {len(bad)} documents failed, e.g. {bad[0] if bad else res}")
+        await self.runner(self.client.indices.refresh, index=self.memories, request_timeout=300)
