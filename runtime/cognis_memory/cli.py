@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import Settings
-from .domain import Memory, Scope
+from .domain import Scope
+from .serialization import memory_to_dict as _memory_json
 from .errors import CognisError, InvalidInputError
 
 IMPORT_BATCH = 128
@@ -30,28 +31,6 @@ def _settings(args: argparse.Namespace) -> Settings:
         if value is not None:
             overrides[name] = value
     return Settings(**overrides)
-
-
-def _memory_json(m: Memory) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "tenant_id": m.tenant_id,
-        "user_id": m.user_id,
-        "content": m.content,
-        "category": m.category.value,
-        "scope": m.scope.value,
-        "kind": m.kind.value,
-        "speaker": m.speaker,
-        "session_id": m.session_id,
-        "event_time": m.event_time.isoformat() if m.event_time else None,
-        "message_time": m.message_time.isoformat() if m.message_time else None,
-        "created_at": m.created_at.isoformat(),
-        "version": m.version,
-        "is_current": m.is_current,
-        "deleted": m.deleted,
-        "replaces_id": m.replaces_id,
-        "source_message_ids": m.source_message_ids,
-    }
 
 
 def _parse_time(field: str, value: Any) -> datetime | None:

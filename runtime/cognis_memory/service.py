@@ -33,7 +33,9 @@ from .ingest.pipeline import IngestPipeline, IngestResult
 from .ingest.worker import JobWorker
 from .providers.base import LLM, Embedder, Reranker
 from .retrieval.config import RetrievalConfig, get_recipe
-from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
+from .retrieval.pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse
+from .retrieval.query_analysis import analyze_query
+from .serialization import memory_from_dict, memory_to_dict
 from .stores.base import ApiKeyRecord, MemoryStore
 from .stores.cache import Cache, NullCache
 from .telemetry import names
@@ -346,7 +348,16 @@ class MemoryService:
         rec = StageRecorder()
         error = False
         try:
-            return await self.retrieval.search(q, rec, cfg)
+            key = None if explain else _search_cache_key(q, cfg or self.retrieval_config)
+            if key is not None:
+                cached = await self.cache.get_search(owner, key)
+                if cached is not None:
+                    rec.fields["cache"] = "hit"
+                    return _response_from_cache(cached, q, cfg or self.retrieval_config)
+            response = await self.retrieval.search(q, rec, cfg)
+            if key is not None and not response.degraded:
+                await self.cache.set_search(owner, key, _response_to_cache(response))
+            return response
         except Exception:
             error = True
             raise
@@ -453,11 +464,65 @@ class MemoryService:
         return job
 
     # -- health -------------------------------------------------------------------------
-    async def readiness(self) -> dict[str, bool]:
+    #: Components whose failure degrades answers instead of making the service unready:
+    #: the dual store answers from PostgreSQL when OpenSearch is down; caches are optional.
+    OPTIONAL_COMPONENTS = {"dual": frozenset({"opensearch"})}
+
+    async def readiness(self) -> tuple[bool, dict[str, bool]]:
+        """(ready, per-component reachability). Ready when every required component answers."""
         checks = await self.store.health()
+        optional = self.OPTIONAL_COMPONENTS.get(self.store.name, frozenset())
+        ready = all(ok for name, ok in checks.items() if name not in optional)
         if self.cache.name != "none":
             checks[f"cache:{self.cache.name}"] = await self.cache.health()
-        return checks
+        return ready, checks
+
+
+def _search_cache_key(q: SearchQuery, cfg: RetrievalConfig) -> str:
+    """A digest of everything that determines a search's answer (the owner is in the cache key)."""
+    now = q.now or utcnow().replace(minute=0, second=0, microsecond=0)  # relative queries: hourly
+    parts = {
+        "text": q.text,
+        "limit": q.limit,
+        "scopes": sorted(q.scopes or []),
+        "session_id": q.session_id,
+        "categories": sorted(q.categories or []),
+        "kinds": sorted(q.kinds or []),
+        "agent_id": q.agent_id,
+        "time_from": q.time_from.isoformat() if q.time_from else None,
+        "time_to": q.time_to.isoformat() if q.time_to else None,
+        "history": q.include_history,
+        "now": now.isoformat(),
+        "config": cfg.model_dump(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _response_to_cache(response: SearchResponse) -> dict[str, Any]:
+    return {
+        "hits": [
+            {
+                "memory": memory_to_dict(h.memory),
+                "score": h.score,
+                "history": [memory_to_dict(m) for m in h.history],
+            }
+            for h in response.hits
+        ]
+    }
+
+
+def _response_from_cache(cached: dict[str, Any], q: SearchQuery, cfg: RetrievalConfig) -> SearchResponse:
+    """A cached answer; the (cheap, deterministic) query analysis is recomputed."""
+    analysis = analyze_query(q.text, q.now or utcnow(), default_window_days=cfg.temporal_window_days)
+    hits = [
+        SearchHit(
+            memory=memory_from_dict(h["memory"]),
+            score=float(h["score"]),
+            history=[memory_from_dict(m) for m in h["history"]],
+        )
+        for h in cached["hits"]
+    ]
+    return SearchResponse(hits=hits, analysis=analysis)
 
 
 def _enum_value(field_name: str, enum: type, value: Any) -> Any:

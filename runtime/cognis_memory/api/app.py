@@ -237,8 +237,7 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
 
     @app.get("/ready", tags=["health"], summary="Readiness: every store component reachable")
     async def ready() -> JSONResponse:
-        checks = await service.readiness()
-        ok = all(v for k, v in checks.items() if not k.startswith("cache:") and k != "opensearch")
+        ok, checks = await service.readiness()
         return JSONResponse(status_code=200 if ok else 503, content={"ready": ok, "checks": checks})
 
     @app.post(
