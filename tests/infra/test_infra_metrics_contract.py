@@ -1,0 +1,149 @@
+"""The runtime and the infrastructure agree: metric names, dimensions, namespace, env vars.
+
+Both sides are read for real: the runtime side by emitting metrics through
+``cognis_memory.telemetry.emitter.Telemetry`` (configured from the task definition's
+environment through ``cognis_memory.config.Settings``) and parsing the EMF it writes;
+the infrastructure side from the alarms and the dashboard the mocked program records.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+
+from tests.infra.infra_harness import parse_json
+
+from cognis_infra.telemetry import METRIC_DIMENSIONS
+from cognis_memory.telemetry import names
+
+
+@pytest.fixture(scope="module")
+def task_env(program):
+    (container,) = parse_json(program.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    env = {e["name"]: e["value"] for e in container["environment"]}
+    secrets = {s["name"] for s in container["secrets"]}
+    return env, secrets
+
+
+@pytest.fixture(scope="module")
+def settings(task_env):
+    from cognis_memory.config import Settings
+
+    env, _ = task_env
+    mp = pytest.MonkeyPatch()
+    try:
+        for key in [k for k in os.environ if k.startswith("COGNIS_")]:
+            mp.delenv(key)
+        for key, value in env.items():
+            mp.setenv(key, value)
+        return Settings()
+    finally:
+        mp.undo()
+
+
+def test_every_cognis_variable_is_a_runtime_setting(task_env):
+    """Settings ignores unknown variables, so a typo would be silently dropped: check."""
+    from cognis_memory.config import Settings
+
+    env, secrets = task_env
+    fields = {f"COGNIS_{name.upper()}" for name in Settings.model_fields}
+    unknown = sorted(k for k in (set(env) | secrets) if k.startswith("COGNIS_") and k not in fields)
+    assert not unknown, f"task sets variables the runtime does not read: {unknown}"
+
+
+def test_runtime_settings_from_the_task_environment(program, settings):
+    cluster = program.one("aws:rds/cluster:Cluster").outputs
+    assert settings.store == "dual"
+    assert settings.postgres_host == cluster["endpoint"] and settings.postgres_port == 5432
+    assert settings.postgres_secret_arn == cluster["masterUserSecrets"][0]["secretArn"]
+    assert settings.postgres_sslmode == "require"
+    assert settings.opensearch_url.startswith("https://") and settings.opensearch_auth == "sigv4"
+    assert settings.redis_url.startswith("rediss://")
+    assert settings.reranker == "sagemaker" and settings.sagemaker_endpoint
+    assert settings.llm == "bedrock"
+    assert (settings.host, settings.port) == ("0.0.0.0", 8080)
+
+
+def _emitted_series(settings) -> set[tuple[str, str, frozenset]]:
+    """(namespace, metric, {dimension: value}) of every metric the runtime emits."""
+    from cognis_memory.telemetry.emitter import Telemetry
+    from cognis_memory.telemetry.recorder import StageRecorder
+
+    out = io.StringIO()
+    tel = Telemetry(
+        service=settings.service_name,
+        namespace=settings.metrics_namespace,
+        log_stream=io.StringIO(),
+        metrics_stream=out,
+    )
+    for operation, latency, pipeline, stages in (
+        (names.OPERATION_SEARCH, names.RETRIEVAL_LATENCY, names.PIPELINE_RETRIEVAL, names.RETRIEVAL_STAGES),
+        (names.OPERATION_INGEST, names.INGEST_LATENCY, names.PIPELINE_INGEST, names.INGEST_STAGES),
+    ):
+        rec = StageRecorder()
+        for stage in stages:
+            rec.add(stage, 1.0)
+        rec.mark_degraded("reranker")
+        tel.emit_request_metrics(operation=operation, latency_metric=latency, pipeline=pipeline, rec=rec, error=True)
+    tel.emit_count(names.JOBS_DEAD_LETTERED)
+
+    series = set()
+    for line in out.getvalue().splitlines():
+        blob = json.loads(line)
+        for directive in blob["_aws"]["CloudWatchMetrics"]:
+            for dim_set in directive["Dimensions"]:
+                dims = frozenset((d, blob[d]) for d in dim_set)
+                for metric in directive["Metrics"]:
+                    series.add((directive["Namespace"], metric["Name"], dims))
+    return series
+
+
+@pytest.fixture(scope="module")
+def emitted(settings):
+    return _emitted_series(settings)
+
+
+def test_runtime_emits_the_documented_dimensions(emitted):
+    by_metric = {}
+    for _, metric, dims in emitted:
+        by_metric.setdefault(metric, set()).add(frozenset(k for k, _ in dims))
+    assert set(by_metric) == set(METRIC_DIMENSIONS)
+    for metric, dim_names in METRIC_DIMENSIONS.items():
+        assert by_metric[metric] == {frozenset(dim_names)}, metric
+
+
+def test_alarms_watch_series_the_runtime_emits(program, emitted, settings):
+    app_alarms = [a for a in program.of_type("aws:cloudwatch/metricAlarm:MetricAlarm") if a.get("namespace") == settings.metrics_namespace]
+    assert {a["metricName"] for a in app_alarms} == {names.RETRIEVAL_LATENCY, names.JOBS_DEAD_LETTERED}
+    for a in app_alarms:
+        series = (a["namespace"], a["metricName"], frozenset(a["dimensions"].items()))
+        assert series in emitted, f"alarm {a['name']} watches {series}, which the runtime never emits"
+
+
+def test_dashboard_plots_series_the_runtime_emits(program, emitted, settings):
+    body = parse_json(program.one("aws:cloudwatch/dashboard:Dashboard")["dashboardBody"])
+    app_rows = [
+        row
+        for w in body["widgets"]
+        if w["type"] == "metric"
+        for row in w["properties"]["metrics"]
+        if isinstance(row, list) and row[0] == settings.metrics_namespace
+    ]
+    plotted = set()
+    for row in app_rows:
+        core = row[:-1] if isinstance(row[-1], dict) else row
+        dims = frozenset(zip(core[2::2], core[3::2]))
+        series = (core[0], core[1], dims)
+        assert series in emitted, f"dashboard plots {series}, which the runtime never emits"
+        plotted.add(core[1])
+    assert plotted == set(METRIC_DIMENSIONS), "every runtime metric is on the dashboard"
+
+
+def test_namespace_and_service_agree_across_env_alarms_and_defaults(program, task_env):
+    env, _ = task_env
+    p95 = next(a for a in program.of_type("aws:cloudwatch/metricAlarm:MetricAlarm") if a["name"].endswith("retrieval-latency-p95"))
+    assert env["COGNIS_METRICS_NAMESPACE"] == p95["namespace"] == names.DEFAULT_NAMESPACE
+    assert env["COGNIS_SERVICE_NAME"] == p95["dimensions"][names.DIM_SERVICE] == names.DEFAULT_SERVICE

@@ -1,0 +1,247 @@
+"""Observability: alarm metrics, statistics, thresholds and actions; topic; dashboard."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_program
+
+from cognis_infra.observability import ObservabilitySettings
+from cognis_infra.telemetry import names
+
+ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
+
+
+@pytest.fixture(scope="module")
+def alarms(program):
+    return {a["name"].removeprefix("cognis-test-"): a for a in program.of_type(ALARM)}
+
+
+def test_expected_alarms_exist(alarms):
+    assert set(alarms) == {
+        "retrieval-latency-p95",
+        "retrieval-latency-p99",
+        "jobs-dead-lettered",
+        "http-5xx-rate",
+        "unhealthy-targets",
+        "opensearch-cpu",
+        "opensearch-jvm-pressure",
+        "opensearch-red",
+        "aurora-capacity",
+        "reranker-latency-p95",
+        "reranker-errors",
+    }
+
+
+def test_every_alarm_notifies_the_encrypted_topic(program, alarms):
+    topic = program.one("aws:sns/topic:Topic")
+    assert topic["kmsMasterKeyId"] == program.one("aws:kms/key:Key").outputs["keyId"]
+    for alarm in alarms.values():
+        assert alarm["alarmActions"] == [topic.outputs["arn"]]
+        assert alarm["okActions"] == [topic.outputs["arn"]]
+        assert alarm["actionsEnabled"] is True
+    sub = program.one("aws:sns/topicSubscription:TopicSubscription")
+    assert (sub["protocol"], sub["endpoint"], sub["topic"]) == ("email", "oncall@example.com", topic.outputs["arn"])
+    policy = parse_json(program.one("aws:sns/topicPolicy:TopicPolicy")["policy"])
+    allow = next(s for s in policy["Statement"] if s["Effect"] == "Allow")
+    assert allow["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and allow["Action"] == "sns:Publish"
+
+
+def test_key_policy_lets_cloudwatch_use_the_topic_key(program):
+    policy = parse_json(program.one("aws:kms/key:Key")["policy"])
+    principals = {json.dumps(s["Principal"], sort_keys=True): s for s in policy["Statement"]}
+    cw = principals[json.dumps({"Service": "cloudwatch.amazonaws.com"})]
+    assert set(cw["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey"}
+    logs = principals[json.dumps({"Service": f"logs.{REGION}.amazonaws.com"})]
+    assert logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"] == f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:*"
+    assert program.one("aws:kms/key:Key")["enableKeyRotation"] is True
+
+
+@pytest.mark.parametrize("pct, threshold", [("p95", 500), ("p99", 1000)])
+def test_retrieval_latency_alarms_use_extended_statistics(alarms, pct, threshold):
+    a = alarms[f"retrieval-latency-{pct}"]
+    assert a["namespace"] == names.DEFAULT_NAMESPACE
+    assert a["metricName"] == names.RETRIEVAL_LATENCY
+    assert a["dimensions"] == {names.DIM_SERVICE: names.DEFAULT_SERVICE}
+    assert a["extendedStatistic"] == pct and "statistic" not in a.inputs
+    assert a["threshold"] == threshold
+    assert a["comparisonOperator"] == "GreaterThanThreshold"
+    assert (a["period"], a["evaluationPeriods"], a["datapointsToAlarm"]) == (60, 5, 3)
+    assert a["treatMissingData"] == "notBreaching"
+
+
+def test_5xx_rate_is_metric_math_over_the_alb(program, alarms):
+    a = alarms["http-5xx-rate"]
+    alb_suffix = program.one("aws:lb/loadBalancer:LoadBalancer").outputs["arnSuffix"]
+    queries = {q["id"]: q for q in a["metricQueries"]}
+    assert {q["metric"]["metricName"] for q in queries.values() if "metric" in q} == {
+        "HTTPCode_Target_5XX_Count",
+        "HTTPCode_ELB_5XX_Count",
+        "RequestCount",
+    }
+    for q in queries.values():
+        if "metric" in q:
+            assert q["metric"]["namespace"] == "AWS/ApplicationELB"
+            assert q["metric"]["dimensions"] == {"LoadBalancer": alb_suffix}
+            assert q["metric"]["stat"] == "Sum" and q["returnData"] is False
+    (result,) = [q for q in queries.values() if q.get("returnData")]
+    assert "target5xx" in result["expression"] and "/ requests" in result["expression"]
+    assert a["threshold"] == 1 and "metricName" not in a.inputs
+
+
+def test_unhealthy_targets(program, alarms):
+    a = alarms["unhealthy-targets"]
+    alb = program.one("aws:lb/loadBalancer:LoadBalancer").outputs["arnSuffix"]
+    tg = program.one("aws:lb/targetGroup:TargetGroup").outputs["arnSuffix"]
+    assert (a["namespace"], a["metricName"], a["statistic"]) == ("AWS/ApplicationELB", "UnHealthyHostCount", "Maximum")
+    assert a["dimensions"] == {"TargetGroup": tg, "LoadBalancer": alb}
+    assert a["threshold"] == 0 and a["comparisonOperator"] == "GreaterThanThreshold"
+
+
+@pytest.mark.parametrize(
+    "key, metric, threshold, op",
+    [
+        ("opensearch-cpu", "CPUUtilization", 80, "GreaterThanThreshold"),
+        ("opensearch-jvm-pressure", "JVMMemoryPressure", 85, "GreaterThanThreshold"),
+        ("opensearch-red", "ClusterStatus.red", 1, "GreaterThanOrEqualToThreshold"),
+    ],
+)
+def test_opensearch_alarms(alarms, key, metric, threshold, op):
+    a = alarms[key]
+    assert (a["namespace"], a["metricName"], a["statistic"]) == ("AWS/ES", metric, "Maximum")
+    assert a["dimensions"] == {"DomainName": "cognis-test", "ClientId": ACCOUNT}
+    assert a["threshold"] == threshold and a["comparisonOperator"] == op
+
+
+def test_aurora_capacity_near_max(program, alarms):
+    a = alarms["aurora-capacity"]
+    cluster = program.one("aws:rds/cluster:Cluster").outputs["clusterIdentifier"]
+    assert (a["namespace"], a["metricName"]) == ("AWS/RDS", "ServerlessDatabaseCapacity")
+    assert a["dimensions"] == {"DBClusterIdentifier": cluster}
+    assert a["threshold"] == pytest.approx(0.9 * 16)
+    assert a["comparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_reranker_latency_and_errors(program, alarms):
+    endpoint = program.one("aws:sagemaker/endpoint:Endpoint").outputs["name"]
+    lat, err = alarms["reranker-latency-p95"], alarms["reranker-errors"]
+    for a in (lat, err):
+        assert a["namespace"] == "AWS/SageMaker"
+        assert a["dimensions"] == {"EndpointName": endpoint, "VariantName": "AllTraffic"}
+    assert lat["metricName"] == "ModelLatency" and lat["extendedStatistic"] == "p95"
+    assert lat["threshold"] == 500_000  # ModelLatency is in microseconds
+    assert err["metricName"] == "Invocation5XXErrors" and err["statistic"] == "Sum" and err["threshold"] == 5
+
+
+def test_jobs_dead_lettered(alarms):
+    a = alarms["jobs-dead-lettered"]
+    assert (a["namespace"], a["metricName"], a["statistic"]) == (names.DEFAULT_NAMESPACE, names.JOBS_DEAD_LETTERED, "Sum")
+    assert a["threshold"] == 0 and a["comparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_thresholds_and_namespace_come_from_config():
+    run = run_program(
+        {
+            "retrievalP95Ms": 250,
+            "retrievalP99Ms": 800,
+            "opensearchCpuPercent": 70,
+            "auroraMaxAcu": 8,
+            "auroraAcuAlarmFraction": 0.75,
+            "metricsNamespace": "Acme/Memory",
+            "serviceName": "memory-eu",
+        }
+    )
+    alarms = {a["name"].removeprefix("cognis-test-"): a for a in run.of_type(ALARM)}
+    assert alarms["retrieval-latency-p95"]["threshold"] == 250
+    assert alarms["retrieval-latency-p99"]["threshold"] == 800
+    assert alarms["retrieval-latency-p95"]["namespace"] == "Acme/Memory"
+    assert alarms["retrieval-latency-p95"]["dimensions"] == {"service": "memory-eu"}
+    assert alarms["opensearch-cpu"]["threshold"] == 70
+    assert alarms["aurora-capacity"]["threshold"] == 6
+
+
+def test_no_email_means_no_subscription():
+    run = run_program({"alarmEmail": None})
+    assert not run.of_type("aws:sns/topicSubscription:TopicSubscription")
+    assert run.of_type("aws:sns/topic:Topic")
+
+
+def test_settings_validation():
+    with pytest.raises(ValueError):
+        ObservabilitySettings(aurora_acu_fraction=1.5)
+    with pytest.raises(ValueError):
+        ObservabilitySettings(alarm_email="nobody")
+
+
+# --- dashboard -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dashboard(program):
+    d = program.one("aws:cloudwatch/dashboard:Dashboard")
+    assert d["dashboardName"] == "cognis-test"
+    return parse_json(d["dashboardBody"])
+
+
+def _widget(dashboard, title_start):
+    return next(w for w in dashboard["widgets"] if w["properties"].get("title", "").startswith(title_start))
+
+
+def test_dashboard_has_the_operator_views(dashboard):
+    titles = [w["properties"]["title"] for w in dashboard["widgets"]]
+    for expected in (
+        "Traffic",
+        "Retrieval latency",
+        "Ingest latency",
+        "Retrieval stages p95",
+        "Ingest stages p95",
+        "Errors",
+        "Degraded answers",
+        "OpenSearch health",
+        "Aurora",
+        "Redis",
+        "Load balancer targets",
+        "Reranker endpoint",
+        "Alarms",
+    ):
+        assert any(t.startswith(expected) for t in titles), expected
+    for w in dashboard["widgets"]:
+        assert {"x", "y", "width", "height"} <= set(w)
+        if w["type"] == "metric":
+            assert w["properties"]["region"] == REGION
+
+
+def test_latency_widget_shows_percentiles(dashboard):
+    rows = _widget(dashboard, "Retrieval latency")["properties"]["metrics"]
+    assert [r[-1]["stat"] for r in rows] == ["p50", "p95", "p99"]
+    assert all(r[:4] == [names.DEFAULT_NAMESPACE, names.RETRIEVAL_LATENCY, names.DIM_SERVICE, names.DEFAULT_SERVICE] for r in rows)
+
+
+def test_stage_widgets_cover_every_stage(dashboard):
+    for title, pipeline, stages in (
+        ("Retrieval stages", names.PIPELINE_RETRIEVAL, names.RETRIEVAL_STAGES),
+        ("Ingest stages", names.PIPELINE_INGEST, names.INGEST_STAGES),
+    ):
+        rows = _widget(dashboard, title)["properties"]["metrics"]
+        seen = []
+        for r in rows:
+            dims = dict(zip(r[2:-1:2], r[3:-1:2]))
+            assert r[1] == names.STAGE_LATENCY and dims[names.DIM_PIPELINE] == pipeline
+            seen.append(dims[names.DIM_STAGE])
+        assert tuple(seen) == stages
+
+
+def test_alarm_widget_lists_every_alarm(program, dashboard):
+    widget = _widget(dashboard, "Alarms")
+    assert sorted(widget["properties"]["alarms"]) == sorted(a.outputs["arn"] for a in program.of_type(ALARM))
+
+
+def test_dashboard_without_reranker_or_service():
+    run = run_program({"rerankerEnabled": False}, drop=("imageTag",))
+    body = parse_json(run.one("aws:cloudwatch/dashboard:Dashboard")["dashboardBody"])
+    titles = [w["properties"]["title"] for w in body["widgets"]]
+    assert "Reranker endpoint" not in titles
+    targets = _widget(body, "Load balancer targets")["properties"]["metrics"]
+    assert not any(r[0] == "AWS/ECS" for r in targets)
