@@ -33,6 +33,12 @@ if (( want_servers )); then
       sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
     fi
   fi
+  if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+    echo "setup: installing Maven and a JDK 17 (the local OpenSearch node is built from Maven Central)"
+    apt_prefix=(); [[ $(id -u) -eq 0 ]] || apt_prefix=(sudo)
+    "${apt_prefix[@]}" apt-get update -qq
+    "${apt_prefix[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null
+  fi
   if [[ -f scripts/opensearch-node/pom.xml ]]; then
     jar_stamp=scripts/opensearch-node/target/.built
     if [[ ! -f $jar_stamp || scripts/opensearch-node/pom.xml -nt $jar_stamp ]] \
