@@ -15,6 +15,7 @@ import json
 import logging
 import sys
 import threading
+import uuid
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -23,6 +24,20 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from . import names
 from .recorder import StageRecorder
+
+
+class _InstanceLogger(Logger):
+    """A powertools ``Logger`` with its own ``logging.Logger``.
+
+    Powertools keys its loggers by service name and silently ignores the stream and level of
+    every later ``Logger`` with the same service (the first one configured wins), so a second
+    ``Telemetry`` (the CLI's, a test's) would write to the first one's stream.
+    """
+
+    def _get_logger(self) -> logging.Logger:
+        logger = logging.getLogger(f"{self.service}.telemetry.{uuid.uuid4().hex}")
+        logger.propagate = False
+        return logger
 
 
 class Telemetry:
@@ -39,7 +54,7 @@ class Telemetry:
         metrics_stream: IO[str] | None = None,
     ) -> None:
         self.service, self.namespace, self.metrics_enabled = service, namespace, metrics_enabled
-        self.logger = Logger(service=service, level=log_level, stream=log_stream or sys.stdout, use_rfc3339=True)
+        self.logger = _InstanceLogger(service=service, level=log_level, stream=log_stream or sys.stdout, use_rfc3339=True)
         self._metrics_stream = metrics_stream
         self._write_lock = threading.Lock()
 
