@@ -54,7 +54,9 @@ class Telemetry:
         metrics_stream: IO[str] | None = None,
     ) -> None:
         self.service, self.namespace, self.metrics_enabled = service, namespace, metrics_enabled
-        self.logger = _InstanceLogger(service=service, level=log_level, stream=log_stream or sys.stdout, use_rfc3339=True)
+        self.logger = _InstanceLogger(
+            service=service, level=log_level, stream=log_stream or sys.stdout, use_rfc3339=True
+        )
         self._metrics_stream = metrics_stream
         self._write_lock = threading.Lock()
 
