@@ -75,20 +75,29 @@ class BodySizeLimit:
                     scope, receive, send
                 )
                 return
-        seen = 0
+        seen, too_large = 0, False
 
         async def limited() -> Message:
-            nonlocal seen
+            nonlocal seen, too_large
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
+                    too_large = True
                     raise _BodyTooLarge()
             return message
 
+        async def guarded_send(message: Message) -> None:
+            # FastAPI turns an exception raised while reading the body into its own 400
+            # response; once the limit was hit, that answer is dropped for the 413 below.
+            if not too_large:
+                await send(message)
+
         try:
-            await self.app(scope, limited, send)
+            await self.app(scope, limited, guarded_send)
         except _BodyTooLarge:
+            pass
+        if too_large:
             await _error(413, "body_too_large", f"body: larger than {self.max_bytes} bytes", "body")(
                 scope, receive, send
             )
@@ -130,7 +139,9 @@ async def api_key(
     record = await service.authenticate(key or "")
     if record is None:
         raise _Unauthorized()
-    if record.read_only and request.method not in ("GET", "HEAD") and not request.url.path.endswith("/search"):
+    route = request.scope.get("route")
+    is_search = request.method == "POST" and getattr(route, "name", None) == "search"
+    if record.read_only and request.method not in ("GET", "HEAD") and not is_search:
         raise PermissionDeniedError("this API key is read-only")
     return record
 
