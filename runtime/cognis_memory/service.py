@@ -46,6 +46,7 @@ MIN_TIME = datetime(1900, 1, 1, tzinfo=UTC)
 MAX_TIME = datetime(2200, 1, 1, tzinfo=UTC)
 MAX_ID_LENGTH = 128
 MAX_QUERY_CHARS = 4096
+MAX_METADATA_DEPTH = 16
 
 
 @dataclass(slots=True)
@@ -87,12 +88,27 @@ def check_time(field_name: str, value: datetime | None) -> datetime | None:
     return v
 
 
+def _depth(value: Any, limit: int = MAX_METADATA_DEPTH + 1) -> int:
+    """Levels of nested objects/arrays in a JSON-like value, counted up to ``limit`` (no recursion)."""
+    depth, level = 0, [value]
+    while depth < limit:
+        level = [x for x in level if isinstance(x, (dict, list))]
+        if not level:
+            break
+        depth += 1
+        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x)]
+    return depth
+
+
 def check_text(field_name: str, value: str, max_bytes: int) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(field_name, "must not be empty")
     if "\x00" in value:
         raise InvalidInputError(field_name, "must not contain NUL characters")
-    size = len(value.encode("utf-8", errors="strict"))
+    try:
+        size = len(value.encode("utf-8", errors="strict"))
+    except UnicodeEncodeError:
+        raise InvalidInputError(field_name, "is not valid Unicode (unpaired surrogate)") from None
     if size > max_bytes:
         raise InvalidInputError(field_name, f"is {size} bytes; the limit is {max_bytes} bytes")
     return value
@@ -149,7 +165,9 @@ class MemoryService:
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> MemoryService:
+    def from_settings(
+        cls, settings: Settings | None = None, *, telemetry: Telemetry | None = None, **overrides: Any
+    ) -> MemoryService:
         """Build every component named by the settings (argument > environment > default)."""
         from .providers.factory import build_embedder, build_llm, build_reranker
         from .stores.factory import build_cache, build_store
@@ -164,6 +182,7 @@ class MemoryService:
             cache=build_cache(settings),
             llm=build_llm(settings),
             reranker=build_reranker(settings),
+            telemetry=telemetry,
         )
 
     async def start(self, *, run_worker: bool | None = None) -> MemoryService:
@@ -233,10 +252,16 @@ class MemoryService:
         check_id(f"{f}.client_message_id", m.client_message_id, required=False)
         check_id(f"{f}.session_id", m.session_id, required=False)
         check_id(f"{f}.agent_id", m.agent_id, required=False)
-        if m.speaker is not None and (len(m.speaker) > 200 or not m.speaker.strip()):
-            raise InvalidInputError(f"{f}.speaker", "must be 1-200 characters")
+        if m.speaker is not None:
+            if not isinstance(m.speaker, str) or len(m.speaker) > 200 or not m.speaker.strip():
+                raise InvalidInputError(f"{f}.speaker", "must be 1-200 characters")
+            check_text(f"{f}.speaker", m.speaker, 800)
         if m.scope is Scope.CONTEXT and not m.session_id:
             raise InvalidInputError(f"{f}.session_id", "is required for CONTEXT scope")
+        if not isinstance(m.metadata, dict):
+            raise InvalidInputError(f"{f}.metadata", "must be an object")
+        if _depth(m.metadata) > MAX_METADATA_DEPTH:
+            raise InvalidInputError(f"{f}.metadata", f"is nested deeper than {MAX_METADATA_DEPTH} levels")
         metadata = dict(m.metadata)
         if len(json.dumps(metadata, default=str)) > 8192:
             raise InvalidInputError(f"{f}.metadata", "is larger than 8 KB")
@@ -322,6 +347,7 @@ class MemoryService:
             raise InvalidInputError("query", f"must be at most {MAX_QUERY_CHARS} characters")
         if "\x00" in query:
             raise InvalidInputError("query", "must not contain NUL characters")
+        check_text("query", query, 4 * MAX_QUERY_CHARS)
         if not 1 <= limit <= 100:
             raise InvalidInputError("limit", "must be between 1 and 100")
         check_id("session_id", session_id, required=False)
