@@ -61,7 +61,13 @@ def read_conversation(path: Path, default_user: str | None) -> Iterator[tuple[st
     text = path.read_text(encoding="utf-8")
     stripped = text.lstrip()
     if path.suffix == ".jsonl" or (stripped and stripped[0] == "{" and "\n{" in stripped):
-        items: list[Any] = [json.loads(line) for line in text.splitlines() if line.strip()]
+        items: list[Any] = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    items.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise InvalidInputError(f"line {n}", f"not valid JSON ({exc.msg}, column {exc.colno})") from None
         user = default_user
     else:
         doc = json.loads(text)
@@ -82,9 +88,16 @@ def read_conversation(path: Path, default_user: str | None) -> Iterator[tuple[st
         yield uid, item
 
 
+_ROLES = ("user", "assistant", "system", "tool")
+
+
 def _message_in(i: int, item: dict[str, Any]):
     from .service import MessageIn
 
+    if item.get("role", "user") not in _ROLES:
+        raise InvalidInputError(f"messages[{i}].role", f"must be one of {', '.join(_ROLES)}")
+    if item.get("scope", "USER") not in tuple(Scope):
+        raise InvalidInputError(f"messages[{i}].scope", f"must be one of {', '.join(Scope)}")
     return MessageIn(
         content=item.get("content", item.get("text", "")),
         speaker=item.get("speaker"),
@@ -100,8 +113,19 @@ def _message_in(i: int, item: dict[str, Any]):
 
 async def _with_service(args: argparse.Namespace, fn, *, run_worker: bool = False):
     from .service import MemoryService
+    from .telemetry.emitter import Telemetry
 
-    svc = MemoryService.from_settings(_settings(args))
+    settings = _settings(args)
+    # Logs and metrics go to stderr: stdout carries the command's own output (JSON, JSONL).
+    telemetry = Telemetry(
+        service=settings.service_name,
+        namespace=settings.metrics_namespace,
+        metrics_enabled=settings.metrics_enabled,
+        log_level=settings.log_level,
+        log_stream=sys.stderr,
+        metrics_stream=sys.stderr,
+    )
+    svc = MemoryService.from_settings(settings, telemetry=telemetry)
     await svc.start(run_worker=run_worker)
     try:
         return await fn(svc)
@@ -172,8 +196,16 @@ def cmd_import(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     pairs = list(read_conversation(Path(args.file), args.user))
+    messages = [_message_in(i, item) for i, (_, item) in enumerate(pairs)]
 
     async def run(svc):
+        from .domain import utcnow
+
+        now = utcnow()
+        for i, ((uid, _), m) in enumerate(zip(pairs, messages, strict=True)):
+            # The service's own checks, for the whole file before anything is stored, so a bad
+            # message names its index in the file and an import is all or nothing.
+            svc._to_message(svc._owner(args.tenant, uid), i, m, now)
         created = 0
         batch: list[tuple[int, str, dict[str, Any]]] = []
         bar = tqdm(total=len(pairs), unit="msg", disable=args.quiet, file=sys.stderr)
@@ -181,8 +213,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         async def flush() -> None:
             nonlocal created
             by_user: dict[str, list] = {}
-            for i, uid, item in batch:
-                by_user.setdefault(uid, []).append(_message_in(i, item))
+            for i, uid, _item in batch:
+                by_user.setdefault(uid, []).append(messages[i])
             for uid, msgs in by_user.items():
                 res = await svc.add_messages(args.tenant, uid, msgs, background=True)
                 created += sum(res.created)
