@@ -9,7 +9,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # cognis_infra, whatever the cwd
 
 import pulumi  # noqa: E402
-
 from cognis_infra import config, context  # noqa: E402
 from cognis_infra.cache import Cache, CacheArgs  # noqa: E402
 from cognis_infra.database import Database, DatabaseArgs  # noqa: E402
@@ -75,12 +74,17 @@ cache = Cache(
         tags=tags,
     ),
 )
-reranker = Reranker("reranker", RerankerArgs(settings=cfg.reranker, context=ctx, tags=tags)) if cfg.reranker.enabled else None
+reranker = (
+    Reranker("reranker", RerankerArgs(settings=cfg.reranker, context=ctx, tags=tags)) if cfg.reranker.enabled else None
+)
 
 if cfg.image:
     image_uri, image_repo_arn = cfg.image, None
 elif cfg.image_tag:
-    image_uri, image_repo_arn = pulumi.Output.concat(registry.repository_url, ":", cfg.image_tag), registry.repository_arn
+    image_uri, image_repo_arn = (
+        pulumi.Output.concat(registry.repository_url, ":", cfg.image_tag),
+        registry.repository_arn,
+    )
 else:
     image_uri, image_repo_arn = None, None
 

@@ -6,12 +6,8 @@ from collections.abc import Mapping
 
 import pulumi
 
-#: Tags every taggable resource carries (the ``required-tags`` policy checks them).
-REQUIRED_TAG_KEYS: tuple[str, ...] = ("Project", "Stack", "ManagedBy", "Component")
-
-
 def base_tags(project: str, stack: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The stack-wide tags: project, stack, tool, plus any from ``cognis:tags``."""
+    """The stack-wide tags (the ``required-tags`` policy checks the first three)."""
     tags = {"Project": project, "Stack": stack, "ManagedBy": "pulumi"}
     tags.update(extra or {})
     return tags

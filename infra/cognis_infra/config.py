@@ -203,7 +203,12 @@ def load(config: pulumi.Config | None = None, stack: str | None = None, project:
         project=project,
         stack=stack,
         prefix=prefix,
-        tags={"Project": PROJECT_TAG, "Stack": stack, "ManagedBy": "pulumi", **{str(k): str(v) for k, v in extra_tags.items()}},
+        tags={
+            "Project": PROJECT_TAG,
+            "Stack": stack,
+            "ManagedBy": "pulumi",
+            **{str(k): str(v) for k, v in extra_tags.items()},
+        },
         service_name=r.str("serviceName", names.DEFAULT_SERVICE),
         metrics_namespace=r.str("metricsNamespace", names.DEFAULT_NAMESPACE),
         alb_ingress_cidrs=cidrs,

@@ -42,8 +42,7 @@ def lookup(az_count: int) -> AwsContext:
     names = sorted(zones.names)
     if len(names) < az_count:
         raise ValueError(
-            f"region {region} has {len(names)} available AZs ({', '.join(names)}); "
-            f"cognis:azCount asks for {az_count}"
+            f"region {region} has {len(names)} available AZs ({', '.join(names)}); cognis:azCount asks for {az_count}"
         )
     return AwsContext(
         region=region,

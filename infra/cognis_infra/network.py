@@ -130,7 +130,7 @@ class Network(CognisComponent):
             opts=self.child_opts(),
         )
         public_subnets = []
-        for i, (az, cidr) in enumerate(zip(azs, public_cidrs)):
+        for i, (az, cidr) in enumerate(zip(azs, public_cidrs, strict=True)):
             subnet = aws.ec2.Subnet(
                 f"{name}-public-{i}",
                 vpc_id=vpc.id,
@@ -164,7 +164,7 @@ class Network(CognisComponent):
         # --- private subnets: tasks, data stores, endpoints ---------------------------
         private_subnets = []
         private_route_tables = []
-        for i, (az, cidr) in enumerate(zip(azs, private_cidrs)):
+        for i, (az, cidr) in enumerate(zip(azs, private_cidrs, strict=True)):
             subnet = aws.ec2.Subnet(
                 f"{name}-private-{i}",
                 vpc_id=vpc.id,

@@ -120,6 +120,11 @@ def _widget(title: str, metrics: list, region: str, *, stat: str = "Sum", period
     }
 
 
+def _redis_search(group: str, metric: str) -> str:
+    """Metrics of every node of the replication group (ElastiCache has no group dimension)."""
+    return f"SEARCH('{{AWS/ElastiCache,CacheClusterId}} MetricName=\"{metric}\" \"{group}\"', 'Average', 300)"
+
+
 def dashboard_body(d: DashboardInputs) -> dict:
     """The dashboard: traffic, latency percentiles, per-stage latency, errors, degraded
     answers, store health (OpenSearch, Aurora, Redis, reranker), targets and alarms."""
@@ -150,7 +155,12 @@ def dashboard_body(d: DashboardInputs) -> dict:
         _widget(
             "Retrieval stages p95 (ms)",
             [
-                _metric(ns, names.STAGE_LATENCY, {**svc, names.DIM_PIPELINE: names.PIPELINE_RETRIEVAL, names.DIM_STAGE: st}, label=st)
+                _metric(
+                    ns,
+                    names.STAGE_LATENCY,
+                    {**svc, names.DIM_PIPELINE: names.PIPELINE_RETRIEVAL, names.DIM_STAGE: st},
+                    label=st,
+                )
                 for st in names.RETRIEVAL_STAGES
             ],
             d.region,
@@ -159,7 +169,12 @@ def dashboard_body(d: DashboardInputs) -> dict:
         _widget(
             "Ingest stages p95 (ms)",
             [
-                _metric(ns, names.STAGE_LATENCY, {**svc, names.DIM_PIPELINE: names.PIPELINE_INGEST, names.DIM_STAGE: st}, label=st)
+                _metric(
+                    ns,
+                    names.STAGE_LATENCY,
+                    {**svc, names.DIM_PIPELINE: names.PIPELINE_INGEST, names.DIM_STAGE: st},
+                    label=st,
+                )
                 for st in names.INGEST_STAGES
             ],
             d.region,
@@ -176,7 +191,10 @@ def dashboard_body(d: DashboardInputs) -> dict:
         ),
         _widget(
             "Degraded answers and dead-lettered jobs",
-            [_metric(ns, names.DEGRADED_ANSWERS, {**svc, names.DIM_OPERATION: op}, label=f"{op} degraded") for op in ops]
+            [
+                _metric(ns, names.DEGRADED_ANSWERS, {**svc, names.DIM_OPERATION: op}, label=f"{op} degraded")
+                for op in ops
+            ]
             + [_metric(ns, names.JOBS_DEAD_LETTERED, svc, label="jobs dead-lettered")],
             d.region,
         ),
@@ -197,7 +215,13 @@ def dashboard_body(d: DashboardInputs) -> dict:
             f"Aurora (max {d.db_max_acu:g} ACU)",
             [
                 _metric("AWS/RDS", "ServerlessDatabaseCapacity", {"DBClusterIdentifier": d.db_cluster}, label="ACU"),
-                _metric("AWS/RDS", "DatabaseConnections", {"DBClusterIdentifier": d.db_cluster}, label="connections", yAxis="right"),
+                _metric(
+                    "AWS/RDS",
+                    "DatabaseConnections",
+                    {"DBClusterIdentifier": d.db_cluster},
+                    label="connections",
+                    yAxis="right",
+                ),
             ],
             d.region,
             stat="Average",
@@ -207,9 +231,12 @@ def dashboard_body(d: DashboardInputs) -> dict:
         _widget(
             "Redis",
             [
-                {"expression": f"SEARCH('{{AWS/ElastiCache,CacheClusterId}} MetricName=\"EngineCPUUtilization\" \"{d.redis_group}\"', 'Average', 300)", "id": "cpu", "label": "engine CPU %"},
-                {"expression": f"SEARCH('{{AWS/ElastiCache,CacheClusterId}} MetricName=\"DatabaseMemoryUsagePercentage\" \"{d.redis_group}\"', 'Average', 300)", "id": "mem", "label": "memory %"},
-                {"expression": f"SEARCH('{{AWS/ElastiCache,CacheClusterId}} MetricName=\"CacheHitRate\" \"{d.redis_group}\"', 'Average', 300)", "id": "hit", "label": "hit rate %"},
+                {"expression": _redis_search(d.redis_group, metric), "id": qid, "label": label}
+                for qid, metric, label in (
+                    ("cpu", "EngineCPUUtilization", "engine CPU %"),
+                    ("mem", "DatabaseMemoryUsagePercentage", "memory %"),
+                    ("hit", "CacheHitRate", "hit rate %"),
+                )
             ],
             d.region,
             stat="Average",
@@ -218,14 +245,40 @@ def dashboard_body(d: DashboardInputs) -> dict:
         _widget(
             "Load balancer targets",
             [
-                _metric("AWS/ApplicationELB", "HealthyHostCount", {"TargetGroup": d.target_group, **alb}, label="healthy"),
-                _metric("AWS/ApplicationELB", "UnHealthyHostCount", {"TargetGroup": d.target_group, **alb}, label="unhealthy"),
-                _metric("AWS/ApplicationELB", "TargetResponseTime", alb, label="response time p95 (s)", stat="p95", yAxis="right"),
+                _metric(
+                    "AWS/ApplicationELB", "HealthyHostCount", {"TargetGroup": d.target_group, **alb}, label="healthy"
+                ),
+                _metric(
+                    "AWS/ApplicationELB",
+                    "UnHealthyHostCount",
+                    {"TargetGroup": d.target_group, **alb},
+                    label="unhealthy",
+                ),
+                _metric(
+                    "AWS/ApplicationELB",
+                    "TargetResponseTime",
+                    alb,
+                    label="response time p95 (s)",
+                    stat="p95",
+                    yAxis="right",
+                ),
             ]
             + (
                 [
-                    _metric("AWS/ECS", "CPUUtilization", {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service}, label="task CPU %", yAxis="right"),
-                    _metric("AWS/ECS", "MemoryUtilization", {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service}, label="task memory %", yAxis="right"),
+                    _metric(
+                        "AWS/ECS",
+                        "CPUUtilization",
+                        {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service},
+                        label="task CPU %",
+                        yAxis="right",
+                    ),
+                    _metric(
+                        "AWS/ECS",
+                        "MemoryUtilization",
+                        {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service},
+                        label="task memory %",
+                        yAxis="right",
+                    ),
                 ]
                 if d.ecs_service
                 else []
@@ -250,7 +303,12 @@ def dashboard_body(d: DashboardInputs) -> dict:
         )
     if d.alarm_arns:
         widgets.append(
-            {"type": "alarm", "width": 24, "height": 4, "properties": {"title": "Alarms", "alarms": sorted(d.alarm_arns)}}
+            {
+                "type": "alarm",
+                "width": 24,
+                "height": 4,
+                "properties": {"title": "Alarms", "alarms": sorted(d.alarm_arns)},
+            }
         )
     # Lay widgets out two per row.
     y = 0
@@ -263,7 +321,9 @@ def dashboard_body(d: DashboardInputs) -> dict:
 
 
 def dashboard_url(region: str, dashboard_name: str) -> str:
-    return f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#dashboards/dashboard/{dashboard_name}"
+    return (
+        f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#dashboards/dashboard/{dashboard_name}"
+    )
 
 
 class Observability(CognisComponent):

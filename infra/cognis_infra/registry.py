@@ -30,7 +30,12 @@ def lifecycle_policy(keep_images: int) -> str:
                 {
                     "rulePriority": 1,
                     "description": "Expire untagged images after a day",
-                    "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days", "countNumber": 1},
+                    "selection": {
+                        "tagStatus": "untagged",
+                        "countType": "sinceImagePushed",
+                        "countUnit": "days",
+                        "countNumber": 1,
+                    },
                     "action": {"type": "expire"},
                 },
                 {

@@ -68,7 +68,9 @@ TEI_ACCOUNTS: dict[str, str] = {
     "us-west-1": "746614075791",
     "us-west-2": "246618743249",
 }
-_IMAGE_RE = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/(?P<repo>[^:@]+)[:@].+$")
+_IMAGE_RE = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/(?P<repo>[^:@]+)[:@].+$"
+)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ import pulumi_aws as aws
 from .base import CognisComponent
 from .context import AwsContext
 from .iam import assume_role_policy, document, statement
-from .reranker import image_repository_arn
 from .search import DATA_PLANE_ACTIONS
 
 CONTAINER_NAME = "api"
@@ -78,7 +77,9 @@ class ServiceSettings:
             raise ValueError("need 1 <= cognis:minCount <= cognis:desiredCount <= cognis:maxCount")
         if self.cpu_architecture not in ("X86_64", "ARM64"):
             raise ValueError("cognis:cpuArchitecture must be X86_64 or ARM64")
-        if not self.ssl_policy.startswith(("ELBSecurityPolicy-TLS13-", "ELBSecurityPolicy-TLS-1-2", "ELBSecurityPolicy-FS-1-2")):
+        if not self.ssl_policy.startswith(
+            ("ELBSecurityPolicy-TLS13-", "ELBSecurityPolicy-TLS-1-2", "ELBSecurityPolicy-FS-1-2")
+        ):
             raise ValueError(f"cognis:albSslPolicy {self.ssl_policy} allows TLS below 1.2")
         if "=" in self.first_tenant or "," in self.first_tenant or not self.first_tenant:
             raise ValueError("cognis:firstTenant must be a non-empty name without '=' or ','")
@@ -263,7 +264,13 @@ class Service(CognisComponent):
             statement(
                 "InvokeBedrockModels",
                 ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
-                sorted({arn for m in (s.bedrock_model_id, *s.bedrock_extra_model_ids) for arn in bedrock_resource_arns(m, ctx)}),
+                sorted(
+                    {
+                        arn
+                        for m in (s.bedrock_model_id, *s.bedrock_extra_model_ids)
+                        for arn in bedrock_resource_arns(m, ctx)
+                    }
+                ),
             ),
             statement(
                 "ReadDatabaseSecret",
@@ -277,7 +284,9 @@ class Service(CognisComponent):
             ),
         ]
         if args.reranker_endpoint_arn is not None:
-            task_statements.append(statement("InvokeReranker", ["sagemaker:InvokeEndpoint"], [args.reranker_endpoint_arn]))
+            task_statements.append(
+                statement("InvokeReranker", ["sagemaker:InvokeEndpoint"], [args.reranker_endpoint_arn])
+            )
         aws.iam.RolePolicy(
             f"{name}-task", role=args.identity.task_role.id, policy=document(*task_statements), opts=self.child_opts()
         )
@@ -359,7 +368,9 @@ class Service(CognisComponent):
             default_actions=[
                 aws.lb.ListenerDefaultActionArgs(
                     type="redirect",
-                    redirect=aws.lb.ListenerDefaultActionRedirectArgs(protocol="HTTPS", port="443", status_code="HTTP_301"),
+                    redirect=aws.lb.ListenerDefaultActionRedirectArgs(
+                        protocol="HTTPS", port="443", status_code="HTTP_301"
+                    ),
                 )
             ],
             tags=self.tags(f"{name}-http"),
@@ -440,7 +451,9 @@ class Service(CognisComponent):
                 opts=self.child_opts(),
             )
             tracking = aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationArgs
-            predefined = aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationPredefinedMetricSpecificationArgs
+            predefined = (
+                aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationPredefinedMetricSpecificationArgs
+            )
             aws.appautoscaling.Policy(
                 f"{name}-cpu",
                 policy_type="TargetTrackingScaling",
@@ -449,7 +462,9 @@ class Service(CognisComponent):
                 resource_id=scaling.resource_id,
                 target_tracking_scaling_policy_configuration=tracking(
                     target_value=float(s.cpu_target_percent),
-                    predefined_metric_specification=predefined(predefined_metric_type="ECSServiceAverageCPUUtilization"),
+                    predefined_metric_specification=predefined(
+                        predefined_metric_type="ECSServiceAverageCPUUtilization"
+                    ),
                     scale_in_cooldown=300,
                     scale_out_cooldown=60,
                 ),
@@ -502,10 +517,9 @@ class Service(CognisComponent):
         args: ServiceArgs, log_group_name: pulumi.Input[str], api_keys_secret_arn: pulumi.Input[str]
     ) -> dict[str, Any]:
         s = args.settings
-        liveness = (
-            "import sys, urllib.request; "
-            f"sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:{s.port}{LIVENESS_PATH}', timeout=4).status == 200 else 1)"
-        )
+        url = f"http://127.0.0.1:{s.port}{LIVENESS_PATH}"
+        probe = f"urllib.request.urlopen('{url}', timeout=4).status == 200"
+        liveness = f"import sys, urllib.request; sys.exit(0 if {probe} else 1)"
         return {
             "name": CONTAINER_NAME,
             "image": args.image_uri,

@@ -10,14 +10,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cognis_policies as rules  # noqa: E402
 from pulumi_policy import (  # noqa: E402
     EnforcementLevel,
     PolicyPack,
     ResourceValidationPolicy,
     StackValidationPolicy,
 )
-
-import cognis_policies as rules  # noqa: E402
 
 PolicyPack(
     name="cognis-memory",

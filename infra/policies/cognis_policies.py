@@ -48,7 +48,11 @@ ELB_TLS12_PREFIXES: tuple[str, ...] = (
     "ELBSecurityPolicy-TLS-1-2-",
     "ELBSecurityPolicy-FS-1-2-",
 )
-ADMIN_POLICY_SUFFIXES: tuple[str, ...] = (":policy/AdministratorAccess", ":policy/PowerUserAccess", ":policy/IAMFullAccess")
+ADMIN_POLICY_SUFFIXES: tuple[str, ...] = (
+    ":policy/AdministratorAccess",
+    ":policy/PowerUserAccess",
+    ":policy/IAMFullAccess",
+)
 
 #: Resource types (as Pulumi names them) that accept tags; keep in sync with the program
 #: (a test checks every taggable type the program uses is listed).
@@ -269,21 +273,30 @@ def world_ingress(rtype: str, props: Mapping) -> list[tuple[str | None, str | No
     if rtype == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule":
         if props.get("cidrIpv4") in WORLD_CIDRS or props.get("cidrIpv6") in WORLD_CIDRS:
             found.append(
-                (props.get("securityGroupId"), _world_ingress_violation(props.get("ipProtocol"), props.get("fromPort"), props.get("toPort")))
+                (
+                    props.get("securityGroupId"),
+                    _world_ingress_violation(props.get("ipProtocol"), props.get("fromPort"), props.get("toPort")),
+                )
             )
     elif rtype == "aws:ec2/securityGroupRule:SecurityGroupRule":
         if props.get("type") == "ingress":
             cidrs = set(_as_list(props.get("cidrBlocks"))) | set(_as_list(props.get("ipv6CidrBlocks")))
             if cidrs & WORLD_CIDRS:
                 found.append(
-                    (props.get("securityGroupId"), _world_ingress_violation(props.get("protocol"), props.get("fromPort"), props.get("toPort")))
+                    (
+                        props.get("securityGroupId"),
+                        _world_ingress_violation(props.get("protocol"), props.get("fromPort"), props.get("toPort")),
+                    )
                 )
     elif rtype == "aws:ec2/securityGroup:SecurityGroup":
         for rule in _as_list(props.get("ingress")):
             cidrs = set(_as_list(_get(rule, "cidrBlocks"))) | set(_as_list(_get(rule, "ipv6CidrBlocks")))
             if cidrs & WORLD_CIDRS:
                 found.append(
-                    (props.get("id"), _world_ingress_violation(_get(rule, "protocol"), _get(rule, "fromPort"), _get(rule, "toPort")))
+                    (
+                        props.get("id"),
+                        _world_ingress_violation(_get(rule, "protocol"), _get(rule, "fromPort"), _get(rule, "toPort")),
+                    )
                 )
     return found
 
@@ -388,11 +401,19 @@ class StackRule:
 
 
 RESOURCE_RULES: tuple[Rule, ...] = (
-    Rule("encryption-at-rest", "Data stores, logs, topics, images and keys are encrypted at rest.", check_encryption_at_rest),
+    Rule(
+        "encryption-at-rest",
+        "Data stores, logs, topics, images and keys are encrypted at rest.",
+        check_encryption_at_rest,
+    ),
     Rule("tls-only", "Clients and nodes talk TLS 1.2+ only; HTTP only redirects to HTTPS.", check_tls_only),
     Rule("no-public-data-stores", "OpenSearch, RDS and ElastiCache are private.", check_no_public_data_stores),
     Rule("no-world-ingress", "Ingress from 0.0.0.0/0 or ::/0 only on TCP 80/443.", check_no_world_ingress),
-    Rule("database-deletion-protection", "Databases keep deletion protection and a final snapshot.", check_database_deletion_protection),
+    Rule(
+        "database-deletion-protection",
+        "Databases keep deletion protection and a final snapshot.",
+        check_database_deletion_protection,
+    ),
     Rule("required-tags", f"Taggable resources carry {', '.join(REQUIRED_TAGS)}.", check_required_tags),
     Rule("no-wildcard-iam", "No Allow of wildcard actions on resource '*', no admin policies.", check_no_wildcard_iam),
 )

@@ -155,9 +155,15 @@ def _computed(typ: str, name: str, inputs: dict) -> tuple[str, dict]:
     elif typ == "aws:rds/clusterInstance:ClusterInstance":
         rid = f"{name}-a1b2c3d"
         out.update(identifier=rid, arn=_arn("rds", f"db:{rid}"))
-    elif typ in ("aws:rds/subnetGroup:SubnetGroup", "aws:rds/clusterParameterGroup:ClusterParameterGroup",
-                 "aws:elasticache/subnetGroup:SubnetGroup", "aws:ecs/cluster:Cluster", "aws:ecs/service:Service",
-                 "aws:sagemaker/model:Model", "aws:sagemaker/endpointConfiguration:EndpointConfiguration"):
+    elif typ in (
+        "aws:rds/subnetGroup:SubnetGroup",
+        "aws:rds/clusterParameterGroup:ClusterParameterGroup",
+        "aws:elasticache/subnetGroup:SubnetGroup",
+        "aws:ecs/cluster:Cluster",
+        "aws:ecs/service:Service",
+        "aws:sagemaker/model:Model",
+        "aws:sagemaker/endpointConfiguration:EndpointConfiguration",
+    ):
         rid = autoname
         out.update(name=autoname, arn=_arn(typ.split(":")[1].split("/")[0], f"{typ.split(':')[-1].lower()}/{autoname}"))
     elif typ == "aws:elasticache/replicationGroup:ReplicationGroup":
@@ -224,13 +230,29 @@ class CognisMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs):
         self.calls.append((args.token, dict(args.args)))
         if args.token == "aws:index/getRegion:getRegion":
-            return {"id": REGION, "name": REGION, "region": REGION, "endpoint": f"ec2.{REGION}.amazonaws.com", "description": "Europe (Ireland)"}
+            return {
+                "id": REGION,
+                "name": REGION,
+                "region": REGION,
+                "endpoint": f"ec2.{REGION}.amazonaws.com",
+                "description": "Europe (Ireland)",
+            }
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": ACCOUNT, "arn": f"arn:aws:iam::{ACCOUNT}:user/deployer", "userId": "AIDAEXAMPLE", "id": ACCOUNT}
+            return {
+                "accountId": ACCOUNT,
+                "arn": f"arn:aws:iam::{ACCOUNT}:user/deployer",
+                "userId": "AIDAEXAMPLE",
+                "id": ACCOUNT,
+            }
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws", "id": "aws"}
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-            return {"id": REGION, "names": list(AZS), "zoneIds": [f"euw1-az{i + 1}" for i in range(len(AZS))], "groupNames": [REGION]}
+            return {
+                "id": REGION,
+                "names": list(AZS),
+                "zoneIds": [f"euw1-az{i + 1}" for i in range(len(AZS))],
+                "groupNames": [REGION],
+            }
         raise NotImplementedError(f"mock has no answer for {args.token}")
 
 
@@ -238,7 +260,9 @@ def _config_values(config: dict[str, Any]) -> dict[str, str]:
     return {f"cognis:{k}": (v if isinstance(v, str) else json.dumps(v)) for k, v in config.items() if v is not None}
 
 
-def run_program(overrides: dict[str, Any] | None = None, *, stack: str = STACK, drop: tuple[str, ...] = ()) -> ProgramRun:
+def run_program(
+    overrides: dict[str, Any] | None = None, *, stack: str = STACK, drop: tuple[str, ...] = ()
+) -> ProgramRun:
     """Run ``infra/__main__.py`` under fresh mocks with ``BASE_CONFIG`` + ``overrides``."""
     config = {**BASE_CONFIG, **(overrides or {})}
     for key in drop:

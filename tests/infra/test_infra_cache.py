@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from cognis_infra.cache import Cache, CacheArgs, CacheSettings, validate_auth_token
 
 from tests.infra.infra_harness import REDIS_TOKEN, is_secret, reveal, run_component
-
-from cognis_infra.cache import Cache, CacheArgs, CacheSettings, validate_auth_token
 
 GROUP = "aws:elasticache/replicationGroup:ReplicationGroup"
 
@@ -35,7 +34,9 @@ def test_encrypted_at_rest_and_in_transit(group):
 def test_auth_token_is_a_secret_from_config(program, group):
     assert is_secret(group["authToken"]) and reveal(group["authToken"]) == REDIS_TOKEN
     assert group["authTokenUpdateStrategy"] == "ROTATE"
-    version = next(v for v in program.of_type("aws:secretsmanager/secretVersion:SecretVersion") if v.name == "cache-auth")
+    version = next(
+        v for v in program.of_type("aws:secretsmanager/secretVersion:SecretVersion") if v.name == "cache-auth"
+    )
     assert is_secret(version["secretString"]) and reveal(version["secretString"]) == REDIS_TOKEN
     secret = next(s for s in program.of_type("aws:secretsmanager/secret:Secret") if s.name == "cache-auth")
     assert version["secretId"] == secret.id
@@ -51,11 +52,15 @@ def test_private_placement_and_security_group(program, group):
 def test_slow_log_is_delivered_to_an_encrypted_group(program, group):
     (delivery,) = group["logDeliveryConfigurations"]
     assert delivery["logType"] == "slow-log" and delivery["destinationType"] == "cloudwatch-logs"
-    log_group = next(g for g in program.of_type("aws:cloudwatch/logGroup:LogGroup") if g.outputs["name"] == delivery["destination"])
+    log_group = next(
+        g for g in program.of_type("aws:cloudwatch/logGroup:LogGroup") if g.outputs["name"] == delivery["destination"]
+    )
     assert log_group["kmsKeyId"] == program.one("aws:kms/key:Key").outputs["arn"]
 
 
-@pytest.mark.parametrize("token", ["short", "x" * 129, "has@sign-0123456789", "has/slash-0123456789", 'quote"0123456789abc'])
+@pytest.mark.parametrize(
+    "token", ["short", "x" * 129, "has@sign-0123456789", "has/slash-0123456789", 'quote"0123456789abc']
+)
 def test_bad_auth_tokens_are_rejected(token):
     with pytest.raises(ValueError):
         validate_auth_token(token)

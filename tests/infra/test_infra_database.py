@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from cognis_infra.database import Database, DatabaseArgs, DatabaseSettings
 
 from tests.infra.infra_harness import run_component, run_program
-
-from cognis_infra.database import Database, DatabaseArgs, DatabaseSettings
 
 CLUSTER = "aws:rds/cluster:Cluster"
 INSTANCE = "aws:rds/clusterInstance:ClusterInstance"

@@ -13,11 +13,10 @@ import json
 import os
 
 import pytest
-
-from tests.infra.infra_harness import parse_json
-
 from cognis_infra.telemetry import METRIC_DIMENSIONS
 from cognis_memory.telemetry import names
+
+from tests.infra.infra_harness import parse_json
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +115,11 @@ def test_runtime_emits_the_documented_dimensions(emitted):
 
 
 def test_alarms_watch_series_the_runtime_emits(program, emitted, settings):
-    app_alarms = [a for a in program.of_type("aws:cloudwatch/metricAlarm:MetricAlarm") if a.get("namespace") == settings.metrics_namespace]
+    app_alarms = [
+        a
+        for a in program.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")
+        if a.get("namespace") == settings.metrics_namespace
+    ]
     assert {a["metricName"] for a in app_alarms} == {names.RETRIEVAL_LATENCY, names.JOBS_DEAD_LETTERED}
     for a in app_alarms:
         series = (a["namespace"], a["metricName"], frozenset(a["dimensions"].items()))
@@ -135,7 +138,7 @@ def test_dashboard_plots_series_the_runtime_emits(program, emitted, settings):
     plotted = set()
     for row in app_rows:
         core = row[:-1] if isinstance(row[-1], dict) else row
-        dims = frozenset(zip(core[2::2], core[3::2]))
+        dims = frozenset(zip(core[2::2], core[3::2], strict=True))
         series = (core[0], core[1], dims)
         assert series in emitted, f"dashboard plots {series}, which the runtime never emits"
         plotted.add(core[1])
@@ -144,6 +147,10 @@ def test_dashboard_plots_series_the_runtime_emits(program, emitted, settings):
 
 def test_namespace_and_service_agree_across_env_alarms_and_defaults(program, task_env):
     env, _ = task_env
-    p95 = next(a for a in program.of_type("aws:cloudwatch/metricAlarm:MetricAlarm") if a["name"].endswith("retrieval-latency-p95"))
+    p95 = next(
+        a
+        for a in program.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")
+        if a["name"].endswith("retrieval-latency-p95")
+    )
     assert env["COGNIS_METRICS_NAMESPACE"] == p95["namespace"] == names.DEFAULT_NAMESPACE
     assert env["COGNIS_SERVICE_NAME"] == p95["dimensions"][names.DIM_SERVICE] == names.DEFAULT_SERVICE

@@ -5,10 +5,9 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from cognis_infra.network import DEFAULT_INTERFACE_ENDPOINTS, NetworkSettings, subnet_cidrs
 
 from tests.infra.infra_harness import AZS, REGION, parse_json, run_program
-
-from cognis_infra.network import DEFAULT_INTERFACE_ENDPOINTS, NetworkSettings, subnet_cidrs
 
 SUBNET = "aws:ec2/subnet:Subnet"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -70,7 +69,9 @@ def test_routing_public_to_igw_private_to_nat_in_same_az(program):
         assert route["destinationCidrBlock"] == "0.0.0.0/0"
         assert route["natGatewayId"] == f"nat-network-nat-{i}"
         assert route["routeTableId"] == f"rtb-network-private-rt-{i}"
-    assocs = {a["subnetId"]: a["routeTableId"] for a in program.of_type("aws:ec2/routeTableAssociation:RouteTableAssociation")}
+    assocs = {
+        a["subnetId"]: a["routeTableId"] for a in program.of_type("aws:ec2/routeTableAssociation:RouteTableAssociation")
+    }
     for i in range(3):
         assert assocs[f"subnet-network-private-{i}"] == f"rtb-network-private-rt-{i}"
         assert assocs[f"subnet-network-public-{i}"] == "rtb-network-public-rt"
@@ -164,5 +165,7 @@ def test_flow_logs_capture_rejected_traffic_into_encrypted_group(program):
     group = next(g for g in program.of_type("aws:cloudwatch/logGroup:LogGroup") if g.name == "network-flow-logs")
     assert flow["logDestination"] == group.outputs["arn"]
     assert group["kmsKeyId"] == program.one("aws:kms/key:Key").outputs["arn"]
-    policy = parse_json(next(p for p in program.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "network-flow-logs")["policy"])
+    policy = parse_json(
+        next(p for p in program.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "network-flow-logs")["policy"]
+    )
     assert all(r.startswith(group.outputs["arn"]) for r in policy["Statement"][0]["Resource"])

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_program
-
 from cognis_infra.observability import ObservabilitySettings
 from cognis_infra.telemetry import names
+
+from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_program
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 
@@ -55,7 +54,10 @@ def test_key_policy_lets_cloudwatch_use_the_topic_key(program):
     cw = principals[json.dumps({"Service": "cloudwatch.amazonaws.com"})]
     assert set(cw["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey"}
     logs = principals[json.dumps({"Service": f"logs.{REGION}.amazonaws.com"})]
-    assert logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"] == f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:*"
+    assert (
+        logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
+        == f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:*"
+    )
     assert program.one("aws:kms/key:Key")["enableKeyRotation"] is True
 
 
@@ -137,7 +139,11 @@ def test_reranker_latency_and_errors(program, alarms):
 
 def test_jobs_dead_lettered(alarms):
     a = alarms["jobs-dead-lettered"]
-    assert (a["namespace"], a["metricName"], a["statistic"]) == (names.DEFAULT_NAMESPACE, names.JOBS_DEAD_LETTERED, "Sum")
+    assert (a["namespace"], a["metricName"], a["statistic"]) == (
+        names.DEFAULT_NAMESPACE,
+        names.JOBS_DEAD_LETTERED,
+        "Sum",
+    )
     assert a["threshold"] == 0 and a["comparisonOperator"] == "GreaterThanThreshold"
 
 
@@ -216,7 +222,10 @@ def test_dashboard_has_the_operator_views(dashboard):
 def test_latency_widget_shows_percentiles(dashboard):
     rows = _widget(dashboard, "Retrieval latency")["properties"]["metrics"]
     assert [r[-1]["stat"] for r in rows] == ["p50", "p95", "p99"]
-    assert all(r[:4] == [names.DEFAULT_NAMESPACE, names.RETRIEVAL_LATENCY, names.DIM_SERVICE, names.DEFAULT_SERVICE] for r in rows)
+    assert all(
+        r[:4] == [names.DEFAULT_NAMESPACE, names.RETRIEVAL_LATENCY, names.DIM_SERVICE, names.DEFAULT_SERVICE]
+        for r in rows
+    )
 
 
 def test_stage_widgets_cover_every_stage(dashboard):
@@ -227,7 +236,7 @@ def test_stage_widgets_cover_every_stage(dashboard):
         rows = _widget(dashboard, title)["properties"]["metrics"]
         seen = []
         for r in rows:
-            dims = dict(zip(r[2:-1:2], r[3:-1:2]))
+            dims = dict(zip(r[2:-1:2], r[3:-1:2], strict=True))
             assert r[1] == names.STAGE_LATENCY and dims[names.DIM_PIPELINE] == pipeline
             seen.append(dims[names.DIM_STAGE])
         assert tuple(seen) == stages

@@ -5,10 +5,9 @@ from __future__ import annotations
 import inspect
 
 import pytest
+from cognis_infra.reranker import RerankerSettings, default_image, image_repository_arn
 
 from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_program
-
-from cognis_infra.reranker import RerankerSettings, default_image, image_repository_arn
 
 MODEL = "aws:sagemaker/model:Model"
 CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
@@ -49,11 +48,15 @@ def test_endpoint_configuration_and_endpoint(program):
 
 def test_target_tracking_autoscaling(program):
     endpoint = program.one(ENDPOINT)
-    target = next(t for t in program.of_type("aws:appautoscaling/target:Target") if t["serviceNamespace"] == "sagemaker")
+    target = next(
+        t for t in program.of_type("aws:appautoscaling/target:Target") if t["serviceNamespace"] == "sagemaker"
+    )
     assert target["resourceId"] == f"endpoint/{endpoint.outputs['name']}/variant/AllTraffic"
     assert target["scalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
     assert (target["minCapacity"], target["maxCapacity"]) == (1, 2)
-    policy = next(p for p in program.of_type("aws:appautoscaling/policy:Policy") if p["serviceNamespace"] == "sagemaker")
+    policy = next(
+        p for p in program.of_type("aws:appautoscaling/policy:Policy") if p["serviceNamespace"] == "sagemaker"
+    )
     assert policy["policyType"] == "TargetTrackingScaling"
     assert policy["resourceId"] == target["resourceId"]
     tracking = policy["targetTrackingScalingPolicyConfiguration"]
@@ -66,11 +69,15 @@ def test_execution_role_is_scoped(program):
     trust = parse_json(role["assumeRolePolicy"])["Statement"][0]
     assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
     assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
-    policy = parse_json(next(p for p in program.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "reranker-role")["policy"])
+    policy = parse_json(
+        next(p for p in program.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "reranker-role")["policy"]
+    )
     by_sid = {s["Sid"]: s for s in policy["Statement"]}
     assert by_sid["PullInferenceImage"]["Resource"] == [f"arn:aws:ecr:{REGION}:141502667606:repository/tei"]
     assert by_sid["EcrAuth"]["Action"] == ["ecr:GetAuthorizationToken"]
-    assert by_sid["EndpointLogs"]["Resource"] == [f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/*"]
+    assert by_sid["EndpointLogs"]["Resource"] == [
+        f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/*"
+    ]
 
 
 def test_cpu_instances_get_the_cpu_image():
@@ -85,11 +92,15 @@ def test_unknown_region_needs_an_explicit_image():
 
 def test_image_override_moves_the_pull_permission():
     image = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my/reranker:1.0"
-    run = run_program({"rerankerImage": image, "rerankerModelId": "BAAI/bge-reranker-base", "rerankerInstanceType": "ml.g6.xlarge"})
+    run = run_program(
+        {"rerankerImage": image, "rerankerModelId": "BAAI/bge-reranker-base", "rerankerInstanceType": "ml.g6.xlarge"}
+    )
     container = run.one(MODEL)["primaryContainer"]
     assert container["image"] == image and container["environment"]["HF_MODEL_ID"] == "BAAI/bge-reranker-base"
     assert run.one(CONFIG)["productionVariants"][0]["instanceType"] == "ml.g6.xlarge"
-    policy = parse_json(next(p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "reranker-role")["policy"])
+    policy = parse_json(
+        next(p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "reranker-role")["policy"]
+    )
     pull = next(s for s in policy["Statement"] if s["Sid"] == "PullInferenceImage")
     assert pull["Resource"] == ["arn:aws:ecr:eu-west-1:111122223333:repository/my/reranker"]
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pulumi
 import pytest
-
-from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_component
-
 from cognis_infra.context import AwsContext
 from cognis_infra.search import Search, SearchArgs, SearchSettings, domain_name_for
+
+from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_component
 
 DOMAIN = "aws:opensearch/domain:Domain"
 
@@ -26,13 +25,22 @@ def test_engine_and_sizing_defaults(domain):
     assert cc["zoneAwarenessEnabled"] is True
     assert cc["zoneAwarenessConfig"] == {"availabilityZoneCount": 3}
     assert cc["dedicatedMasterEnabled"] is False
-    assert domain["ebsOptions"] == {"ebsEnabled": True, "volumeType": "gp3", "volumeSize": 100, "iops": 3000, "throughput": 250}
+    assert domain["ebsOptions"] == {
+        "ebsEnabled": True,
+        "volumeType": "gp3",
+        "volumeSize": 100,
+        "iops": 3000,
+        "throughput": 250,
+    }
 
 
 def test_encryption_and_tls(domain):
     assert domain["encryptAtRest"] == {"enabled": True}
     assert domain["nodeToNodeEncryption"] == {"enabled": True}
-    assert domain["domainEndpointOptions"] == {"enforceHttps": True, "tlsSecurityPolicy": "Policy-Min-TLS-1-2-PFS-2023-10"}
+    assert domain["domainEndpointOptions"] == {
+        "enforceHttps": True,
+        "tlsSecurityPolicy": "Policy-Min-TLS-1-2-PFS-2023-10",
+    }
 
 
 def test_auto_tune_and_updates(domain):

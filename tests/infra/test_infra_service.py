@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from tests.infra.infra_harness import ACCOUNT, API_KEY, CERT_ARN, REGION, is_secret, parse_json, reveal
-
 from cognis_infra.context import AwsContext
 from cognis_infra.service import ServiceSettings, bedrock_resource_arns
+
+from tests.infra.infra_harness import ACCOUNT, API_KEY, CERT_ARN, REGION, is_secret, parse_json, reveal
 
 TASK_DEF = "aws:ecs/taskDefinition:TaskDefinition"
 SERVICE = "aws:ecs/service:Service"
@@ -131,9 +130,13 @@ def test_alb_is_public_and_only_takes_tls(program):
     https, http = listeners[443], listeners[80]
     assert https["protocol"] == "HTTPS" and https["certificateArn"] == CERT_ARN
     assert https["sslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
-    assert https["defaultActions"] == [{"type": "forward", "targetGroupArn": program.one("aws:lb/targetGroup:TargetGroup").id}]
+    assert https["defaultActions"] == [
+        {"type": "forward", "targetGroupArn": program.one("aws:lb/targetGroup:TargetGroup").id}
+    ]
     assert http["protocol"] == "HTTP"
-    assert http["defaultActions"] == [{"type": "redirect", "redirect": {"protocol": "HTTPS", "port": "443", "statusCode": "HTTP_301"}}]
+    assert http["defaultActions"] == [
+        {"type": "redirect", "redirect": {"protocol": "HTTPS", "port": "443", "statusCode": "HTTP_301"}}
+    ]
 
 
 def test_target_group_checks_readiness(program):
@@ -158,7 +161,10 @@ def test_autoscaling_on_cpu_and_request_count(program):
     assert policies["ECSServiceAverageCPUUtilization"]["targetTrackingScalingPolicyConfiguration"]["targetValue"] == 60
     requests = policies["ALBRequestCountPerTarget"]["targetTrackingScalingPolicyConfiguration"]
     alb, tg = program.one("aws:lb/loadBalancer:LoadBalancer"), program.one("aws:lb/targetGroup:TargetGroup")
-    assert requests["predefinedMetricSpecification"]["resourceLabel"] == f"{alb.outputs['arnSuffix']}/{tg.outputs['arnSuffix']}"
+    assert (
+        requests["predefinedMetricSpecification"]["resourceLabel"]
+        == f"{alb.outputs['arnSuffix']}/{tg.outputs['arnSuffix']}"
+    )
     assert all(p["resourceId"] == target["resourceId"] for p in policies.values())
 
 
@@ -194,7 +200,12 @@ def test_task_role_is_scoped_to_named_resources(program):
 def test_execution_role_pulls_the_image_writes_logs_reads_two_secrets(program):
     stmts = _policy(program, "api-execution")
     repo = program.one("aws:ecr/repository:Repository").outputs
-    assert stmts["EcrAuth"] == {"Sid": "EcrAuth", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken"], "Resource": "*"}
+    assert stmts["EcrAuth"] == {
+        "Sid": "EcrAuth",
+        "Effect": "Allow",
+        "Action": ["ecr:GetAuthorizationToken"],
+        "Resource": "*",
+    }
     assert stmts["PullApiImage"]["Resource"] == [repo["arn"]]
     assert stmts["WriteLogs"]["Resource"] == [f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/cognis-memory/test/api:*"]
     secrets = {s.name: s.outputs["arn"] for s in program.of_type("aws:secretsmanager/secret:Secret")}
@@ -249,11 +260,16 @@ def test_extra_bedrock_models_are_granted():
     from tests.infra.infra_harness import run_program
 
     run = run_program(
-        {"bedrockModelId": "us.anthropic.claude-3-5-haiku-20241022-v1:0", "bedrockExtraModelIds": ["amazon.titan-embed-text-v2:0"]}
+        {
+            "bedrockModelId": "us.anthropic.claude-3-5-haiku-20241022-v1:0",
+            "bedrockExtraModelIds": ["amazon.titan-embed-text-v2:0"],
+        }
     )
     stmts = _policy(run, "api-task")
     resources = stmts["InvokeBedrockModels"]["Resource"]
-    assert f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0" in resources
+    assert (
+        f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0" in resources
+    )
     assert f"arn:aws:bedrock:{REGION}::foundation-model/amazon.titan-embed-text-v2:0" in resources
     (container,) = parse_json(run.one(TASK_DEF)["containerDefinitions"])
     env = {e["name"]: e["value"] for e in container["environment"]}

