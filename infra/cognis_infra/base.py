@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import pulumi
 
+
 def base_tags(project: str, stack: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The stack-wide tags (the ``required-tags`` policy checks the first three)."""
     tags = {"Project": project, "Stack": stack, "ManagedBy": "pulumi"}

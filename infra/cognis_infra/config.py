@@ -12,6 +12,7 @@ from typing import Any
 
 import pulumi
 
+from .base import base_tags
 from .cache import CacheSettings, validate_auth_token
 from .database import DatabaseSettings
 from .network import NetworkSettings
@@ -203,12 +204,7 @@ def load(config: pulumi.Config | None = None, stack: str | None = None, project:
         project=project,
         stack=stack,
         prefix=prefix,
-        tags={
-            "Project": PROJECT_TAG,
-            "Stack": stack,
-            "ManagedBy": "pulumi",
-            **{str(k): str(v) for k, v in extra_tags.items()},
-        },
+        tags=base_tags(PROJECT_TAG, stack, {str(k): str(v) for k, v in extra_tags.items()}),
         service_name=r.str("serviceName", names.DEFAULT_SERVICE),
         metrics_namespace=r.str("metricsNamespace", names.DEFAULT_NAMESPACE),
         alb_ingress_cidrs=cidrs,
