@@ -62,7 +62,12 @@ def _retry_delay(attempts: int) -> float:
 
 class DualStore:
     """Postgres (system of record) + OpenSearch (BM25) implementation of
-    :class:`~cognis_memory.stores.base.MemoryStore`, kept in step by a transactional outbox."""
+    :class:`~cognis_memory.stores.base.MemoryStore`, kept in step by a transactional outbox.
+
+    ``outbox_batch``: rows per drain round. ``inline_drain``: try a drain right after each write.
+    ``down_skip_s``: after OpenSearch was found down, skip inline drains for that long.
+    ``background_drain_interval_s``: when set, ``open()`` starts the background drain loop.
+    """
 
     name = "dual"
 
@@ -74,12 +79,14 @@ class DualStore:
         outbox_batch: int = 100,
         inline_drain: bool = True,
         down_skip_s: float = 5.0,
+        background_drain_interval_s: float | None = None,
     ) -> None:
         self.pg = postgres
         self.keyword = keyword
         self.outbox_batch = outbox_batch
         self.inline_drain = inline_drain
         self.down_skip_s = down_skip_s
+        self.background_drain_interval_s = background_drain_interval_s
         self._os_down_until = 0.0
         self._drain_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -92,6 +99,8 @@ class DualStore:
         except DependencyUnavailable as e:  # writes still work; the index is created by a later drain
             log.warning("dual store: OpenSearch unavailable at open (%s); keyword search degraded until it returns", e)
             self._mark_down()
+        if self.background_drain_interval_s is not None:
+            self.start_background_drain(interval_s=self.background_drain_interval_s)
 
     async def close(self) -> None:
         await self.stop_background_drain()

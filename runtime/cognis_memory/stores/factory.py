@@ -1,10 +1,31 @@
-"""Build the configured store and cache from :class:`~cognis_memory.config.Settings`."""
+"""Build the configured store and cache from :class:`~cognis_memory.config.Settings`.
+
+* ``embedded``: the SQLite store at ``resolved_sqlite_path``.
+* ``dual``: :class:`~.postgres.PostgresStore` (DSN from ``postgres_dsn``, or from
+  ``postgres_host``/``postgres_port``/``postgres_db`` plus the ``{username, password}`` of the
+  Secrets Manager secret ``postgres_secret_arn``) and :class:`~.opensearch_index.OpenSearchKeywordIndex`
+  over ``opensearch_url``; the outbox is drained in the background (1 s interval).
+* ``opensearch``: :class:`~.opensearch_store.OpenSearchStore` over ``opensearch_url``.
+* ``opensearch_auth="sigv4"`` signs requests with the ambient AWS credentials (service ``es``).
+* The cache is :class:`~.redis_cache.RedisCache` when ``redis_url`` is set, else :class:`~.cache.NullCache`.
+
+Nothing here connects: the store's ``open()`` does.
+"""
 
 from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from .base import MemoryStore
 from .cache import Cache, NullCache
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+#: Keyword searches give up quickly so that the pipeline can answer from the vector side.
+KEYWORD_SEARCH_TIMEOUT_CAP_S = 2.0
 
 
 def build_store(settings: Settings, *, dim: int, dim_short: int) -> MemoryStore:
@@ -13,9 +34,107 @@ def build_store(settings: Settings, *, dim: int, dim_short: int) -> MemoryStore:
         from .embedded import EmbeddedStore
 
         return EmbeddedStore(settings.resolved_sqlite_path, dim=dim, dim_short=dim_short)
+    if settings.store == "dual":
+        from .dual import DualStore
+        from .opensearch_index import OpenSearchKeywordIndex
+        from .postgres import PostgresStore
+
+        postgres = PostgresStore(
+            postgres_dsn(settings), dim=dim, dim_short=dim_short, pool_max=max(1, settings.postgres_pool_size)
+        )
+        keyword = OpenSearchKeywordIndex(
+            opensearch_client(settings),
+            index_prefix=settings.opensearch_index_prefix,
+            search_timeout_s=min(settings.opensearch_timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
+            write_timeout_s=settings.opensearch_timeout_s,
+        )
+        return DualStore(postgres, keyword, background_drain_interval_s=1.0)
+    if settings.store == "opensearch":
+        from .opensearch_store import OpenSearchStore
+
+        return OpenSearchStore(
+            opensearch_client(settings),
+            index_prefix=settings.opensearch_index_prefix,
+            dim=dim,
+            dim_short=dim_short,
+            search_timeout_s=settings.opensearch_timeout_s,
+            write_timeout_s=settings.opensearch_timeout_s,
+        )
     raise ValueError(f"store: unknown or unavailable store kind {settings.store!r}")
 
 
 def build_cache(settings: Settings) -> Cache:
     """The Redis cache when ``redis_url`` is set, else the no-op cache."""
-    return NullCache()
+    if not settings.redis_url:
+        return NullCache()
+    from .redis_cache import RedisCache
+
+    password = settings.redis_password.get_secret_value() if settings.redis_password else None
+    return RedisCache(settings.redis_url, password=password, ttl_s=settings.cache_ttl_s)
+
+
+def postgres_dsn(settings: Settings) -> str:
+    """The libpq DSN: ``postgres_dsn`` as given, or built from host settings and the Secrets Manager secret."""
+    if settings.postgres_dsn is not None:
+        return settings.postgres_dsn.get_secret_value()
+    if not settings.postgres_host or not settings.postgres_secret_arn:
+        raise ValueError(
+            "postgres_dsn: store 'dual' needs COGNIS_POSTGRES_DSN, or COGNIS_POSTGRES_HOST with "
+            "COGNIS_POSTGRES_SECRET_ARN (a Secrets Manager secret holding {username, password})"
+        )
+    from psycopg.conninfo import make_conninfo
+
+    secret = read_db_secret(settings.postgres_secret_arn, region=settings.aws_region)
+    return make_conninfo(
+        host=settings.postgres_host,
+        port=settings.postgres_port,
+        dbname=settings.postgres_db,
+        user=secret["username"],
+        password=secret["password"],
+        sslmode=settings.postgres_sslmode,
+    )
+
+
+def read_db_secret(secret_arn: str, *, region: str | None = None) -> dict[str, Any]:
+    """``{username, password, ...}`` of a Secrets Manager secret (e.g. Aurora's managed master secret)."""
+    import boto3
+
+    client = boto3.client("secretsmanager", region_name=region) if region else boto3.client("secretsmanager")
+    raw = client.get_secret_value(SecretId=secret_arn)
+    try:
+        value = json.loads(raw["SecretString"])
+    except (KeyError, TypeError, json.JSONDecodeError) as e:
+        raise ValueError(f"postgres_secret_arn: secret {secret_arn} is not a JSON object") from e
+    if not isinstance(value, dict) or not value.get("username") or not value.get("password"):
+        raise ValueError(f"postgres_secret_arn: secret {secret_arn} lacks 'username' and 'password'")
+    return value
+
+
+def opensearch_client(settings: Settings) -> OpenSearch:
+    """A synchronous OpenSearch client for ``opensearch_url`` (SigV4-signed when ``opensearch_auth='sigv4'``)."""
+    from opensearchpy import OpenSearch
+
+    if not settings.opensearch_url:
+        raise ValueError(f"opensearch_url: store {settings.store!r} needs COGNIS_OPENSEARCH_URL")
+    url = settings.opensearch_url
+    kwargs: dict[str, Any] = {
+        "hosts": [url],
+        "use_ssl": url.startswith("https://"),
+        "verify_certs": url.startswith("https://"),
+        "timeout": settings.opensearch_timeout_s,
+        "max_retries": 1,
+        "retry_on_timeout": False,
+        "pool_maxsize": 16,
+    }
+    if settings.opensearch_auth == "sigv4":
+        import boto3
+        from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
+
+        session = boto3.Session(region_name=settings.aws_region) if settings.aws_region else boto3.Session()
+        region = settings.aws_region or session.region_name
+        credentials = session.get_credentials()
+        if not region or credentials is None:
+            raise ValueError("opensearch_auth: sigv4 needs an AWS region (COGNIS_AWS_REGION) and AWS credentials")
+        kwargs["http_auth"] = AWSV4SignerAuth(credentials, region, "es")
+        kwargs["connection_class"] = RequestsHttpConnection
+    return OpenSearch(**kwargs)
