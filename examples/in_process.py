@@ -69,7 +69,8 @@ async def main() -> None:
         # version 2 on top of the old memory, which stays in the history (git-like versions).
         current = await svc.list_memories(TENANT, user_id, limit=1000)
         for old in (m for m in current if "I live in Porto" in m.content):  # not there on a re-run
-            new = await svc.update_memory(TENANT, user_id, old.id, content="Maya lives in Lisbon (moved in March 2025).")
+            moved = "Maya lives in Lisbon (moved in March 2025)."
+            new = await svc.update_memory(TENANT, user_id, old.id, content=moved)
             print(f"updated memory {old.id[:8]}: v{new.version} replaces v{old.version}")
 
         for question, now, history in QUESTIONS:
