@@ -107,6 +107,7 @@ def load(config: pulumi.Config | None = None, stack: str | None = None, project:
         cidr=r.str("vpcCidr", d["cidr"]),
         az_count=az_count,
         nat_gateways=r.int("natGateways", az_count),
+        interface_endpoints=tuple(r.obj("vpcInterfaceEndpoints", list(d["interface_endpoints"]))),
         flow_log_retention_days=r.int("logRetentionDays", d["flow_log_retention_days"]),
     )
 

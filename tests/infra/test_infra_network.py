@@ -169,3 +169,9 @@ def test_flow_logs_capture_rejected_traffic_into_encrypted_group(program):
         next(p for p in program.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "network-flow-logs")["policy"]
     )
     assert all(r.startswith(group.outputs["arn"]) for r in policy["Statement"][0]["Resource"])
+
+
+def test_interface_endpoints_are_configurable():
+    run = run_program({"vpcInterfaceEndpoints": ["ecr.api", "ecr.dkr"]})
+    names = sorted(e["serviceName"] for e in run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint"))
+    assert names == [f"com.amazonaws.{REGION}.{s}" for s in ("ecr.api", "ecr.dkr", "s3")]
