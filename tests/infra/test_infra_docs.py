@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from tests.infra.infra_harness import REPO
-
 from cognis_policies import RESOURCE_RULES, STACK_RULES
+
+from tests.infra.infra_harness import REPO
 
 GUIDE = (REPO / "docs" / "deploy.md").read_text()
 
