@@ -115,6 +115,7 @@ service = Service(
         metrics_namespace=cfg.metrics_namespace,
         service_name=cfg.service_name,
         log_group_name=f"/cognis-memory/{cfg.stack}/api",
+        family=f"{cfg.prefix}-api",
         log_kms_key_arn=keys.key_arn,
         tags=tags,
     ),

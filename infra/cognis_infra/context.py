@@ -32,7 +32,8 @@ def lookup(az_count: int) -> AwsContext:
 
     Only AZs that need no opt-in are used (Local Zones and Wavelength Zones are skipped).
     """
-    region = aws.get_region().region
+    found = aws.get_region()
+    region = getattr(found, "region", None) or found.name  # pulumi-aws 7 / 6
     identity = aws.get_caller_identity()
     partition = aws.get_partition()
     zones = aws.get_availability_zones(

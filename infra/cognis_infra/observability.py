@@ -231,7 +231,7 @@ def dashboard_body(d: DashboardInputs) -> dict:
         _widget(
             "Redis",
             [
-                {"expression": _redis_search(d.redis_group, metric), "id": qid, "label": label}
+                [{"expression": _redis_search(d.redis_group, metric), "id": qid, "label": label}]
                 for qid, metric, label in (
                     ("cpu", "EngineCPUUtilization", "engine CPU %"),
                     ("mem", "DatabaseMemoryUsagePercentage", "memory %"),

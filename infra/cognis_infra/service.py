@@ -185,6 +185,8 @@ class ServiceArgs:
     service_name: str
     log_group_name: str
     log_kms_key_arn: pulumi.Input[str]
+    #: Task definition family (unique per stack in the account).
+    family: str = "cognis-memory-api"
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -396,7 +398,7 @@ class Service(CognisComponent):
         else:
             task_definition = aws.ecs.TaskDefinition(
                 f"{name}-task",
-                family=f"{name}-api",
+                family=args.family,
                 cpu=str(s.cpu),
                 memory=str(s.memory),
                 network_mode="awsvpc",

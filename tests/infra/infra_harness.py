@@ -69,7 +69,8 @@ class ProgramRun:
     resources: list[Res]
     calls: list[tuple[str, dict]]
     exports: dict[str, Any]
-    logs: list[str] = field(default_factory=list)
+    #: URNs as the mock monitor built them (parent component types included).
+    urns: list[str] = field(default_factory=list)
 
     def of_type(self, type_: str) -> list[Res]:
         return [r for r in self.resources if r.type == type_]
@@ -285,7 +286,8 @@ def run_program(
 
     program()
     assert set(resolved) == set(exported), "stack outputs did not all resolve"
-    return ProgramRun(mocks.resources, mocks.calls, resolved)
+    urns = list(pulumi.runtime.settings.SETTINGS.monitor.get_registered_resources())
+    return ProgramRun(mocks.resources, mocks.calls, resolved, urns)
 
 
 def run_component(build) -> tuple[CognisMocks, dict[str, Any]]:

@@ -242,6 +242,15 @@ def test_stage_widgets_cover_every_stage(dashboard):
         assert tuple(seen) == stages
 
 
+def test_expression_rows_use_the_dashboard_array_form(dashboard):
+    rows = _widget(dashboard, "Redis")["properties"]["metrics"]
+    for row in rows:
+        assert isinstance(row, list) and len(row) == 1 and row[0]["expression"].startswith("SEARCH(")
+    for w in dashboard["widgets"]:
+        for row in w["properties"].get("metrics", []):
+            assert isinstance(row, list), row
+
+
 def test_alarm_widget_lists_every_alarm(program, dashboard):
     widget = _widget(dashboard, "Alarms")
     assert sorted(widget["properties"]["alarms"]) == sorted(a.outputs["arn"] for a in program.of_type(ALARM))

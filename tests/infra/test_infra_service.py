@@ -41,6 +41,7 @@ def test_ecr_repository_is_immutable_scanned_and_kms_encrypted(program):
 def test_task_definition_is_fargate_1_vcpu_2_gb(program):
     td = program.one(TASK_DEF)
     assert (td["cpu"], td["memory"]) == ("1024", "2048")
+    assert td["family"] == "cognis-test-api"
     assert td["networkMode"] == "awsvpc" and td["requiresCompatibilities"] == ["FARGATE"]
     assert td["runtimePlatform"] == {"operatingSystemFamily": "LINUX", "cpuArchitecture": "X86_64"}
     roles = {r.name: r.outputs["arn"] for r in program.of_type("aws:iam/role:Role")}
