@@ -1,0 +1,546 @@
+"""End to end through the HTTP API (ASGI in-process) on the embedded store with the real MiniLM model.
+
+Each test uses its own user ids on the module's shared service.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cognis_memory.providers.llms import OpenAICompatibleLLM
+from tests.api.conftest import KEY_A, KEY_A_READ, KEY_B, TENANT_A, TENANT_B, add, build_env, listing, search
+from tests.llm_server import ScriptedLLMServer
+
+ROUTES = {
+    "/health",
+    "/ready",
+    "/v1/users/{user_id}/messages",
+    "/v1/users/{user_id}/search",
+    "/v1/users/{user_id}/memories",
+    "/v1/users/{user_id}/memories/{memory_id}",
+    "/v1/users/{user_id}/memories/{memory_id}/history",
+    "/v1/users/{user_id}",
+    "/v1/users/{user_id}/jobs/{job_id}",
+}
+
+
+# -- open endpoints ------------------------------------------------------------------------
+async def test_health_ready_docs_and_openapi_need_no_key(api_env):
+    async with api_env.client(key=None) as c:
+        r = await c.get("/health")
+        assert (r.status_code, r.json()) == (200, {"status": "ok"})
+        r = await c.get("/ready")
+        assert r.status_code == 200
+        assert r.json() == {"ready": True, "checks": {"sqlite": True}}
+        r = await c.get("/docs")
+        assert r.status_code == 200 and "swagger-ui" in r.text.lower()
+        r = await c.get("/openapi.json")
+        assert r.status_code == 200
+        spec = r.json()
+        assert spec["openapi"].startswith("3.")
+        assert set(spec["paths"]) == ROUTES
+        # the documented error shape is the one the API answers with
+        assert set(spec["components"]["schemas"]["ErrorDetail"]["properties"]) == {"code", "message", "field"}
+
+
+async def test_ready_answers_503_when_the_store_is_down(tmp_path, embedder):
+    env = await build_env(tmp_path, embedder)
+    await env.service.store.close()
+    try:
+        async with env.client(key=None) as c:
+            r = await c.get("/ready")
+    finally:
+        await env.service.close()
+    assert r.status_code == 503
+    assert r.json() == {"ready": False, "checks": {"sqlite": False}}
+
+
+# -- auth ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer nope"}, {"X-API-Key": "nope"}, {"Authorization": "Basic a2V5LWE6"}],
+    ids=["no-key", "unknown-bearer", "unknown-x-api-key", "basic-auth"],
+)
+async def test_missing_or_unknown_key_is_401(api_env, headers):
+    async with api_env.client(key=None) as c:
+        for method, path, body in [
+            ("GET", "/v1/users/auth-user/memories", None),
+            ("POST", "/v1/users/auth-user/search", {"query": "anything"}),
+            ("POST", "/v1/users/auth-user/messages", {"messages": [{"content": "hello"}]}),
+            ("DELETE", "/v1/users/auth-user", None),
+        ]:
+            r = await c.request(method, path, json=body, headers=headers)
+            assert r.status_code == 401, (method, path, r.text)
+            assert r.json()["error"]["code"] == "unauthorized"
+            assert r.headers["WWW-Authenticate"] == "Bearer"
+    assert api_env.count("messages", TENANT_A, "auth-user") == 0
+
+
+async def test_both_key_headers_are_accepted(api_env):
+    async with api_env.client(key=None) as c:
+        r1 = await c.get("/v1/users/auth-user/memories", headers={"Authorization": f"Bearer {KEY_A}"})
+        r2 = await c.get("/v1/users/auth-user/memories", headers={"X-API-Key": KEY_A})
+    assert r1.status_code == r2.status_code == 200
+
+
+async def test_read_only_key_reads_and_searches_but_cannot_write(api_env):
+    user = "ro-user"
+    async with api_env.client(KEY_A) as writer, api_env.client(KEY_A_READ) as reader:
+        mem = (await add(writer, user, "I keep bees on my balcony"))["memories"][0]
+        before = await listing(writer, user)
+
+        assert (await reader.get(f"/v1/users/{user}/memories")).status_code == 200
+        assert (await reader.get(f"/v1/users/{user}/memories/{mem['id']}")).json()["content"] == mem["content"]
+        assert (await reader.get(f"/v1/users/{user}/memories/{mem['id']}/history")).status_code == 200
+        found = await search(reader, user, "bees")
+        assert [h["memory"]["id"] for h in found["results"]] == [mem["id"]]
+
+        writes = [
+            ("POST", f"/v1/users/{user}/messages", {"messages": [{"content": "I sold the bees"}]}),
+            ("PATCH", f"/v1/users/{user}/memories/{mem['id']}", {"content": "no more bees"}),
+            ("DELETE", f"/v1/users/{user}/memories/{mem['id']}", None),
+            ("DELETE", f"/v1/users/{user}", None),
+            ("DELETE", "/v1/users/search", None),  # a user named "search" is not the search route
+        ]
+        for method, path, body in writes:
+            r = await reader.request(method, path, json=body)
+            assert r.status_code == 403, (method, path, r.text)
+            assert r.json()["error"]["code"] == "forbidden"
+        assert await listing(writer, user) == before
+        assert api_env.count("messages", TENANT_A, user) == 1
+
+
+async def test_keys_map_to_tenants_and_other_tenants_ids_are_404(api_env):
+    user = "shared-user"  # the same user id in two tenants: two different people
+    async with api_env.client(KEY_A) as a, api_env.client(KEY_B) as b:
+        mem = (await add(a, user, "My locker code is 4711"))["memories"][0]
+        before = await listing(a, user)
+
+        assert await listing(b, user) == []
+        assert (await search(b, user, "locker code"))["results"] == []
+        for method, path, body in [
+            ("GET", f"/v1/users/{user}/memories/{mem['id']}", None),
+            ("GET", f"/v1/users/{user}/memories/{mem['id']}/history", None),
+            ("PATCH", f"/v1/users/{user}/memories/{mem['id']}", {"content": "hijacked"}),
+            ("DELETE", f"/v1/users/{user}/memories/{mem['id']}", None),
+        ]:
+            r = await b.request(method, path, json=body)
+            assert r.status_code == 404, (method, path, r.text)
+            assert r.json()["error"]["code"] == "not_found"
+        # the same id under another user of the right tenant is not found either
+        assert (await a.get(f"/v1/users/someone-else/memories/{mem['id']}")).status_code == 404
+
+        # tenant B writes its own data for the same user id; neither side sees the other's
+        mem_b = (await add(b, user, "My locker code is 1234"))["memories"][0]
+        assert [m["id"] for m in await listing(b, user)] == [mem_b["id"]]
+        assert await listing(a, user) == before
+        assert [h["memory"]["id"] for h in (await search(a, user, "locker code"))["results"]] == [mem["id"]]
+        assert (await b.delete(f"/v1/users/{user}")).status_code == 200
+        assert await listing(a, user) == before
+
+
+# -- ingest ---------------------------------------------------------------------------------
+async def test_add_messages_sync_stores_searchable_raw_memories(api_env):
+    user = "sync-user"
+    async with api_env.client() as c:
+        r = await c.post(
+            f"/v1/users/{user}/messages",
+            json={
+                "messages": [
+                    {
+                        "content": "I adopted a tabby cat called Miso yesterday",
+                        "speaker": "Rui",
+                        "timestamp": "2025-03-10T09:00:00Z",
+                        "session_id": "s-1",
+                    },
+                    {"content": "Miso is scared of the vacuum cleaner", "speaker": "Rui", "role": "user"},
+                ]
+            },
+        )
+        assert r.status_code == 201, r.text
+        body = r.json()
+        assert body["job"] is None
+        assert [m["created"] for m in body["messages"]] == [True, True]
+        first = body["memories"][0]
+        assert first["content"] == "Rui: I adopted a tabby cat called Miso yesterday [9 March 2025]"
+        assert (first["kind"], first["scope"], first["version"], first["is_current"]) == ("raw", "USER", 1, True)
+        assert first["speaker"] == "Rui" and first["session_id"] == "s-1"
+        assert first["event_time"] == "2025-03-09T12:00:00Z"  # "yesterday", resolved against the message time
+        assert first["message_time"] == "2025-03-10T09:00:00Z"
+        assert first["source_message_ids"] == [body["messages"][0]["id"]]
+
+        got = await c.get(f"/v1/users/{user}/memories/{first['id']}")
+        assert got.status_code == 200 and got.json() == first
+        found = await search(c, user, "What is the name of the cat?")
+        assert {h["memory"]["id"] for h in found["results"]} == {m["id"] for m in body["memories"]}
+
+
+async def test_same_client_message_id_twice_stores_one_message_and_one_memory(api_env):
+    user = "idem-user"
+    msg = {"content": "I started learning the cello", "client_message_id": "turn-0001", "speaker": "Ana"}
+    async with api_env.client() as c:
+        first = await add(c, user, msg)
+        second = await add(c, user, msg)
+        assert first["messages"][0]["created"] is True
+        assert second["messages"][0]["created"] is False
+        assert second["messages"][0]["id"] == first["messages"][0]["id"]
+        assert second["memories"] == []
+        assert [m["id"] for m in await listing(c, user)] == [first["memories"][0]["id"]]
+        # a batch mixing a repeat and a new message stores only the new one
+        third = await add(c, user, msg, {"content": "The cello teacher is called Ines", "client_message_id": "turn-2"})
+        assert [m["created"] for m in third["messages"]] == [False, True]
+        assert len(third["memories"]) == 1
+        # the client id is per user: another user may use the same one
+        other = await add(c, "idem-other", msg)
+        assert other["messages"][0]["created"] is True
+    assert api_env.count("messages", TENANT_A, user) == 2
+    assert api_env.count("memories", TENANT_A, user) == 2
+
+
+async def test_async_mode_without_llm_answers_201_and_no_job(api_env):
+    async with api_env.client() as c:
+        r = await c.post("/v1/users/async-nollm/messages", json={"messages": [{"content": "hi"}], "mode": "async"})
+    assert r.status_code == 201
+    assert r.json()["job"] is None and len(r.json()["memories"]) == 1
+    assert api_env.count("jobs") == 0
+
+
+def _llm_responder(schema_name, request):
+    if schema_name == "extracted_facts":
+        return {
+            "facts": [
+                {"content": "Rui works as a baker in Braga.", "category": "professional", "scope": "USER",
+                 "event_date": None}
+            ]
+        }  # fmt: skip
+    return {"decisions": [{"fact": 0, "action": "ADD", "target": None, "content": None, "category": None}]}
+
+
+async def test_async_mode_with_llm_answers_202_with_a_job_done_after_drain(tmp_path, embedder):
+    with ScriptedLLMServer(_llm_responder) as server:
+        env = await build_env(tmp_path, embedder, llm=OpenAICompatibleLLM(base_url=server.base_url, model="test"))
+        user = "async-user"
+        try:
+            async with env.client(KEY_A) as c, env.client(KEY_B) as other:
+                r = await c.post(
+                    f"/v1/users/{user}/messages",
+                    json={"messages": [{"content": "I work as a baker in Braga", "speaker": "Rui"}], "mode": "async"},
+                )
+                assert r.status_code == 202, r.text
+                body = r.json()
+                job = body["job"]
+                assert job["status"] == "queued" and job["attempts"] == 0
+                assert len(body["memories"]) == 1  # the raw message is searchable at once
+                assert server.requests == []  # nothing extracted yet
+
+                r = await c.get(f"/v1/users/{user}/jobs/{job['id']}")
+                assert r.status_code == 200 and r.json()["status"] == "queued"
+                assert (await other.get(f"/v1/users/{user}/jobs/{job['id']}")).status_code == 404
+                assert (await c.get(f"/v1/users/someone-else/jobs/{job['id']}")).status_code == 404
+
+                assert await env.service.worker.drain() == 1
+                r = await c.get(f"/v1/users/{user}/jobs/{job['id']}")
+                done = r.json()
+                assert done["status"] == "done" and done["attempts"] == 1 and done["last_error"] is None
+                assert done["result"]["ADD"] == 1
+                assert len(server.requests) == 2  # extract, then decide
+
+                facts = await search(c, user, "What is Rui's job?", kinds=["fact"])
+                assert [h["memory"]["content"] for h in facts["results"]] == ["Rui works as a baker in Braga."]
+                assert facts["results"][0]["memory"]["category"] == "professional"
+
+                # a repeated async post with the same client id makes no second job
+                msg = {"content": "I also bake on Sundays", "client_message_id": "m-1"}
+                r1 = await c.post(f"/v1/users/{user}/messages", json={"messages": [msg], "mode": "async"})
+                r2 = await c.post(f"/v1/users/{user}/messages", json={"messages": [msg], "mode": "async"})
+                assert (r1.status_code, r2.status_code) == (202, 201)
+                assert r2.json()["job"] is None
+
+                # sync mode with an LLM extracts before answering
+                r = await c.post(f"/v1/users/{user}/messages", json={"messages": [{"content": "I love rye bread"}]})
+                assert r.status_code == 201 and r.json()["job"] is None
+                assert r.json()["extraction"]["ADD"] == 1
+
+                # forgetting the user removes its jobs too
+                assert (await c.delete(f"/v1/users/{user}")).json()["deleted"]["jobs"] == 2
+                assert (await c.get(f"/v1/users/{user}/jobs/{job['id']}")).status_code == 404
+        finally:
+            await env.service.close()
+
+
+# -- search filters --------------------------------------------------------------------------
+FILTER_USER = "filter-user"
+FILTER_MESSAGES = {
+    "veg": {"content": "I am vegetarian and I love lentil soup", "timestamp": "2025-01-10T10:00:00Z"},
+    "ctx1": {"content": "Sprint demo planning notes for the mobile app", "scope": "CONTEXT", "session_id": "s1",
+             "timestamp": "2025-02-01T10:00:00Z"},
+    "ctx2": {"content": "Whiteboard notes about the database migration", "scope": "CONTEXT", "session_id": "s2",
+             "timestamp": "2025-02-02T10:00:00Z"},
+    "trip": {"content": "I booked a flight to Tokyo for my vacation", "timestamp": "2025-03-05T10:00:00Z"},
+    "code": {"content": "My favourite programming language is Python", "timestamp": "2025-04-01T10:00:00Z"},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def filter_ids():
+    return {}
+
+
+async def _filter_data(api_env, filter_ids):
+    if not filter_ids:
+        async with api_env.client() as c:
+            body = await add(c, FILTER_USER, *FILTER_MESSAGES.values())
+        for name, mem in zip(FILTER_MESSAGES, body["memories"], strict=True):
+            filter_ids[name] = mem
+    return filter_ids
+
+
+async def _result_names(c, filter_ids, query, **body):
+    by_id = {m["id"]: name for name, m in filter_ids.items()}
+    found = await search(c, FILTER_USER, query, **body)
+    for h in found["results"]:
+        assert h["memory"]["user_id"] == FILTER_USER
+    return {by_id[h["memory"]["id"]] for h in found["results"]}
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({}, {"veg", "ctx1", "ctx2", "trip", "code"}),  # no session: CONTEXT memories of every session
+        ({"scopes": ["CONTEXT"]}, {"ctx1", "ctx2"}),
+        ({"scopes": ["USER"]}, {"veg", "trip", "code"}),
+        ({"scopes": ["USER", "CONTEXT"]}, {"veg", "ctx1", "ctx2", "trip", "code"}),
+        ({"session_id": "s1"}, {"veg", "ctx1", "trip", "code"}),  # USER memories stay visible
+        ({"session_id": "s1", "scopes": ["CONTEXT"]}, {"ctx1"}),
+        ({"session_id": "unknown-session"}, {"veg", "trip", "code"}),
+        ({"time_from": "2025-02-01T00:00:00Z", "time_to": "2025-03-05T10:00:00Z"}, {"ctx1", "ctx2", "trip"}),
+        ({"time_from": "2025-03-06T00:00:00Z"}, {"code"}),
+        ({"time_to": "2025-01-31T00:00:00+02:00"}, {"veg"}),
+        ({"time_from": "2026-01-01T00:00:00Z"}, set()),
+        ({"kinds": ["raw"]}, {"veg", "ctx1", "ctx2", "trip", "code"}),
+        ({"kinds": ["fact"]}, set()),
+    ],
+    ids=lambda v: str(v) if isinstance(v, dict) else None,
+)
+async def test_search_filters(api_env, filter_ids, body, expected):
+    ids = await _filter_data(api_env, filter_ids)
+    async with api_env.client() as c:
+        assert await _result_names(c, ids, "notes about food, travel and code", **body) == expected
+
+
+async def test_search_category_filter(api_env, filter_ids):
+    ids = await _filter_data(api_env, filter_ids)
+    assert ids["veg"]["category"] == "dietary" and ids["trip"]["category"] == "travel"
+    in_category = {c: {name for name, m in ids.items() if m["category"] == c} for c in ("dietary", "travel")}
+    async with api_env.client() as c:
+        for wanted in (["dietary"], ["travel"], ["dietary", "travel"], ["financial"]):
+            expected = {name for name, m in ids.items() if m["category"] in wanted}
+            assert await _result_names(c, ids, "what do I like", categories=wanted) == expected
+    assert "veg" in in_category["dietary"] and "trip" in in_category["travel"]
+    assert len(in_category["dietary"]) < len(ids)  # the filter really narrows the answer
+
+
+async def test_search_limit_and_ranking(api_env, filter_ids):
+    ids = await _filter_data(api_env, filter_ids)
+    async with api_env.client() as c:
+        found = await search(c, FILTER_USER, "Which programming language do I like?", limit=2)
+        assert len(found["results"]) == 2
+        assert found["results"][0]["memory"]["id"] == ids["code"]["id"]
+        scores = [h["score"] for h in found["results"]]
+        assert scores == sorted(scores, reverse=True)
+        found = await search(c, FILTER_USER, "flight to Tokyo", limit=1)
+        assert [h["memory"]["id"] for h in found["results"]] == [ids["trip"]["id"]]
+
+
+async def test_search_explain_gives_per_stage_scores_and_timings(api_env, filter_ids):
+    ids = await _filter_data(api_env, filter_ids)
+    async with api_env.client() as c:
+        plain = await search(c, FILTER_USER, "flight to Tokyo")
+        assert plain["explain"] is None
+        assert all(h["scores"] is None for h in plain["results"])
+
+        found = await search(c, FILTER_USER, "flight to Tokyo", explain=True)
+    top = found["results"][0]
+    assert top["memory"]["id"] == ids["trip"]["id"]
+    assert {"vector", "vector_rank", "bm25", "bm25_rank", "rrf"} <= set(top["scores"])
+    assert top["scores"]["vector_rank"] == 1 and top["scores"]["bm25_rank"] == 1
+    # weighted RRF with k = 10 and weights 0.7 / 0.3 (ARCHITECTURE §5)
+    assert top["scores"]["rrf"] == pytest.approx(0.7 / 11 + 0.3 / 11)
+    for h in found["results"]:
+        assert "vector" in h["scores"] and "rrf" in h["scores"]
+    timings = found["explain"]["stage_durations"]
+    assert {
+        "query_analysis_ms", "embed_query_ms", "vector_short_ms", "vector_full_ms", "bm25_ms", "rrf_fusion_ms",
+        "dedup_ms",
+    } <= set(timings)  # fmt: skip
+    assert all(isinstance(v, float) and v >= 0 for v in timings.values())
+    assert found["explain"]["config"]["rrf_k"] == 10
+    assert found["explain"]["candidates"]["candidates_short"] >= 1
+    assert found["query_analysis"]["temporal"] == "none"
+
+
+async def test_temporal_query_is_analysed_against_now(api_env, filter_ids):
+    ids = await _filter_data(api_env, filter_ids)
+    async with api_env.client() as c:
+        found = await search(c, FILTER_USER, "what did I book last month?", now="2025-04-10T12:00:00Z", explain=True)
+    qa = found["query_analysis"]
+    assert qa["temporal"] == "explicit" and qa["expressions"] == ["last month"]
+    assert qa["target_start"].startswith("2025-03-01") and qa["target_end"].startswith("2025-04-01")
+    assert "temporal_boost_ms" in found["explain"]["stage_durations"]
+    assert found["results"][0]["memory"]["id"] == ids["trip"]["id"]
+    assert "temporal" in found["results"][0]["scores"]
+
+
+# -- versions ---------------------------------------------------------------------------------
+async def test_update_then_delete_builds_a_three_version_chain(api_env):
+    user = "chain-user"
+    async with api_env.client() as c:
+        other = (await add(c, user, "I have two sisters"))["memories"][0]
+        v1 = (await add(c, user, "I work at Ribeira Logistics as a data analyst"))["memories"][0]
+
+        r = await c.patch(
+            f"/v1/users/{user}/memories/{v1['id']}",
+            json={"content": "Maya works at Tidewater Labs as a product manager", "category": "professional"},
+        )
+        assert r.status_code == 200, r.text
+        v2 = r.json()
+        assert (v2["version"], v2["is_current"], v2["replaces_id"], v2["deleted"]) == (2, True, v1["id"], False)
+        assert v2["id"] != v1["id"] and v2["kind"] == "fact" and v2["category"] == "professional"
+        assert (await c.get(f"/v1/users/{user}/memories/{v1['id']}")).json()["is_current"] is False
+
+        found = await search(c, user, "Where does Maya work?", include_history=True)
+        hit = next(h for h in found["results"] if h["memory"]["id"] == v2["id"])
+        assert [v["id"] for v in hit["history"]] == [v1["id"]]
+        assert v1["id"] not in {h["memory"]["id"] for h in found["results"]}  # old version not current
+        found = await search(c, user, "Where did Maya work before?")  # history intent in the query
+        hit = next(h for h in found["results"] if h["memory"]["id"] == v2["id"])
+        assert [v["version"] for v in hit["history"]] == [1]
+
+        r = await c.patch(f"/v1/users/{user}/memories/{v1['id']}", json={"content": "stale edit"})
+        assert r.status_code == 409 and r.json()["error"]["code"] == "conflict"
+
+        r = await c.delete(f"/v1/users/{user}/memories/{v2['id']}")
+        assert r.status_code == 200, r.text
+        v3 = r.json()
+        assert (v3["version"], v3["is_current"], v3["deleted"], v3["replaces_id"]) == (3, False, True, v2["id"])
+
+        for any_id in (v1["id"], v2["id"], v3["id"]):
+            r = await c.get(f"/v1/users/{user}/memories/{any_id}/history")
+            versions = r.json()["versions"]
+            assert [v["id"] for v in versions] == [v1["id"], v2["id"], v3["id"]]
+            assert [v["version"] for v in versions] == [1, 2, 3]
+            assert not any(v["is_current"] for v in versions)
+
+        for query in ("Where does Maya work?", "Tidewater Labs product manager", "Ribeira Logistics"):
+            found = await search(c, user, query, include_history=True)
+            assert [h["memory"]["id"] for h in found["results"]] == [other["id"]]
+        current = await listing(c, user, include_history=False)
+        assert [m["id"] for m in current] == [other["id"]]
+        assert {m["id"] for m in await listing(c, user)} == {other["id"], v1["id"], v2["id"], v3["id"]}
+
+        for any_id in (v2["id"], v3["id"]):  # nothing current left to change
+            assert (await c.delete(f"/v1/users/{user}/memories/{any_id}")).status_code == 409
+            assert (await c.patch(f"/v1/users/{user}/memories/{any_id}", json={"content": "x"})).status_code == 409
+        assert (await c.get(f"/v1/users/{user}/memories/no-such-id")).status_code == 404
+
+
+async def test_patch_category_and_event_time_only(api_env):
+    user = "patch-user"
+    async with api_env.client() as c:
+        v1 = (await add(c, user, "I run five kilometres every morning"))["memories"][0]
+        r = await c.patch(
+            f"/v1/users/{user}/memories/{v1['id']}",
+            json={"category": "behavioral_patterns", "event_time": "2025-01-01T07:00:00Z"},
+        )
+        v2 = r.json()
+        assert r.status_code == 200
+        assert (v2["version"], v2["category"], v2["event_time"]) == (2, "behavioral_patterns", "2025-01-01T07:00:00Z")
+        assert v2["content"] == v1["content"] and v2["kind"] == "raw"  # content unchanged: still the raw message
+
+
+# -- forget -----------------------------------------------------------------------------------
+async def test_forget_user_removes_everything_and_keeps_other_users(api_env):
+    async with api_env.client(KEY_A) as a, api_env.client(KEY_B) as b:
+        gone = await add(a, "forget-me", "My passport number is X123", "I live at 5 Elm Street")
+        mem_id = gone["memories"][0]["id"]
+        await a.patch(f"/v1/users/forget-me/memories/{mem_id}", json={"content": "Passport renewed"})
+        kept_same_tenant = await add(a, "keep-me", "My passport is in the drawer")
+        kept_other_tenant = await add(b, "forget-me", "My passport is blue")
+        before_keep = await listing(a, "keep-me")
+        before_other = await listing(b, "forget-me")
+
+        r = await a.delete("/v1/users/forget-me")
+        assert r.status_code == 200
+        deleted = r.json()["deleted"]
+        assert (deleted["memories"], deleted["messages"]) == (3, 2)
+        assert deleted["index_documents"] == 2  # the FTS rows of the current versions
+
+        assert await listing(a, "forget-me") == []
+        assert (await search(a, "forget-me", "passport"))["results"] == []
+        assert (await a.get(f"/v1/users/forget-me/memories/{mem_id}")).status_code == 404
+        assert (await a.get(f"/v1/users/forget-me/memories/{mem_id}/history")).status_code == 404
+        assert api_env.count("messages", TENANT_A, "forget-me") == 0
+        assert api_env.count("memories", TENANT_A, "forget-me") == 0
+
+        assert await listing(a, "keep-me") == before_keep
+        assert await listing(b, "forget-me") == before_other
+        found = await search(b, "forget-me", "passport")
+        assert [h["memory"]["id"] for h in found["results"]] == [kept_other_tenant["memories"][0]["id"]]
+        found = await search(a, "keep-me", "passport")
+        assert [h["memory"]["id"] for h in found["results"]] == [kept_same_tenant["memories"][0]["id"]]
+
+        # forgetting again is harmless; the user can start over
+        r = await a.delete("/v1/users/forget-me")
+        assert r.status_code == 200 and r.json()["deleted"]["memories"] == 0
+        assert (await add(a, "forget-me", "fresh start"))["messages"][0]["created"] is True
+
+
+# -- request ids ------------------------------------------------------------------------------
+async def test_request_id_is_echoed_and_logged(api_env):
+    async with api_env.client() as c:
+        r = await c.post(
+            "/v1/users/rid-user/messages",
+            json={"messages": [{"content": "I like jazz"}]},
+            headers={"X-Request-Id": "req-ingest-42"},
+        )
+        assert r.headers["X-Request-Id"] == "req-ingest-42"
+        r = await c.post("/v1/users/rid-user/search", json={"query": "jazz"}, headers={"X-Request-Id": "req-search-42"})
+        assert r.headers["X-Request-Id"] == "req-search-42"
+        generated = await c.post("/v1/users/rid-user/search", json={"query": "music"})
+        too_long = await c.get("/v1/users/rid-user/memories", headers={"X-Request-Id": "x" * 200})
+        error = await c.post("/v1/users/rid-user/search", json={"query": ""}, headers={"X-Request-Id": "req-bad-1"})
+
+    assert re.fullmatch(r"[0-9a-f]{32}", generated.headers["X-Request-Id"])
+    assert re.fullmatch(r"[0-9a-f]{32}", too_long.headers["X-Request-Id"])
+    assert error.status_code == 422 and error.headers["X-Request-Id"] == "req-bad-1"
+
+    ingest = [r for r in api_env.log_lines("memory_ingest") if r["user_id"] == "rid-user"]
+    retrieval = [r for r in api_env.log_lines("memory_retrieval") if r["user_id"] == "rid-user"]
+    assert [r["request_id"] for r in ingest] == ["req-ingest-42"]
+    assert [r["request_id"] for r in retrieval] == ["req-search-42", generated.headers["X-Request-Id"]]
+    assert all(r["tenant_id"] == TENANT_A for r in ingest + retrieval)
+
+
+async def test_unknown_route_and_method_use_the_error_shape(api_env):
+    async with api_env.client() as c:
+        r = await c.get("/v1/nothing-here")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+        r = await c.put("/v1/users/u/search", json={"query": "x"})
+        assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+
+
+async def test_paging_through_memories(api_env):
+    user = "page-user"
+    async with api_env.client() as c:
+        await add(c, user, *[f"note number {i}" for i in range(5)])
+        seen, after = [], None
+        while True:
+            params = {"limit": 2} | ({"after": after} if after else {})
+            page = (await c.get(f"/v1/users/{user}/memories", params=params)).json()
+            seen += [m["id"] for m in page["memories"]]
+            after = page["next_after"]
+            if after is None:
+                break
+    assert len(seen) == 5 and seen == sorted(seen) and len(set(seen)) == 5
