@@ -1,0 +1,467 @@
+"""Retrieval quality on LoCoMo: evidence recall@k of every named recipe, in one run.
+
+Each conversation of ``locomo10.json`` (evaluation only, CC BY-NC 4.0: never copied into
+the project) is ingested through the real service as its own user (tenant ``bench``,
+user = ``sample_id``): one raw message per turn, ``content`` = the turn's text plus
+`` [image: <caption>]`` when the turn shared an image, ``speaker`` = the turn's speaker,
+``timestamp`` = the session's date and time, ``session_id`` = ``session_N`` and
+``client_message_id`` = the turn's ``dia_id`` (so a re-run on the same ``--db`` is a no-op).
+
+Every question of categories 1-4 is then a search confined to that user, with ``now`` =
+the conversation's last session time (the questions are asked after the conversation; a
+relative expression in a question resolves against that moment). Results map back to turn
+ids only through ``memory.source_message_ids`` and the ingest response (message id ->
+dia_id); never by text.
+
+Scores per question: evidence recall@k (fraction of its evidence turns among the turns of
+the top k results), hit@k (any evidence turn in the top k), MRR (first evidence hit in the
+top 20). Every recipe in ``cognis_memory.retrieval.config.RECIPES`` runs over the same
+ingested data (the cross-encoder recipes only when ``--cross-encoder DIR`` or
+``COGNIS_RERANKER_PATH`` names a local cross-encoder).
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_locomo.py             # all 10 conversations
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_locomo.py --conversations 1 --questions 10
+
+The last stdout line is one JSON object (the default recipe's figures plus a per-recipe
+summary); the full results go to ``--out`` (default ``bench-results/``) as JSON and PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_common as bc  # noqa: E402
+
+from cognis_memory.config import Settings  # noqa: E402
+from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES  # noqa: E402
+from cognis_memory.service import MemoryService, MessageIn  # noqa: E402
+
+KS = (1, 5, 10, 20)
+CATEGORIES = (1, 2, 3, 4)
+TENANT = "bench"
+DEFAULT_DATA = bc.REPO.parent / "shared" / "data" / "locomo10.json"
+RERANK_RECIPES = {name for name in RECIPES if "rerank" in name}
+
+
+# --------------------------------------------------------------------------------------
+# data
+@dataclass
+class Turn:
+    dia_id: str
+    speaker: str
+    content: str
+
+
+@dataclass
+class Session:
+    session_id: str
+    time: datetime
+    turns: list[Turn]
+
+
+@dataclass
+class Question:
+    text: str
+    category: int
+    evidence: list[str]  # raw ids as given (split), before matching
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    sessions: list[Session]
+    questions: list[Question]
+    dia_to_msg: dict[str, str] = field(default_factory=dict)  # filled by ingest
+    msg_to_dia: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def last_time(self) -> datetime:
+        return max(s.time for s in self.sessions)
+
+    @property
+    def turn_ids(self) -> set[str]:
+        return {t.dia_id for s in self.sessions for t in s.turns}
+
+
+def parse_session_time(value: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' -> an aware UTC datetime (also accepts a few spacing variants)."""
+    cleaned = re.sub(r"\s+", " ", value.strip()).replace(" ,", ",")
+    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y", "%I:%M%p on %d %B, %Y"):
+        try:
+            return datetime.strptime(cleaned, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    raise ValueError(f"unrecognised session date/time {value!r}")
+
+
+def turn_content(turn: dict[str, Any], *, captions: bool = True) -> str:
+    """The message text: the turn's text plus ``[image: caption]`` when it shared an image."""
+    text = str(turn.get("text", "")).strip()
+    caption = str(turn.get("blip_caption") or "").strip()
+    if captions and caption:
+        return f"{text} [image: {caption}]" if text else f"[image: {caption}]"
+    return text
+
+
+_SPLIT = re.compile(r"[;,\s]+")
+_DIA = re.compile(r"^D(\d+):(\d+)$")
+
+
+def split_evidence(entries: list[Any]) -> list[str]:
+    """Evidence ids: entries holding several ids are split on ';', ',' or whitespace;
+    'D30:05' is read as 'D30:5'. Unmatchable ids are kept here and dropped when matching."""
+    out: list[str] = []
+    for e in entries or []:
+        for part in _SPLIT.split(str(e)):
+            if not part:
+                continue
+            m = _DIA.match(part)
+            out.append(f"D{int(m.group(1))}:{int(m.group(2))}" if m else part)
+    return list(dict.fromkeys(out))
+
+
+def load_conversations(
+    path: Path, *, conversations: int | None, questions: int | None, captions: bool = True
+) -> list[Conversation]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    out: list[Conversation] = []
+    for item in raw[: conversations or None]:
+        conv = item["conversation"]
+        sessions: list[Session] = []
+        n = 1
+        while f"session_{n}" in conv or f"session_{n}_date_time" in conv:
+            turns = conv.get(f"session_{n}") or []
+            if turns:
+                sessions.append(
+                    Session(
+                        session_id=f"session_{n}",
+                        time=parse_session_time(conv[f"session_{n}_date_time"]),
+                        turns=[
+                            Turn(str(t["dia_id"]), str(t["speaker"]), turn_content(t, captions=captions))
+                            for t in turns
+                            if turn_content(t, captions=captions)
+                        ],
+                    )
+                )
+            n += 1
+        qs = [
+            Question(str(q["question"]), int(q["category"]), split_evidence(q.get("evidence", [])))
+            for q in item.get("qa", [])
+            if int(q.get("category", 0)) in CATEGORIES
+        ]
+        out.append(Conversation(str(item["sample_id"]), sessions, qs[: questions or None]))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# scoring
+def score_question(ranked_dias: list[set[str]], evidence: set[str]) -> dict[str, float]:
+    """recall@k, hit@k and reciprocal rank for one question (``ranked_dias``: turn ids per result)."""
+    row: dict[str, float] = {}
+    for k in KS:
+        found: set[str] = set().union(*ranked_dias[:k]) if ranked_dias[:k] else set()
+        got = len(evidence & found)
+        row[f"recall@{k}"] = got / len(evidence)
+        row[f"hit@{k}"] = 1.0 if got else 0.0
+    rr = 0.0
+    for rank, dias in enumerate(ranked_dias[: max(KS)], start=1):
+        if dias & evidence:
+            rr = 1.0 / rank
+            break
+    row["mrr"] = rr
+    return row
+
+
+def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = [f"recall@{k}" for k in KS] + [f"hit@{k}" for k in KS] + ["mrr"]
+
+    def mean(rs: list[dict[str, Any]]) -> dict[str, float]:
+        return {k: round(sum(r[k] for r in rs) / len(rs), 4) if rs else float("nan") for k in keys}
+
+    out: dict[str, Any] = mean(rows)
+    out["questions"] = len(rows)
+    out["per_category"] = {
+        str(c): {**mean([r for r in rows if r["category"] == c]), "questions": sum(1 for r in rows if r["category"] == c)}
+        for c in CATEGORIES
+        if any(r["category"] == c for r in rows)
+    }
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# run
+def build_service(db_path: Path, args: argparse.Namespace) -> MemoryService:
+    from cognis_memory.providers.factory import build_embedder, build_reranker
+    from cognis_memory.stores.factory import build_store
+
+    overrides: dict[str, Any] = {"data_dir": db_path.parent, "sqlite_path": db_path, "run_worker": False}
+    if args.cross_encoder:
+        overrides.update(reranker="local", reranker_path=str(args.cross_encoder), reranker_timeout_ms=60_000)
+    if args.dim_short:
+        overrides["embedding_dim_short"] = args.dim_short
+    if args.rotation:
+        overrides["embedding_rotation_path"] = str(args.rotation)
+    settings = Settings(**overrides)
+    embedder = build_embedder(settings)
+    return MemoryService(
+        settings,
+        store=build_store(settings, dim=settings.embedding_dim_full or embedder.dim, dim_short=settings.embedding_dim_short),
+        embedder=embedder,
+        reranker=build_reranker(settings) if args.cross_encoder else None,
+        telemetry=bc.RecordingTelemetry(),
+    )
+
+
+async def ingest(svc: MemoryService, convs: list[Conversation]) -> dict[str, Any]:
+    total, created, t0 = 0, 0, time.perf_counter()
+    for conv in convs:
+        for s in conv.sessions:
+            msgs = [
+                MessageIn(
+                    content=t.content,
+                    speaker=t.speaker,
+                    timestamp=s.time,
+                    session_id=s.session_id,
+                    client_message_id=t.dia_id,
+                )
+                for t in s.turns
+            ]
+            res = await svc.add_messages(TENANT, conv.sample_id, msgs)
+            # IngestResult.messages is in input order (stored or pre-existing message per input)
+            for t, m in zip(s.turns, res.messages, strict=True):
+                conv.dia_to_msg[t.dia_id] = m.id
+                conv.msg_to_dia[m.id] = t.dia_id
+            total += len(msgs)
+            created += sum(res.created)
+    seconds = time.perf_counter() - t0
+    assert isinstance(svc.telemetry, bc.RecordingTelemetry)
+    svc.telemetry.take()
+    return {
+        "messages": total,
+        "created": created,
+        "seconds": round(seconds, 2),
+        "messages_per_s": round(created / seconds, 1) if created else None,
+    }
+
+
+async def evaluate_recipe(
+    svc: MemoryService, convs: list[Conversation], recipe: str, now_mode: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    rows: list[dict[str, Any]] = []
+    latencies: list[float] = []
+    assert isinstance(svc.telemetry, bc.RecordingTelemetry)
+    svc.telemetry.take()
+    degraded = 0
+    for conv in convs:
+        turn_ids = conv.turn_ids
+        now = conv.last_time if now_mode == "last-session" else None
+        for qi, q in enumerate(conv.questions):
+            evidence = {e for e in q.evidence if e in turn_ids}
+            if not evidence:
+                continue
+            t0 = time.perf_counter()
+            res = await svc.search(TENANT, conv.sample_id, q.text, limit=max(KS), recipe=recipe, now=now)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            degraded += bool(res.degraded)
+            ranked = [{conv.msg_to_dia[m] for m in h.memory.source_message_ids if m in conv.msg_to_dia} for h in res.hits]
+            row = score_question(ranked, evidence)
+            row.update(sample_id=conv.sample_id, question=qi, category=q.category)
+            rows.append(row)
+    records = svc.telemetry.take()
+    summary = aggregate(rows)
+    summary.update(bc.latency_summary(latencies, prefix="search_"))
+    summary["stage_means_ms"] = bc.stage_means(records)
+    summary["degraded_answers"] = degraded
+    return summary, rows
+
+
+def plot(results: dict[str, Any], out_dir: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for name, r in results.items():
+        ys = [r[f"recall@{k}"] for k in KS]
+        ax.plot(KS, ys, marker="o", label=name, linewidth=2.5 if name == "default" else 1.2)
+    ax.set_xlabel("k (results)")
+    ax.set_ylabel("evidence recall@k")
+    ax.set_xticks(KS)
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.set_title("LoCoMo categories 1-4: evidence recall@k per recipe")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    p = out_dir / "locomo_recall.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(str(p))
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    names = list(results)
+    stages: list[str] = []
+    for r in results.values():
+        for s in r["stage_means_ms"]:
+            if s not in stages:
+                stages.append(s)
+    bottom = [0.0] * len(names)
+    for s in stages:
+        vals = [results[n]["stage_means_ms"].get(s, 0.0) for n in names]
+        ax.barh(names, vals, left=bottom, label=s.removesuffix("_ms"))
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax.set_xlabel("mean milliseconds per search (stage timings from the StageRecorder)")
+    ax.set_title("Per-stage latency by recipe (LoCoMo searches, embedded store)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    p = out_dir / "locomo_stages.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(str(p))
+    return paths
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    data = Path(args.data)
+    if not data.is_file():
+        raise SystemExit(f"--data: no file at {data} (the LoCoMo file is not part of the project)")
+    convs = load_conversations(
+        data, conversations=args.conversations, questions=args.questions, captions=not args.no_captions
+    )
+    tmp = None
+    if args.db:
+        db_path = Path(args.db)
+    else:
+        tmp = tempfile.mkdtemp(prefix="bench-locomo-")
+        db_path = Path(tmp) / "memory.db"
+    recipes = [r.strip() for r in args.recipes.split(",")] if args.recipes else list(RECIPES)
+    unknown = [r for r in recipes if r not in RECIPES]
+    if unknown:
+        raise SystemExit(f"--recipes: unknown {unknown}; known: {', '.join(RECIPES)}")
+    if not args.cross_encoder:
+        recipes = [r for r in recipes if r not in RERANK_RECIPES]
+    svc = build_service(db_path, args)
+    try:
+        await svc.start(run_worker=False)
+        ingest_stats = await ingest(svc, convs)
+        print(
+            f"ingested {ingest_stats['messages']} turns of {len(convs)} conversations "
+            f"({ingest_stats['created']} new) in {ingest_stats['seconds']} s",
+            file=sys.stderr,
+        )
+        results: dict[str, Any] = {}
+        per_question: dict[str, list[dict[str, Any]]] = {}
+        for name in recipes:
+            t0 = time.perf_counter()
+            results[name], per_question[name] = await evaluate_recipe(svc, convs, name, args.now)
+            r = results[name]
+            print(
+                f"  {name:28s} R@1 {r['recall@1']:.3f}  R@5 {r['recall@5']:.3f}  R@10 {r['recall@10']:.3f}  "
+                f"R@20 {r['recall@20']:.3f}  MRR {r['mrr']:.3f}  p50 {r['search_p50_ms']:.1f} ms "
+                f"({time.perf_counter() - t0:.0f} s)",
+                file=sys.stderr,
+            )
+    finally:
+        await svc.close()
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    n_questions = sum(len(c.questions) for c in convs)
+    evaluated = next(iter(results.values()))["questions"] if results else 0
+    headers = ["recipe", "R@1", "R@5", "R@10", "R@20", "hit@10", "MRR", *(f"cat{c} R@10" for c in CATEGORIES), "p50 ms", "p95 ms"]
+    rows = []
+    for name, r in results.items():
+        cats = [r["per_category"].get(str(c), {}).get("recall@10", float("nan")) for c in CATEGORIES]
+        rows.append(
+            [name, r["recall@1"], r["recall@5"], r["recall@10"], r["recall@20"], r["hit@10"], r["mrr"], *cats,
+             r["search_p50_ms"], r["search_p95_ms"]]
+        )  # fmt: skip
+    table = bc.fmt_table(headers, rows)
+    print(table)
+
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    main_recipe = "default" if "default" in results else (recipes[0] if recipes else None)
+    payload = {
+        "benchmark": "locomo",
+        "data": str(data),
+        "conversations": len(convs),
+        "questions_total": n_questions,
+        "questions_evaluated": evaluated,
+        "questions_skipped_no_matching_evidence": n_questions - evaluated,
+        "now": args.now,
+        "captions": not args.no_captions,
+        "ingest": ingest_stats,
+        "machine": bc.machine_info(),
+        "recipes": {n: {**r, "description": RECIPE_DESCRIPTIONS.get(n, ""), "config": RECIPES[n].model_dump()} for n, r in results.items()},
+        "table_markdown": table,
+    }
+    bc.write_json(out_dir / "locomo.json", payload)
+    if args.per_question:
+        bc.write_json(out_dir / "locomo_per_question.json", per_question)
+    pngs = plot(results, out_dir) if results and not args.no_plot else []
+
+    summary: dict[str, Any] = {}
+    if main_recipe:
+        r = results[main_recipe]
+        summary = {
+            "recipe": main_recipe,
+            **{f"recall@{k}": r[f"recall@{k}"] for k in KS},
+            **{f"hit@{k}": r[f"hit@{k}"] for k in KS},
+            "mrr": r["mrr"],
+            "per_category": {c: {k: v for k, v in pc.items() if k.startswith(("recall", "mrr", "questions"))} for c, pc in r["per_category"].items()},
+            "search_p50_ms": r["search_p50_ms"],
+            "search_p95_ms": r["search_p95_ms"],
+            "search_p99_ms": r["search_p99_ms"],
+            "config": RECIPES[main_recipe].model_dump(),
+        }
+    summary.update(
+        questions=evaluated,
+        skipped=n_questions - evaluated,
+        ingest_messages_per_s=ingest_stats["messages_per_s"],
+        recipes={n: {"recall@1": r["recall@1"], "recall@5": r["recall@5"], "recall@10": r["recall@10"],
+                     "recall@20": r["recall@20"], "mrr": r["mrr"], "search_p50_ms": r["search_p50_ms"],
+                     "search_p95_ms": r["search_p95_ms"]} for n, r in results.items()},
+        out=str(out_dir / "locomo.json"),
+        plots=pngs,
+    )  # fmt: skip
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default=str(DEFAULT_DATA), help="path of locomo10.json (default: %(default)s)")
+    p.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    p.add_argument("--questions", type=int, default=None, help="only the first N questions (categories 1-4) per conversation")
+    p.add_argument("--recipes", default=None, help="comma-separated recipe names (default: every recipe)")
+    p.add_argument("--cross-encoder", default=os.environ.get("COGNIS_RERANKER_PATH"), help="local cross-encoder directory")
+    p.add_argument("--now", choices=["last-session", "none"], default="last-session", help="reference time of the questions")
+    p.add_argument("--db", default=None, help="keep the embedded store at this SQLite path (re-runs skip known turns)")
+    p.add_argument("--dim-short", type=int, default=None, help="prefix size (default: the service setting)")
+    p.add_argument("--rotation", default=None, help="a .npy variance rotation for the prefix (see scripts/fit_rotation.py)")
+    p.add_argument("--no-captions", action="store_true", help="ingest turns without their image captions")
+    p.add_argument("--per-question", action="store_true", help="also write per-question scores")
+    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--out", default=str(bc.REPO / "bench-results"), help="output directory (default: %(default)s)")
+    args = p.parse_args(argv)
+    summary = asyncio.run(run(args))
+    print(json.dumps(summary, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
