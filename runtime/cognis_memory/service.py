@@ -370,7 +370,10 @@ class MemoryService:
             explain=explain,
             now=check_time("now", now),
         )
-        cfg = config or (get_recipe(recipe) if recipe else None)
+        try:
+            cfg = config or (get_recipe(recipe) if recipe else None)
+        except ValueError as exc:
+            raise InvalidInputError("recipe", str(exc).removeprefix("recipe: ")) from None
         rec = StageRecorder()
         error = False
         try:

@@ -114,9 +114,9 @@ class _Unauthorized(Exception):
 def _field_path(loc: tuple | list) -> str:
     """Pydantic's location as a field path: ("body", "messages", 0, "content") -> messages[0].content."""
     out = ""
-    for part in loc:
-        if part in ("body", "query", "path", "header") and not out:
-            continue
+    for i, part in enumerate(loc):
+        if i == 0 and part in ("body", "query", "path", "header"):
+            continue  # only the first element is the location; a field may be called "query"
         if isinstance(part, int):
             out += f"[{part}]"
         else:
