@@ -195,3 +195,137 @@ def fmt_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     for r in body:
         out.append("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------
+# synthetic conversations (deterministic, seeded) for the latency and scale benchmarks
+_NAMES = ["Alex", "Sam", "Jordan", "Riley", "Morgan", "Casey", "Taylor", "Jamie", "Avery", "Quinn", "Robin", "Drew"]
+_ACTS = [
+    "started learning", "finished reading", "went hiking near", "cooked", "bought", "signed up for", "visited",
+    "painted", "fixed", "planned a trip to", "wrote about", "talked to my sister about", "took a class on",
+    "adopted", "sold", "lost", "found", "ran a race in", "volunteered at", "booked", "cancelled", "tried",
+]
+_OBJS = [
+    "the guitar", "a pottery course", "Lisbon", "the old bike", "a vegan lasagna", "the camping gear", "a new job",
+    "the marathon", "a puppy", "the garden", "a photography workshop", "Kyoto", "the bakery downtown",
+    "a sci-fi novel", "the climbing gym", "a budget spreadsheet", "the piano", "a road trip", "the dentist",
+    "a chess club", "the farmers market", "a watercolor set", "the museum", "a startup idea", "the lake house",
+    "a yoga retreat", "the concert", "a sourdough starter", "the community garden", "a Spanish course",
+]
+_TIMES = ["yesterday", "last week", "two weeks ago", "last month", "this morning", "on Saturday", "in March", "today"]
+_FEEL = ["and it was great", "and I loved it", "but it was stressful", "and I want to do it again", "with my kids",
+         "with friends", "on my own", "after work", "for the first time", "again"]  # fmt: skip
+
+
+def synthetic_sentences(n: int, seed: int = 7) -> list[str]:
+    """``n`` distinct synthetic conversation turns ("Name: I <did> <thing> <when> <how>.")."""
+    import random
+
+    rng = random.Random(seed)
+    out: dict[str, None] = {}
+    while len(out) < n:
+        s = f"{rng.choice(_NAMES)}: I {rng.choice(_ACTS)} {rng.choice(_OBJS)} {rng.choice(_TIMES)} {rng.choice(_FEEL)}."
+        out[s] = None
+    return list(out)
+
+
+def synthetic_queries(n: int, seed: int = 11) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    forms = [
+        "What did I say about {o}?", "When did I go to {o}?", "Do I like {o}?", "Tell me about {o} {t}",
+        "what happened with {o}", "Who did I {a} {o} with?",
+    ]
+    return [
+        rng.choice(forms).format(o=rng.choice(_OBJS), t=rng.choice(_TIMES), a=rng.choice(_ACTS).split()[0])
+        for _ in range(n)
+    ]
+
+
+class SyntheticVectors:
+    """Real model embeddings of a limited vocabulary of synthetic sentences, reused at scale.
+
+    Embedding a million distinct sentences with all-MiniLM-L6-v2 on two shared cores would
+    take hours, so ``vocab`` sentences are embedded once (cached as .npy under
+    ``cache_dir``) and memory ``i`` gets sentence ``i % vocab``'s text with the vector
+    ``normalise(e[a] + 0.5 * e[b] + 0.05 * noise)`` (``a = i % vocab``, ``b`` seeded random):
+    every vector is distinct and lies near the span of real embeddings, so vector search
+    sees a realistic, non-degenerate distribution. The text of memory ``i`` is sentence
+    ``a`` (its BM25 side is real text).
+    """
+
+    def __init__(self, embedder: Any, vocab: int = 3000, seed: int = 7, cache_dir: Path | None = None) -> None:
+        import numpy as np
+
+        self.sentences = synthetic_sentences(vocab, seed)
+        cache_dir = cache_dir or (REPO / "bench-results" / "cache")
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        path = cache_dir / f"synthetic-{getattr(embedder, 'name', 'model')}-{vocab}-{seed}.npy"
+        if path.exists():
+            self.vectors = np.load(path)
+        else:
+            self.vectors = np.concatenate(
+                [embedder.embed(self.sentences[i : i + 256]) for i in range(0, vocab, 256)]
+            ).astype(np.float32)
+            np.save(path, self.vectors)
+        self.seed = seed
+
+    def batch(self, start: int, count: int) -> tuple[list[str], Any]:
+        """Texts and raw (unit) vectors of memories ``start .. start + count - 1``."""
+        import numpy as np
+
+        v = len(self.sentences)
+        idx = np.arange(start, start + count)
+        rng = np.random.default_rng(self.seed * 1_000_003 + start)
+        a = idx % v
+        b = rng.integers(0, v, size=count)
+        x = self.vectors[a] + 0.5 * self.vectors[b] + 0.05 * rng.standard_normal((count, self.vectors.shape[1]))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        return [self.sentences[i] for i in a], x.astype(np.float32)
+
+
+async def bulk_load(
+    svc: Any, synth: SyntheticVectors, owners: Sequence[tuple[str, str]], total: int, *, batch: int = 2000,
+    start_time: Any = None,
+) -> dict[str, Any]:
+    """Insert ``total`` raw memories spread round-robin over ``owners`` through the store API.
+
+    Vectors come from :class:`SyntheticVectors` and go through the service's own
+    :class:`MatryoshkaEncoder.split` (so a configured rotation and prefix size apply); the
+    store writes records, FTS rows and vector blobs exactly as for ingested messages.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    from cognis_memory.domain import Category, Memory, MemoryKind
+
+    t0 = time.perf_counter()
+    base = start_time or datetime(2024, 1, 1, tzinfo=UTC)
+    cats = list(Category)
+    done = 0
+    while done < total:
+        n = min(batch, total - done)
+        texts, raw = synth.batch(done, n)
+        full, short = svc.encoder.split(raw)
+        mems = []
+        for j in range(n):
+            i = done + j
+            tenant, user = owners[i % len(owners)]
+            mems.append(
+                Memory(
+                    tenant_id=tenant,
+                    user_id=user,
+                    content=texts[j],
+                    category=cats[i % len(cats)],
+                    kind=MemoryKind.RAW,
+                    speaker=texts[j].split(":", 1)[0],
+                    session_id=f"s{i // 40}",
+                    message_time=base + timedelta(minutes=i),
+                    embedding=full[j],
+                    embedding_short=short[j],
+                )
+            )
+        await svc.store.insert_memories(mems)
+        done += n
+    seconds = time.perf_counter() - t0
+    return {"memories": total, "seconds": round(seconds, 1), "memories_per_s": round(total / seconds, 1)}
