@@ -1,9 +1,21 @@
 """Retrieval configuration and named recipes.
 
-Every weight, k, window and threshold of the eight stages is a field here. The defaults
-are the formulas of ARCHITECTURE §5. A *recipe* is a named configuration the runtime
-exposes (``cognis-memory recipes`` lists them; the benchmark scripts run them side by
-side as ablations and baselines).
+Every weight, k, window and threshold of the eight stages is a field here. The field
+defaults are the formulas of ARCHITECTURE §5 (RRF k = 10, weights 0.70/0.30, temporal
+0.60/0.40 with floor 0.10, dedup at 0.99) with the additions switched off; that plain
+configuration is the ``architecture`` recipe. A *recipe* is a named configuration the
+runtime exposes (``cognis-memory recipes`` lists them; the benchmark scripts run them
+side by side as ablations and baselines).
+
+The ``default`` recipe (what the service uses unless told otherwise) adds two measured
+improvements and re-weights the fusion; docs/benchmarks.md has the figures behind each:
+
+* speaker-aware queries (:mod:`.speakers`): a name of one of the user's speakers is taken
+  out of the embedded and keyword query and boosts that speaker's memories instead;
+* conversation context (:mod:`.context`): a candidate said next to a strong match, in the
+  same session, inherits part of its score;
+* fusion weights 0.5/0.5: with all-MiniLM-L6-v2 on conversational text BM25 is the
+  stronger ranker, and the 0.7/0.3 vector-heavy split loses recall.
 """
 
 from __future__ import annotations
@@ -16,6 +28,10 @@ class RetrievalConfig(BaseModel):
 
     # stage 1: query analysis
     query_analysis: bool = Field(True, description="Detect temporal and history intent in the query.")
+    speaker_aware: bool = Field(
+        False, description="Strip names of the user's speakers from the query and boost their memories instead."
+    )
+    speaker_boost: float = Field(0.4, ge=0, description="Memories of a speaker named in the query: score * (1 + boost).")
     # stage 2: vector search
     use_vector: bool = True
     two_stage: bool = Field(True, description="Prefix shortlist, then full-vector rescoring.")
@@ -28,6 +44,10 @@ class RetrievalConfig(BaseModel):
     rrf_k: float = Field(10.0, gt=0, description="k in 1 / (k + rank).")
     weight_vector: float = Field(0.70, ge=0)
     weight_bm25: float = Field(0.30, ge=0)
+    # after fusion: conversation context
+    context: bool = Field(False, description="Candidates near a strong match in its session inherit part of its score.")
+    context_weight: float = Field(0.3, ge=0, description="score + weight * best nearby score in the same session.")
+    context_window_minutes: float = Field(30.0, gt=0, description="How close in message time 'nearby' is.")
     # stage 5: temporal boosting
     temporal_boost: bool = True
     temporal_weight: float = Field(0.40, ge=0, le=1, description="final = (1-w) * fused_norm + w * temporal.")
@@ -50,7 +70,9 @@ class RetrievalConfig(BaseModel):
         return self.model_copy(update={k: v for k, v in overrides.items() if v is not None})
 
 
-_DEFAULT = RetrievalConfig()
+ARCHITECTURE = RetrievalConfig()
+_DEFAULT = RetrievalConfig(speaker_aware=True, context=True, weight_vector=0.5, weight_bm25=0.5)
+_NO_RERANK = {"rerank": False}
 
 RECIPES: dict[str, RetrievalConfig] = {
     "bm25": RetrievalConfig(
@@ -68,8 +90,24 @@ RECIPES: dict[str, RetrievalConfig] = {
     "rrf_temporal": RetrievalConfig(query_analysis=True, dedup=False, rerank=False, history=False),
     "rrf_temporal_dedup": RetrievalConfig(query_analysis=True, rerank=False, history=False),
     "rrf_temporal_dedup_rerank": RetrievalConfig(query_analysis=True, history=False),
+    "architecture": ARCHITECTURE,
+    # one addition at a time on top of the architecture pipeline (no reranker)
+    "arch+speakers": ARCHITECTURE.with_overrides(speaker_aware=True, **_NO_RERANK),
+    "arch+context": ARCHITECTURE.with_overrides(context=True, **_NO_RERANK),
+    "arch+weights_50_50": ARCHITECTURE.with_overrides(weight_vector=0.5, weight_bm25=0.5, **_NO_RERANK),
+    # leave-one-out from the default
+    "default-speakers": _DEFAULT.with_overrides(speaker_aware=False, **_NO_RERANK),
+    "default-context": _DEFAULT.with_overrides(context=False, **_NO_RERANK),
+    "default-weights_70_30": _DEFAULT.with_overrides(weight_vector=0.7, weight_bm25=0.3, **_NO_RERANK),
+    "default-temporal": _DEFAULT.with_overrides(temporal_boost=False, **_NO_RERANK),
+    "default-dedup": _DEFAULT.with_overrides(dedup=False, **_NO_RERANK),
+    "default-two_stage": _DEFAULT.with_overrides(two_stage=False, **_NO_RERANK),
+    "default-rerank": _DEFAULT.with_overrides(**_NO_RERANK),
     "default": _DEFAULT,
 }  # fmt: skip
+
+#: Recipes that differ from another recipe only when a reranker is configured.
+RERANKER_RECIPES = frozenset({"rrf_temporal_dedup_rerank", "default-rerank"})
 
 RECIPE_DESCRIPTIONS: dict[str, str] = {
     "bm25": "BM25 keyword search only",
@@ -79,7 +117,18 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
     "rrf_temporal": "RRF + query analysis + temporal boosting",
     "rrf_temporal_dedup": "RRF + temporal boosting + near-duplicate removal",
     "rrf_temporal_dedup_rerank": "... + cross-encoder reranking (when a reranker is configured)",
-    "default": "the full pipeline (all eight stages)",
+    "architecture": "the eight stages exactly as ARCHITECTURE §5 (0.7/0.3 fusion, no additions)",
+    "arch+speakers": "architecture + speaker-aware queries (no reranker)",
+    "arch+context": "architecture + conversation-context expansion (no reranker)",
+    "arch+weights_50_50": "architecture with 0.5/0.5 fusion weights (no reranker)",
+    "default-speakers": "default without speaker-aware queries",
+    "default-context": "default without conversation-context expansion",
+    "default-weights_70_30": "default with the architecture's 0.7/0.3 fusion weights",
+    "default-temporal": "default without temporal boosting",
+    "default-dedup": "default without near-duplicate removal",
+    "default-two_stage": "default with exact full-vector search instead of the prefix shortlist",
+    "default-rerank": "default without cross-encoder reranking (differs only when a reranker is configured)",
+    "default": "speaker-aware queries + conversation context + 0.5/0.5 RRF + temporal + dedup + rerank + history",
 }
 
 

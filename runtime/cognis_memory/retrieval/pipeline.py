@@ -1,5 +1,10 @@
 """The retrieval pipeline, wiring the eight stages (see the modules of this package).
 
+Two measured additions sit between the stages when the recipe enables them (the
+``default`` recipe does): speaker-aware queries after stage 1 (:mod:`.speakers`: names of
+the user's speakers leave the embedded and keyword query and boost those speakers'
+memories after fusion) and conversation-context expansion after stage 4 (:mod:`.context`).
+
 Plain async Python over the store, encoder, reranker and cache protocols: no web framework
 and no concrete backend. Every stage is timed into the request's :class:`StageRecorder`;
 a stage whose dependency fails (BM25 backend, reranker) is skipped and the response lists
@@ -23,9 +28,11 @@ from ..stores.base import MemoryStore, ScoredMemory, SearchFilter, VectorSearchR
 from ..stores.cache import Cache
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
+from .context import context_scores
 from .dedup import dedup_indices
 from .fusion import min_max_normalise, weighted_rrf
-from .query_analysis import QueryAnalysis, analyze_query
+from .query_analysis import QueryAnalysis, analyze_query, strip_names
+from .speakers import SpeakerDirectory
 from .temporal import blend, temporal_score
 
 
@@ -87,6 +94,14 @@ class RetrievalPipeline:
     ) -> None:
         self.store, self.encoder, self.cache, self.config = store, encoder, cache, config
         self.reranker, self.reranker_timeout_s = reranker, reranker_timeout_s
+        self.speakers = SpeakerDirectory()
+
+    async def _probe_speakers(self, owner: Owner, word: str) -> list[Memory]:
+        """Memories that mention ``word`` (for the speaker directory); none when BM25 is down."""
+        try:
+            return [h.memory for h in await self.store.keyword_search(SearchFilter(owner=owner), word, limit=10)]
+        except DependencyUnavailable:
+            return []
 
     async def embed_query(self, owner: Owner, text: str) -> tuple[np.ndarray, np.ndarray]:
         cached = await self.cache.get_query_embedding(owner, self.encoder.name, text)
@@ -113,13 +128,23 @@ class RetrievalPipeline:
         degraded: list[str] = []
         candidates: dict[str, Memory] = {}
         explain: dict[str, dict[str, float]] = {}
+        names: list[str] = []
+        text = q.text  # what is embedded and sent to BM25
+        if cfg.speaker_aware:
+            with rec.stage("speaker_names"):
+                names, probed = await self.speakers.names_in_query(
+                    q.owner, q.text, lambda w: self._probe_speakers(q.owner, w)
+                )
+                if names:
+                    text = strip_names(q.text, names)
+            rec.fields["speaker_probe"] = probed
 
         # Stages 2 and 3 run concurrently.
         async def vector_side() -> VectorSearchResult | None:
             if not cfg.use_vector:
                 return None
             with rec.stage("embed_query"):
-                full, short = await self.embed_query(q.owner, q.text)
+                full, short = await self.embed_query(q.owner, text)
             return await self.store.vector_search(
                 flt, full, short if cfg.two_stage else None, limit=cfg.vector_k, shortlist=cfg.shortlist
             )
@@ -129,7 +154,7 @@ class RetrievalPipeline:
                 return None
             with rec.stage("bm25"):
                 try:
-                    return await self.store.keyword_search(flt, q.text, limit=cfg.bm25_k)
+                    return await self.store.keyword_search(flt, text, limit=cfg.bm25_k)
                 except DependencyUnavailable as exc:
                     degraded.append(f"bm25:{exc.dependency}")
                     return None
@@ -162,11 +187,29 @@ class RetrievalPipeline:
             fused = weighted_rrf(lists, cfg.rrf_k)
             for doc, s in fused.items():
                 explain[doc]["rrf"] = s
-            final = dict(fused)
+        if cfg.speaker_aware:
+            self.speakers.observe(q.owner, (m.speaker for m in candidates.values()))
+
+        base = fused  # fused score, adjusted by the speaker and context steps when enabled
+        if names and cfg.speaker_boost > 0 and base:
+            with rec.stage("speaker_boost"):
+                wanted = {n.lower() for n in names}
+                base = {
+                    d: s * (1.0 + cfg.speaker_boost) if (candidates[d].speaker or "").strip().lower() in wanted else s
+                    for d, s in base.items()
+                }
+        if cfg.context and cfg.context_weight > 0 and base:
+            with rec.stage("context"):
+                ctx = context_scores(base, candidates, window_minutes=cfg.context_window_minutes)
+                base = {d: s + cfg.context_weight * ctx[d] for d, s in base.items()}
+                for d, c in ctx.items():
+                    if c:
+                        explain[d]["context"] = c
+        final = dict(base)
 
         if cfg.temporal_boost and analysis.is_temporal and final:
             with rec.stage("temporal_boost"):
-                norm = min_max_normalise(fused)
+                norm = min_max_normalise(base)
                 for doc, base in norm.items():
                     mem = candidates[doc]
                     if analysis.temporal == "when":
@@ -205,12 +248,14 @@ class RetrievalPipeline:
                     h.history = [m for m in chain if m.version < h.memory.version]
 
         rec.fields.update(results_final=len(hits), temporal_query=analysis.is_temporal, history_query=analysis.history)
+        if names:
+            rec.fields["speaker_names"] = len(names)
         for d in degraded:
             rec.mark_degraded(d)
         response = SearchResponse(hits=hits, analysis=analysis, degraded=degraded)
         if q.explain:
             response.explain = {
-                "analysis": analysis.to_dict(),
+                "analysis": analysis.to_dict() | {"speaker_names": names, "search_text": text},
                 "config": cfg.model_dump(),
                 "stage_durations": rec.stage_durations(),
                 "candidates": {k: v for k, v in rec.fields.items() if k.startswith("candidates")},

@@ -9,11 +9,19 @@
   a small boost (see ``when_weight``).
 * **History intent** ("used to", "before", "previously", "changed", "no longer", ...): the
   answer should include earlier versions of the matching memories.
+* **Speaker names**: a name that is one of the user's conversation speakers says *whose*
+  messages are wanted, but it occurs in (or is the speaker of) a large share of that user's
+  memories, so as a search term it mostly adds noise: with all-MiniLM-L6-v2 the name
+  dominates the query vector. :func:`name_candidates` finds the capitalised words worth
+  checking against the speaker directory (see :mod:`.speakers`); :func:`strip_names`
+  removes confirmed names (and their possessive) from the text that is embedded and sent
+  to BM25, and the pipeline boosts those speakers' memories instead.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -29,6 +37,51 @@ _RECENT = re.compile(r"\b(recently|lately|latest|these days|nowadays|currently|m
 _WHEN = re.compile(r"\b(when|what (?:date|day|time|year|month)|how long ago|since when|which (?:day|year|month))\b", re.I)
 
 TemporalKind = Literal["none", "explicit", "recent", "when"]
+
+_CAPITALISED = re.compile(r"\b[A-Z][\w\-]*(?:'s|\u2019s)?\b")
+#: Capitalised words that begin questions or sentences and are never names worth checking.
+_NOT_NAMES = frozenset(
+    "a an and are as at be but by can could did do does during for from had has have how i if in is it its may "
+    "might my no not of on or our shall she should so than that the their then there these they this to was we "
+    "were what when where which who whom whose why will with would you your yes he her his him me us them".split()
+)
+
+
+def name_candidates(query: str) -> list[str]:
+    """Capitalised words of the query that could be a person's name (possessive stripped).
+
+    Words that are common sentence openers or function words ("What", "When", "The") are
+    skipped; anything else capitalised is a candidate and is only used once it is confirmed
+    as a speaker of the user's memories.
+    """
+    out: dict[str, None] = {}
+    for m in _CAPITALISED.finditer(query):
+        word = re.sub(r"(?:'s|\u2019s)$", "", m.group(0))
+        if len(word) < 2 or word.lower() in _NOT_NAMES or word.isupper() and len(word) > 1 and not word.istitle():
+            continue
+        out[word] = None
+    return list(out)
+
+
+def find_names(query: str, names: Iterable[str]) -> list[str]:
+    """The given names (case-insensitive, whole words, possessive allowed) that occur in the query."""
+    found = []
+    for name in names:
+        if name and re.search(rf"(?<!\w){re.escape(name)}(?:'s|\u2019s)?(?!\w)", query, re.I):
+            found.append(name)
+    return found
+
+
+def strip_names(query: str, names: Iterable[str]) -> str:
+    """The query without the given names (and their possessive 's), whitespace collapsed.
+
+    A query that would become empty is returned unchanged.
+    """
+    out = query
+    for name in sorted(set(names), key=len, reverse=True):
+        out = re.sub(rf"(?<!\w){re.escape(name)}(?:'s|\u2019s)?(?!\w)", " ", out, flags=re.I)
+    out = re.sub(r"\s+([?.!,;:])", r"\1", re.sub(r"\s+", " ", out)).strip()
+    return out if re.search(r"\w", out) else query
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,0 +1,105 @@
+"""Speaker-aware query handling: which names in a query are speakers of the user's memories.
+
+A per-process directory remembers, per owner, the speakers seen on that owner's memories
+(every search adds the speakers of its candidates). When a query holds a capitalised word
+that the directory does not know yet, one small keyword probe for those words settles it:
+the word is a speaker when one of the memories it finds was said by someone of that name.
+Words that turned out not to be speakers are remembered for ``negative_ttl_s`` seconds, so
+a query naming a place or a product does not probe on every request.
+
+The directory is only a cache of facts in the store: losing it (restart, eviction) costs
+one probe; a speaker that appears later is learnt from the next search's candidates or
+probe. It never decides what a user may see: every probe is an ordinary filtered search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..domain import Memory, Owner
+from .query_analysis import find_names, name_candidates
+
+Probe = Callable[[str], Awaitable[list[Memory]]]
+
+
+@dataclass(slots=True)
+class _Entry:
+    speakers: dict[str, str] = field(default_factory=dict)  # lower-case -> as spelled
+    not_speakers: dict[str, float] = field(default_factory=dict)  # lower-case word -> expiry (monotonic)
+
+
+class SpeakerDirectory:
+    """Known speakers per owner (bounded LRU over owners; thread-safe)."""
+
+    def __init__(self, *, max_owners: int = 10_000, max_speakers: int = 256, negative_ttl_s: float = 300.0) -> None:
+        self.max_owners, self.max_speakers, self.negative_ttl_s = max_owners, max_speakers, negative_ttl_s
+        self._entries: OrderedDict[Owner, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _entry(self, owner: Owner) -> _Entry:
+        e = self._entries.get(owner)
+        if e is None:
+            e = self._entries[owner] = _Entry()
+            while len(self._entries) > self.max_owners:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(owner)
+        return e
+
+    def observe(self, owner: Owner, speakers: Iterable[str | None]) -> None:
+        """Remember speakers seen on this owner's memories."""
+        with self._lock:
+            e = self._entry(owner)
+            for s in speakers:
+                if s and s.strip() and len(e.speakers) < self.max_speakers:
+                    key = s.strip().lower()
+                    e.speakers.setdefault(key, s.strip())
+                    e.not_speakers.pop(key, None)
+
+    def known(self, owner: Owner) -> list[str]:
+        with self._lock:
+            e = self._entries.get(owner)
+            return list(e.speakers.values()) if e else []
+
+    def forget(self, owner: Owner) -> None:
+        with self._lock:
+            self._entries.pop(owner, None)
+
+    def _unknown(self, owner: Owner, words: list[str]) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            e = self._entry(owner)
+            out = []
+            for w in words:
+                key = w.lower()
+                if key in e.speakers:
+                    continue
+                exp = e.not_speakers.get(key)
+                if exp is not None and exp > now:
+                    continue
+                out.append(w)
+            return out
+
+    def _mark_not_speakers(self, owner: Owner, words: Iterable[str]) -> None:
+        exp = time.monotonic() + self.negative_ttl_s
+        with self._lock:
+            e = self._entry(owner)
+            for w in words:
+                if w.lower() not in e.speakers:
+                    e.not_speakers[w.lower()] = exp
+
+    async def names_in_query(self, owner: Owner, query: str, probe: Probe) -> tuple[list[str], bool]:
+        """Speaker names the query mentions, and whether a probe was needed to learn them."""
+        unknown = self._unknown(owner, name_candidates(query))
+        probed = False
+        if unknown:
+            probed = True
+            results = await asyncio.gather(*(probe(w) for w in unknown))
+            self.observe(owner, (m.speaker for found in results for m in found))
+            self._mark_not_speakers(owner, unknown)
+        return find_names(query, self.known(owner)), probed

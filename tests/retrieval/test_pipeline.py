@@ -1,0 +1,183 @@
+"""Retrieval pipeline behaviours on the embedded store with the real offline model.
+
+Temporal boosting reorders, dedup removes a near copy, history returns version chains, a
+failing reranker marks the answer degraded and keeps the order, speaker names are handled
+as speakers (not as search terms), and conversation context lends score to neighbours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cognis_memory.domain import Memory, Owner
+from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
+from cognis_memory.retrieval.context import context_scores
+from cognis_memory.retrieval.speakers import SpeakerDirectory
+from cognis_memory.service import MessageIn
+
+T = "acme"
+JAN = datetime(2023, 1, 10, 12, tzinfo=UTC)
+MAY = datetime(2023, 5, 10, 12, tzinfo=UTC)
+NOW = datetime(2023, 6, 1, tzinfo=UTC)
+
+FILLER = [
+    "I need to renew my passport before the summer",
+    "My sister is learning to play the cello",
+    "The printer at the office jammed again",
+    "We repainted the kitchen a pale green",
+    "I switched my phone plan to a cheaper one",
+    "Our team ships the release on Thursdays",
+]
+
+
+async def add(svc, user: str, items: Sequence[tuple[str, datetime]], *, speaker: str | None = None, session=None):
+    msgs = [MessageIn(content=c, timestamp=t, speaker=speaker, session_id=session) for c, t in items]
+    return await svc.add_messages(T, user, msgs)
+
+
+def contents(resp) -> list[str]:
+    """Hit texts without the "speaker: " prefix raw memories carry."""
+    return [h.memory.content.split(": ", 1)[-1] for h in resp.hits]
+
+
+async def test_temporal_boost_reorders(make_service) -> None:
+    svc = await make_service()
+    await add(svc, "u1", [("I went hiking in the mountains and the hike was great", JAN),
+                          ("We took a short walk in the hills", MAY)] + [(f, JAN - timedelta(days=90)) for f in FILLER])  # fmt: skip
+    q = "hiking in the hills in May 2023"
+    plain = await svc.search(T, "u1", q, now=NOW, config=RECIPES["rrf"])
+    boosted = await svc.search(T, "u1", q, now=NOW, config=RECIPES["rrf_temporal"], explain=True)
+    assert contents(plain)[0].startswith("I went hiking")
+    assert boosted.analysis.temporal == "explicit"
+    assert contents(boosted)[0] == "We took a short walk in the hills"
+    assert boosted.hits[0].scores["temporal"] == pytest.approx(1.0)
+    assert boosted.explain is not None and "temporal_boost_ms" in boosted.explain["stage_durations"]
+
+
+async def test_dedup_removes_a_near_copy(make_service) -> None:
+    svc = await make_service()
+    text = "My favourite dessert is the lemon tart from the corner bakery"
+    await svc.add_messages(T, "u2", [MessageIn(content=text, client_message_id="a"),
+                                      MessageIn(content=text.upper(), client_message_id="b")]
+                           + [MessageIn(content=f) for f in FILLER])  # fmt: skip
+    q = "what dessert do I like"
+    without = await svc.search(T, "u2", q, config=RECIPES["rrf_temporal"])
+    with_dedup = await svc.search(T, "u2", q, config=RECIPES["rrf_temporal_dedup"])
+    # an uncased model embeds both spellings identically (cosine 1 >= 0.99)
+    assert sum(c.lower() == text.lower() for c in contents(without)) == 2
+    assert sum(c.lower() == text.lower() for c in contents(with_dedup)) == 1
+    assert contents(with_dedup)[0] == contents(without)[0]  # the higher-ranked copy is the one kept
+
+
+async def test_history_returns_the_version_chain(make_service) -> None:
+    svc = await make_service()
+    res = await add(svc, "u3", [("I live in Porto", JAN)] + [(f, JAN) for f in FILLER])
+    first = res.raw_memories[0]
+    v2 = await svc.update_memory(T, "u3", first.id, content="I live in Lisbon now")
+    v3 = await svc.update_memory(T, "u3", v2.id, content="I live in Madrid now")
+    resp = await svc.search(T, "u3", "where did I use to live before?")
+    assert resp.analysis.history
+    hit = next(h for h in resp.hits if h.memory.id == v3.id)
+    assert [m.content for m in hit.history] == ["user: I live in Porto", "I live in Lisbon now"]
+    assert [m.version for m in hit.history] == [1, 2]
+    plain = await svc.search(T, "u3", "where do I live", config=RECIPES["rrf"])
+    assert all(not h.history for h in plain.hits)  # no history intent, no chains
+
+
+class FailingReranker:
+    """A reranker provider that is down (the protocol's failure mode)."""
+
+    name = "failing"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+        self.calls += 1
+        raise DependencyUnavailable("reranker", "endpoint unreachable")
+
+
+async def test_failing_reranker_marks_degraded_and_keeps_the_order(make_service) -> None:
+    reranker = FailingReranker()
+    svc = await make_service(reranker=reranker)
+    await add(svc, "u4", [("I adopted a grey cat called Miso", JAN), ("Miso the cat sleeps on my desk", MAY)]
+              + [(f, JAN) for f in FILLER])  # fmt: skip
+    q = "tell me about my cat"
+    reference = await svc.search(T, "u4", q, config=RECIPES["rrf_temporal_dedup"])
+    resp = await svc.search(T, "u4", q, config=RECIPES["rrf_temporal_dedup_rerank"])
+    assert reranker.calls == 1
+    assert resp.degraded == ["reranker"]
+    assert [h.memory.id for h in resp.hits] == [h.memory.id for h in reference.hits]
+    assert not reference.degraded
+
+
+async def test_speaker_names_become_a_boost_not_search_terms(make_service) -> None:
+    svc = await make_service()
+    await add(svc, "u5", [("I adopted a rescue dog last spring", JAN), ("Alice, how was your weekend?", JAN)],
+              speaker="Bob")  # fmt: skip
+    await add(svc, "u5", [("We adopted a kitten from the shelter", JAN), ("Bob, I painted the fence", JAN)],
+              speaker="Alice")  # fmt: skip
+    resp = await svc.search(T, "u5", "What did Alice adopt?", config=RECIPES["default"], explain=True)
+    assert resp.explain is not None
+    assert resp.explain["analysis"]["speaker_names"] == ["Alice"]
+    assert "Alice" not in resp.explain["analysis"]["search_text"]
+    assert resp.hits[0].memory.content == "Alice: We adopted a kitten from the shelter"
+    # the directory now knows both speakers: a lower-case mention is recognised without a probe
+    again = await svc.search(T, "u5", "what did bob adopt", config=RECIPES["default"], explain=True)
+    assert again.explain is not None and again.explain["analysis"]["speaker_names"] == ["Bob"]
+    assert again.hits[0].memory.content == "Bob: I adopted a rescue dog last spring"
+
+
+async def test_unknown_capitalised_word_is_probed_once() -> None:
+    directory = SpeakerDirectory()
+    owner = Owner(T, "u")
+    calls: list[str] = []
+
+    async def probe(word: str) -> list[Memory]:
+        calls.append(word)
+        return [Memory(tenant_id=T, user_id="u", content="Dana: hi", category="emotional", speaker="Dana")]  # type: ignore[arg-type]
+
+    assert await directory.names_in_query(owner, "Did Dana visit Paris?", probe) == (["Dana"], True)
+    assert sorted(calls) == ["Dana", "Paris"]
+    assert await directory.names_in_query(owner, "Did Dana visit Paris?", probe) == (["Dana"], False)
+    assert len(calls) == 2  # Paris is remembered as not a speaker, Dana as one
+
+
+def _mem(mid: str, session: str | None, minutes: float) -> Memory:
+    return Memory(
+        tenant_id=T, user_id="u", content=mid, category="emotional",  # type: ignore[arg-type]
+        session_id=session, message_time=JAN + timedelta(minutes=minutes), id=mid,
+    )  # fmt: skip
+
+
+def test_context_scores_share_within_session_and_window() -> None:
+    mems = {m.id: m for m in [_mem("a", "s1", 0), _mem("b", "s1", 1), _mem("c", "s1", 120), _mem("d", "s2", 0),
+                              _mem("e", None, 0)]}  # fmt: skip
+    scores = {"a": 1.0, "b": 0.2, "c": 0.5, "d": 0.9, "e": 0.8}
+    ctx = context_scores(scores, mems, window_minutes=30)
+    assert ctx == {"a": 0.2, "b": 1.0, "c": 0.0, "d": 0.0, "e": 0.0}
+    # a session entirely within the window: the best other member (top or runner-up)
+    ctx_all = context_scores(scores, mems, window_minutes=600)
+    assert ctx_all["a"] == 0.5 and ctx_all["b"] == 1.0 and ctx_all["c"] == 1.0
+
+
+async def test_context_lifts_the_reply_to_a_matching_question(make_service) -> None:
+    svc = await make_service()
+    t0 = datetime(2023, 3, 1, 18, tzinfo=UTC)
+    await svc.add_messages(T, "u6", [
+        MessageIn(content="What instrument are you learning these days?", speaker="Ana", timestamp=t0, session_id="s1"),
+        MessageIn(content="The saxophone, I practise every evening", speaker="Ben", timestamp=t0 + timedelta(minutes=1),
+                  session_id="s1"),
+    ] + [MessageIn(content=f, timestamp=t0 - timedelta(days=30), session_id="s0") for f in FILLER])  # fmt: skip
+    q = "which instrument is being learnt"
+    cfg = RetrievalConfig(context=True, temporal_boost=False)
+    with_ctx = await svc.search(T, "u6", q, config=cfg, explain=True)
+    without = await svc.search(T, "u6", q, config=cfg.with_overrides(context=False))
+    reply = "The saxophone, I practise every evening"
+    assert contents(with_ctx).index(reply) <= contents(without).index(reply)
+    assert contents(with_ctx).index(reply) <= 1
+    assert any("context" in h.scores for h in with_ctx.hits)
