@@ -1,0 +1,323 @@
+"""The ``cognis-memory`` command line, in-process through ``main([...])`` and as real subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cognis_memory.cli import build_parser, main
+from cognis_memory.retrieval.config import RECIPES
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "examples" / "demo_conversation.jsonl"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def db_rows(data_dir: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    path = data_dir / "memory.db"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def message_count(data_dir: Path, user: str | None = None) -> int:
+    if not (data_dir / "memory.db").exists():
+        return 0
+    if user is None:
+        return db_rows(data_dir, "SELECT count(*) FROM messages")[0][0]
+    return db_rows(data_dir, "SELECT count(*) FROM messages WHERE user_id = ?", (user,))[0][0]
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "data"
+    monkeypatch.setenv("COGNIS_DATA_DIR", str(d))
+    for var in ("COGNIS_STORE", "COGNIS_LLM", "COGNIS_RERANKER", "COGNIS_API_KEYS", "COGNIS_RECIPE"):
+        monkeypatch.delenv(var, raising=False)
+    return d
+
+
+def test_add_then_search_prints_json(data_dir, capsys):
+    code, out, err = run(
+        capsys, "add", "I moved to Lisbon last month", "--user", "alice", "--speaker", "Alice",
+        "--timestamp", "2025-05-10T10:00:00Z", "--client-id", "turn-1", "--session", "s1",
+    )  # fmt: skip
+    assert code == 0, err
+    added = json.loads(out)  # stdout is only the JSON (logs and metrics go to stderr)
+    (memory,) = added["memories"]
+    assert memory["content"] == "Alice: I moved to Lisbon last month [April 2025]"
+    assert (memory["user_id"], memory["tenant_id"], memory["session_id"]) == ("alice", "default", "s1")
+    assert '"event": "memory_ingest"' in err.replace('":"', '": "') or "memory_ingest" in err
+
+    code, out, _ = run(capsys, "add", "I moved to Lisbon last month", "--user", "alice", "--client-id", "turn-1")
+    assert code == 0 and json.loads(out)["memories"] == []  # idempotent on the client id
+    assert message_count(data_dir, "alice") == 1
+
+    code, out, err = run(capsys, "search", "Where does Alice live?", "--user", "alice", "--limit", "3")
+    assert code == 0, err
+    found = json.loads(out)
+    assert [r["id"] for r in found["results"]] == [memory["id"]]
+    assert found["results"][0]["score"] > 0 and found["results"][0]["history"] == []
+    assert found["query_analysis"]["temporal"] == "none"
+    assert "explain" not in found
+
+    code, out, _ = run(capsys, "search", "Where did Alice move last month?", "--user", "alice", "--explain",
+                       "--now", "2025-05-20T00:00:00Z")  # fmt: skip
+    found = json.loads(out)
+    assert found["query_analysis"]["temporal"] == "explicit"
+    assert "temporal_boost_ms" in found["explain"]["stage_durations"]
+    assert {"vector", "rrf"} <= set(found["results"][0]["scores"])
+
+    # another tenant sees nothing
+    code, out, _ = run(capsys, "search", "Lisbon", "--user", "alice", "--tenant", "other")
+    assert code == 0 and json.loads(out)["results"] == []
+
+
+def test_data_dir_flag_beats_the_environment(data_dir, tmp_path, capsys):
+    flagged = tmp_path / "flagged"
+    code, _, err = run(capsys, "add", "hello there", "--user", "u", "--data-dir", str(flagged))
+    assert code == 0, err
+    assert message_count(flagged, "u") == 1
+    assert not (data_dir / "memory.db").exists()
+
+
+def test_bad_input_on_the_command_line_names_the_field(data_dir, capsys):
+    code, _, err = run(capsys, "add", "   ", "--user", "u")
+    assert code == 2 and "messages[0].content: must not be empty" in err
+    code, _, err = run(capsys, "add", "hi", "--user", "u", "--timestamp", "last tuesday")
+    assert code == 2 and "timestamp: not an ISO 8601 time" in err
+    code, _, err = run(capsys, "search", "hi", "--user", "u", "--limit", "0")
+    assert code == 2 and "limit: must be between 1 and 100" in err
+    code, _, err = run(capsys, "search", "hi", "--user", "u", "--use-recipe", "magic")
+    assert code == 2 and "recipe: unknown recipe 'magic'" in err
+    code, _, err = run(capsys, "add", "hi", "--user", "u" * 200)
+    assert code == 2 and "user_id" in err
+    assert message_count(data_dir) == 0
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_import_json_and_jsonl_files(data_dir, tmp_path, capsys):
+    # JSONL: the demo conversation (user id in every line)
+    code, out, err = run(capsys, "import", str(DEMO), "--quiet")
+    assert code == 0, err
+    assert json.loads(out) == {"messages": 30, "created": 30, "extraction_jobs_run": 0}
+    assert message_count(data_dir, "demo-user") == 30
+    sessions = db_rows(data_dir, "SELECT session_id, count(*) FROM messages GROUP BY session_id ORDER BY 1")
+    assert sessions == [("session-1", 16), ("session-2", 14)]
+    # re-importing stores nothing new (client message ids)
+    code, out, _ = run(capsys, "import", str(DEMO), "--quiet")
+    assert json.loads(out)["created"] == 0 and message_count(data_dir, "demo-user") == 30
+
+    # JSON object with a user id and a "text" alias
+    obj = _write(tmp_path / "bob.json", json.dumps({
+        "user_id": "bob",
+        "messages": [
+            {"content": "I am training for a marathon", "speaker": "Bob", "timestamp": "2025-01-02T08:00:00Z"},
+            {"text": "My knee hurts after long runs", "speaker": "Bob", "role": "user"},
+        ],
+    }))  # fmt: skip
+    code, out, err = run(capsys, "import", str(obj), "--quiet")
+    assert code == 0, err
+    assert json.loads(out)["created"] == 2 and message_count(data_dir, "bob") == 2
+
+    # JSON list of messages, user from --user
+    lst = _write(tmp_path / "carol.json", json.dumps([{"content": "I speak Finnish"}, {"content": "I knit"}]))
+    code, out, err = run(capsys, "import", str(lst), "--user", "carol", "--tenant", "acme", "--quiet")
+    assert code == 0, err
+    assert db_rows(data_dir, "SELECT tenant_id, count(*) FROM messages WHERE user_id = 'carol'") == [("acme", 2)]
+
+    code, out, _ = run(capsys, "search", "What language does Carol speak?", "--user", "carol", "--tenant", "acme")
+    assert json.loads(out)["results"][0]["content"] == "user: I speak Finnish"
+
+
+BAD_FILES = [
+    ("bad-timestamp.jsonl", '{"content": "ok"}\n{"content": "x", "timestamp": "not-a-date"}\n', "messages[1].timestamp"),
+    ("unknown-field.jsonl", '{"content": "ok"}\n{"content": "x", "colour": "red"}\n', "messages[1].colour"),
+    ("empty-content.jsonl", '{"content": "ok"}\n{"content": "   "}\n', "messages[1].content"),
+    ("bad-scope.jsonl", '{"content": "ok"}\n{"content": "x", "scope": "GLOBAL"}\n', "messages[1].scope"),
+    ("bad-role.jsonl", '{"content": "ok"}\n{"content": "x", "role": "god"}\n', "messages[1].role"),
+    ("speaker-number.jsonl", '{"content": "ok"}\n{"content": "x", "speaker": 5}\n', "messages[1].speaker"),
+    ("context-no-session.jsonl", '{"content": "ok"}\n{"content": "x", "scope": "CONTEXT"}\n',
+     "messages[1].session_id"),
+    ("year-9999.jsonl", '{"content": "ok"}\n{"content": "x", "timestamp": "9999-01-01T00:00:00Z"}\n',
+     "messages[1].timestamp"),
+    ("broken-line.jsonl", '{"content": "ok"}\n{"content": "x"\n', "line 2"),
+    ("not-an-object.json", '[{"content": "ok"}, "just a string"]', "messages[1]"),
+    ("missing-user.json", '[{"content": "ok"}]', "messages[0].user_id"),
+    ("bad-user-id.jsonl", '{"content": "ok", "user_id": "a\\u0007b"}\n', "user_id"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "text", "field"), BAD_FILES, ids=[b[0] for b in BAD_FILES])
+def test_import_of_a_malformed_file_fails_naming_the_field_and_stores_nothing(
+    data_dir, tmp_path, capsys, name, text, field
+):
+    path = _write(tmp_path / name, text)
+    args = ["import", str(path), "--quiet"] + ([] if name == "missing-user.json" else ["--user", "u"])
+    code, out, err = run(capsys, *args)
+    assert code != 0
+    assert out == ""
+    assert field in err, err
+    assert message_count(data_dir) == 0
+
+
+def test_import_is_all_or_nothing_across_batches(data_dir, tmp_path, capsys):
+    lines = [json.dumps({"content": f"note {i}"}) for i in range(200)]
+    lines[150] = json.dumps({"content": ""})  # in the second batch of 128
+    path = _write(tmp_path / "long.jsonl", "\n".join(lines) + "\n")
+    code, _, err = run(capsys, "import", str(path), "--user", "u", "--quiet")
+    assert code == 2
+    assert "messages[150].content: must not be empty" in err  # the index in the file
+    assert message_count(data_dir) == 0
+
+
+def test_import_of_a_missing_file_fails(data_dir, tmp_path, capsys):
+    code, _, err = run(capsys, "import", str(tmp_path / "nope.jsonl"), "--user", "u")
+    assert code == 1 and "nope.jsonl" in err
+
+
+def _update_first_memory(data_dir: Path, embedder, user: str, content: str) -> None:
+    from cognis_memory.config import Settings
+    from cognis_memory.service import MemoryService
+    from cognis_memory.stores.embedded import EmbeddedStore
+    from cognis_memory.telemetry.emitter import Telemetry
+
+    async def go() -> None:
+        import io
+
+        settings = Settings(data_dir=data_dir, run_worker=False)
+        store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+        telemetry = Telemetry(log_stream=io.StringIO(), metrics_stream=io.StringIO())
+        async with MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry) as svc:
+            (first,) = [m for m in await svc.list_memories("default", user) if "Porto" in m.content]
+            await svc.update_memory("default", user, first.id, content=content)
+
+    asyncio.run(go())
+
+
+def test_export_writes_jsonl_with_history(data_dir, tmp_path, capsys, embedder):
+    run(capsys, "add", "I live in Porto", "--user", "maya")
+    run(capsys, "add", "I have a beagle", "--user", "maya")
+    run(capsys, "add", "I live in Oslo", "--user", "someone-else")
+    _update_first_memory(data_dir, embedder, "maya", "Maya lives in Lisbon")
+
+    code, out, err = run(capsys, "export", "--user", "maya")
+    assert code == 0
+    assert "exported 3 memories" in err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) == 3 and all(r["user_id"] == "maya" for r in rows)
+    by_version = {(r["content"], r["version"]): r for r in rows}
+    old = by_version[("user: I live in Porto", 1)]
+    new = by_version[("Maya lives in Lisbon", 2)]
+    assert (old["is_current"], new["is_current"], new["replaces_id"]) == (False, True, old["id"])
+    assert "embedding" not in old  # vectors are not exported
+
+    target = tmp_path / "maya.jsonl"
+    code, out, err = run(capsys, "export", "--user", "maya", "--current-only", "-o", str(target))
+    assert code == 0 and out == "" and "exported 2 memories" in err
+    current = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
+    assert {r["content"] for r in current} == {"Maya lives in Lisbon", "user: I have a beagle"}
+
+
+def test_forget_user_needs_yes(data_dir, capsys):
+    run(capsys, "add", "secret one", "--user", "gone")
+    run(capsys, "add", "secret two", "--user", "kept")
+    code, out, err = run(capsys, "forget-user", "--user", "gone")
+    assert code == 2 and out == "" and "--yes" in err
+    assert message_count(data_dir, "gone") == 1
+
+    code, out, err = run(capsys, "forget-user", "--user", "gone", "--yes")
+    assert code == 0, err
+    assert json.loads(out)["memories"] == 1 and json.loads(out)["messages"] == 1
+    assert message_count(data_dir, "gone") == 0 and message_count(data_dir, "kept") == 1
+    code, out, _ = run(capsys, "export", "--user", "gone")
+    assert out == ""
+
+
+def test_api_key_create_prints_the_key_once_and_stores_only_its_hash(data_dir, capsys):
+    code, out, err = run(capsys, "api-key", "create", "--tenant", "acme", "--name", "ci", "--read-only")
+    assert code == 0, err
+    created = json.loads(out)
+    key = created["api_key"]
+    assert (created["tenant_id"], created["read_only"]) == ("acme", True)
+    assert key.startswith("cgm_") and len(key) > 40
+    assert out.count(key) == 1 and key not in err
+
+    rows = db_rows(data_dir, "SELECT key_hash, tenant_id, read_only, name FROM api_keys")
+    assert rows == [(hashlib.sha256(key.encode()).hexdigest(), "acme", 1, "ci")]
+    for f in data_dir.iterdir():  # the plain key is nowhere on disk (database, WAL)
+        assert key.encode() not in f.read_bytes(), f
+
+    code, out, _ = run(capsys, "api-key", "create", "--tenant", "acme")
+    second = json.loads(out)["api_key"]
+    assert second != key
+    code, out, _ = run(capsys, "api-key", "revoke", "--key", key)
+    assert json.loads(out) == {"revoked": True}
+    assert [r[0] for r in db_rows(data_dir, "SELECT key_hash FROM api_keys")] == [
+        hashlib.sha256(second.encode()).hexdigest()
+    ]
+    code, out, _ = run(capsys, "api-key", "revoke", "--key", key)
+    assert json.loads(out) == {"revoked": False}
+
+
+def test_recipes_lists_every_recipe(capsys):
+    code, out, _ = run(capsys, "recipes")
+    assert code == 0
+    listed = [line.split()[0] for line in out.splitlines()]
+    assert listed == list(RECIPES)
+    code, out, _ = run(capsys, "recipes", "-v")
+    configs = [json.loads(line) for line in out.splitlines() if line.startswith("    ")]
+    assert len(configs) == len(RECIPES) and configs[list(RECIPES).index("bm25")]["use_vector"] is False
+
+
+def _subcommands() -> list[str]:
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    return list(sub.choices)
+
+
+@pytest.mark.parametrize("command", _subcommands())
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: cognis-memory {command}")
+
+
+def test_subcommands_are_the_documented_ones():
+    assert set(_subcommands()) >= {"serve", "add", "search", "import", "export", "forget-user", "api-key", "recipes"}
+
+
+def test_real_subprocesses(tmp_path):
+    env = {**os.environ, "COGNIS_DATA_DIR": str(tmp_path / "data")}
+    cli = Path(sys.executable).with_name("cognis-memory")
+    r = subprocess.run([str(cli), "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage: cognis-memory")
+    for command in ("serve", "add", "search", "import", "export", "forget-user", "api-key", "recipes"):
+        assert command in r.stdout
+    r = subprocess.run(
+        [sys.executable, "-m", "cognis_memory", "recipes"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    assert [line.split()[0] for line in r.stdout.splitlines()] == list(RECIPES)
+    r = subprocess.run([str(cli), "search"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2 and "required" in r.stderr  # argparse: the query and --user are missing
