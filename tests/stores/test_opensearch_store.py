@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -44,11 +44,12 @@ async def test_a_crash_between_new_version_and_flip_is_tolerated_and_healed(stor
     o = new_owner()
     v1 = make_memory(o, "works at the bakery", rng)
     await store.insert_memories([v1])
-    # What a write_version that crashed after "create new" and before "flip old" leaves behind:
+    # What a write_version that crashed (an hour ago) after "create new" and before "flip old" leaves behind:
     v2 = v1.next_version(content="works at the bakery as head baker")
+    v2.created_at = datetime.now(UTC) - timedelta(hours=1)
     await store.runner(
         store.client.index, index=store.memories, id=owner_key(o.tenant_id, o.user_id, v2.id),
-        body=store._memory_doc(v2), op_type="create", refresh=True,
+        body=store._memory_doc(v2, flip_pending=True), op_type="create", refresh=True,
     )  # fmt: skip
     assert (await store.get_memory(o, v1.id)).is_current  # type: ignore[union-attr]  # two current docs now
 
@@ -60,7 +61,8 @@ async def test_a_crash_between_new_version_and_flip_is_tolerated_and_healed(stor
     assert [m.id for m in await store.list_memories(o)] == [v2.id]
     assert [m.id for m in await store.get_chain(o, v1.id)] == [v1.id, v2.id]
 
-    # Writing on top of the stale head is refused, and that finishes the crashed write.
+    # Writing on top of the stale head is refused, and that finishes the crashed write (it is old
+    # enough not to be a concurrent write still in progress).
     with pytest.raises(ConflictError):
         await store.write_version(o, v1.id, v1.next_version(content="fork"))
     assert (await store.get_memory(o, v1.id)).is_current is False  # type: ignore[union-attr]

@@ -44,6 +44,7 @@ Not transactional, and what that means:
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -130,8 +131,10 @@ class OpenSearchStore:
         search_timeout_s: float = 5.0,
         write_timeout_s: float = 10.0,
         max_workers: int = 8,
+        leftover_after_s: float = 30.0,
     ) -> None:
         self.client = client
+        self.leftover_after_s = leftover_after_s
         self.runner = OpenSearchRunner(client, max_workers=max_workers)
         self.prefix = index_prefix
         self.dim, self.dim_short = dim, dim_short
@@ -160,11 +163,16 @@ class OpenSearchStore:
                     "deleted": {"type": "boolean"},
                     "replaces_id": kw,
                     "successor_id": kw,
+                    "flip_pending": {"type": "boolean"},
                     "source_message_ids": kw,
                     "metadata": {"type": "object", "enabled": False},
                     "embedding": _knn_field(self.dim),
                     "embedding_short": _knn_field(self.dim_short),
+                    # Compact copies returned with hits (float32, base64); the knn fields are not in _source.
+                    "embedding_b64": {"type": "binary"},
+                    "embedding_short_b64": {"type": "binary"},
                 },
+                "_source": {"excludes": ["embedding", "embedding_short"]},
             },
         }
         messages = {
@@ -223,25 +231,36 @@ class OpenSearchStore:
 
     # -- documents ---------------------------------------------------------------------------------
     @staticmethod
-    def _memory_doc(m: Memory, successor_id: str | None = None) -> dict[str, Any]:
+    def _memory_doc(m: Memory, *, successor_id: str | None = None, flip_pending: bool = False) -> dict[str, Any]:
         if m.embedding is None or m.embedding_short is None:
             raise ValueError("embedding: memories must be embedded before they are stored")
+        full = np.ascontiguousarray(m.embedding, dtype=np.float32)
+        short = np.ascontiguousarray(m.embedding_short, dtype=np.float32)
         return {
             **memory_fields(m),
             "speaker": m.speaker,
             "deleted": m.deleted,
             "replaces_id": m.replaces_id,
             "successor_id": successor_id,
+            "flip_pending": flip_pending,
             "source_message_ids": list(m.source_message_ids),
             "metadata": json.loads(json.dumps(m.metadata, default=str)),
-            "embedding": np.asarray(m.embedding, dtype=np.float32).astype(float).tolist(),
-            "embedding_short": np.asarray(m.embedding_short, dtype=np.float32).astype(float).tolist(),
+            "embedding": full.astype(float).tolist(),
+            "embedding_short": short.astype(float).tolist(),
+            "embedding_b64": base64.b64encode(full.tobytes()).decode(),
+            "embedding_short_b64": base64.b64encode(short.tobytes()).decode(),
         }
 
     @staticmethod
-    def _memory_from(src: dict[str, Any]) -> Memory:
-        emb = src.get("embedding")
-        short = src.get("embedding_short")
+    def _vector(src: dict[str, Any], field: str) -> np.ndarray | None:
+        raw = src.get(f"{field}_b64")
+        if raw is not None:
+            return np.frombuffer(base64.b64decode(raw), dtype=np.float32).copy()
+        values = src.get(field)
+        return np.asarray(values, dtype=np.float32) if values is not None else None
+
+    @classmethod
+    def _memory_from(cls, src: dict[str, Any]) -> Memory:
         return Memory(
             id=src["memory_id"],
             tenant_id=src["tenant_id"],
@@ -262,8 +281,8 @@ class OpenSearchStore:
             replaces_id=src.get("replaces_id"),
             source_message_ids=list(src.get("source_message_ids") or []),
             metadata=dict(src.get("metadata") or {}),
-            embedding=np.asarray(emb, dtype=np.float32) if emb is not None else None,
-            embedding_short=np.asarray(short, dtype=np.float32) if short is not None else None,
+            embedding=cls._vector(src, "embedding"),
+            embedding_short=cls._vector(src, "embedding_short"),
         )
 
     @staticmethod
@@ -395,17 +414,17 @@ class OpenSearchStore:
             if bad:
                 raise ConflictError(f"insert_memories: {len(bad)} documents were not created, e.g. {bad[0].get('error')}")
 
-    async def _successors(self, owner: Owner, ids: Sequence[str]) -> dict[str, str]:
-        """{replaced id: id of a document that replaces it} among ``ids`` (any version state)."""
+    async def _successors(self, owner: Owner, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """{replaced id: source of a document that replaces it} among ``ids`` (any version state)."""
         if not ids:
             return {}
         body = {
             "size": len(ids) * 2 + 10,
-            "_source": ["replaces_id", "memory_id"],
+            "_source": ["replaces_id", "memory_id", "created_at", "flip_pending"],
             "query": {"bool": {"filter": [*_owner_query(owner)["bool"]["filter"], {"terms": {"replaces_id": list(ids)}}]}},
         }
         res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
-        return {h["_source"]["replaces_id"]: h["_source"]["memory_id"] for h in res["hits"]["hits"]}
+        return {h["_source"]["replaces_id"]: h["_source"] for h in res["hits"]["hits"]}
 
     async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
         if (new.tenant_id, new.user_id) != (owner.tenant_id, owner.user_id):
@@ -416,26 +435,41 @@ class OpenSearchStore:
             raise NotFoundError(f"memory {previous_id} not found")
         if not prev["_source"]["is_current"]:
             raise ConflictError(f"memory {previous_id} is not the current version")
-        seq = {"if_seq_no": prev["_seq_no"], "if_primary_term": prev["_primary_term"]}
-        leftover = (await self._successors(owner, [previous_id])).get(previous_id)
-        if leftover is not None and leftover != new.id:
-            # A crash left a newer version without flipping this one: finish that write, refuse ours.
-            await self._flip(prev_key, leftover, seq)
+        other = (await self._successors(owner, [previous_id])).get(previous_id)
+        if other is not None and other["memory_id"] != new.id:
+            # Another version of this head exists. Old: a crashed write; finish it. Young: a concurrent
+            # write in progress; leave it alone. Either way this write loses.
+            age = datetime.now(UTC) - (_dt(other.get("created_at")) or datetime.now(UTC))
+            if age.total_seconds() > self.leftover_after_s:
+                await self._flip(prev, other["memory_id"])
             raise ConflictError(f"memory {previous_id} is not the current version")
         new_key = owner_key(owner.tenant_id, owner.user_id, new.id)
-        await self._create(self.memories, new_key, self._memory_doc(new))  # False: our own earlier attempt
-        if not await self._flip(prev_key, new.id, seq):
+        # 1. the new version, marked as waiting for the flip (searches drop what it replaces) ...
+        await self._create(self.memories, new_key, self._memory_doc(new, flip_pending=True))
+        # 2. ... the previous version loses is_current, only if nobody changed it since we read it ...
+        if not await self._flip(prev, new.id):
             await self._delete_quietly(self.memories, new_key)
             raise ConflictError(f"memory {previous_id} is not the current version")
+        # 3. ... and the new version stops asking searches to check.
+        await self.runner(
+            self.client.index, index=self.memories, id=new_key, body=self._memory_doc(new),
+            refresh=self.refresh, request_timeout=self.write_timeout_s,
+        )  # fmt: skip
         return new
 
-    async def _flip(self, prev_key: str, successor_id: str, seq: dict[str, int]) -> bool:
-        """Mark the previous version not current, if nobody changed it since we read it."""
+    async def _flip(self, prev: dict[str, Any], successor_id: str) -> bool:
+        """Re-index the previous version as not current, conditional on the seq_no we read.
+
+        A full re-index rather than a partial update: the knn fields are not in ``_source``,
+        so an update would drop them."""
+        old = self._memory_from(prev["_source"])
+        old.is_current = False
         try:
             await self.runner(
-                self.client.update, index=self.memories, id=prev_key,
-                body={"doc": {"is_current": False, "successor_id": successor_id}},
-                refresh=self.refresh, request_timeout=self.write_timeout_s, **seq,
+                self.client.index, index=self.memories, id=prev["_id"],
+                body=self._memory_doc(old, successor_id=successor_id),
+                if_seq_no=prev["_seq_no"], if_primary_term=prev["_primary_term"],
+                refresh=self.refresh, request_timeout=self.write_timeout_s,
             )  # fmt: skip
             return True
         except os_exc.ConflictError:
@@ -467,9 +501,10 @@ class OpenSearchStore:
             back = got["_source"].get("replaces_id")
         head_src = src
         while True:  # walk forward through successor_id, then look for an unflipped successor
-            nxt = head_src.get("successor_id") or (await self._successors(owner, [head_src["memory_id"]])).get(
-                head_src["memory_id"]
-            )
+            nxt = head_src.get("successor_id")
+            if not nxt:
+                found = (await self._successors(owner, [head_src["memory_id"]])).get(head_src["memory_id"])
+                nxt = found["memory_id"] if found else None
             if not nxt or nxt in chain:
                 break
             got = await self._get(self.memories, owner_key(owner.tenant_id, owner.user_id, nxt))
@@ -484,9 +519,37 @@ class OpenSearchStore:
         by_id = {d["memory_id"]: self._memory_from(d) for d in docs}
         return [by_id[i] for i in ids if i in by_id]
 
-    async def _drop_superseded(self, owner: Owner, memories: list[Memory]) -> list[Memory]:
-        replaced = await self._successors(owner, [m.id for m in memories])
-        return [m for m in memories if m.id not in replaced]
+    async def _search(self, owner: Owner, body: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+        """Run ``body`` on the memories index together (one ``_msearch``) with the query for this
+        owner's versions still waiting for their flip; returns the hits and the ids to drop.
+
+        A pending version supersedes the version it replaces (the higher version wins), unless
+        that version already names another successor: then the pending one is the orphan of a
+        lost race whose writer died before deleting it, and it is the one dropped.
+        """
+        pending_q = {
+            "size": 100,
+            "_source": ["memory_id", "replaces_id"],
+            "query": {"bool": {"filter": [*_owner_query(owner)["bool"]["filter"], {"term": {"flip_pending": True}}]}},
+        }
+        lines = [{"index": self.memories}, body, {"index": self.memories}, pending_q]
+        res = await self.runner(self.client.msearch, body=lines, request_timeout=self.search_timeout_s)
+        main, pending = res["responses"]
+        for r in (main, pending):
+            if "error" in r:
+                raise RuntimeError(f"opensearch search failed: {r['error']}")
+        drop: set[str] = set()
+        waiting = [h["_source"] for h in pending["hits"]["hits"] if h["_source"].get("replaces_id")]
+        if waiting:
+            keys = [owner_key(owner.tenant_id, owner.user_id, w["replaces_id"]) for w in waiting]
+            replaced = {d["memory_id"]: d for d in await self._mget(self.memories, keys)}
+            for w in waiting:
+                prev = replaced.get(w["replaces_id"])
+                if prev is not None and not prev["is_current"] and prev.get("successor_id") not in (None, w["memory_id"]):
+                    drop.add(w["memory_id"])
+                else:
+                    drop.add(w["replaces_id"])
+        return main["hits"], drop
 
     async def vector_search(
         self,
@@ -507,7 +570,8 @@ class OpenSearchStore:
             k = max(shortlist, size)
             body = {
                 "size": size,
-                "_source": {"excludes": ["embedding_short"]},
+                "_source": {"excludes": ["embedding_short_b64"]},
+                "track_total_hits": True,
                 "query": {"knn": {"embedding_short": {"vector": np.asarray(query_short, dtype=float).tolist(), "k": k, "filter": knn_filter}}},
                 "rescore": {
                     "window_size": k,
@@ -521,14 +585,15 @@ class OpenSearchStore:
         else:
             body = {
                 "size": size,
-                "_source": {"excludes": ["embedding_short"]},
+                "_source": {"excludes": ["embedding_short_b64"]},
+                "track_total_hits": False,
                 "query": {"script_score": {"query": knn_filter, "script": _knn_score("embedding", q)}},
             }
         t0 = time.perf_counter()
-        res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
+        found, drop = await self._search(flt.owner, body)
         t_req = (time.perf_counter() - t0) * 1000
-        memories = await self._drop_superseded(flt.owner, [self._memory_from(h["_source"]) for h in res["hits"]["hits"]])
         t1 = time.perf_counter()
+        memories = [self._memory_from(h["_source"]) for h in found["hits"] if h["_source"]["memory_id"] not in drop]
         qn = q / (np.linalg.norm(q) or 1.0)
         scored = []
         for m in memories:
@@ -538,9 +603,8 @@ class OpenSearchStore:
         scored.sort(key=lambda s: -s.score)
         t_full = (time.perf_counter() - t1) * 1000
         if query_short is not None:
-            total = res["hits"]["total"]["value"] if isinstance(res["hits"].get("total"), dict) else len(scored)
             return VectorSearchResult(
-                hits=scored[:limit], candidates_short=int(total), timings_ms={"vector_short": t_req, "vector_full": t_full}
+                hits=scored[:limit], candidates_short=int(found["total"]["value"]), timings_ms={"vector_short": t_req, "vector_full": t_full}
             )
         return VectorSearchResult(hits=scored[:limit], candidates_short=0, timings_ms={"vector_full": t_req + t_full})
 
@@ -550,14 +614,17 @@ class OpenSearchStore:
             return []
         body = {
             "size": limit + 3,
-            "_source": {"excludes": ["embedding_short"]},
+            "_source": {"excludes": ["embedding_short_b64"]},
             "track_total_hits": False,
             "query": {"bool": {"must": [match_clause(words)], "filter": filter_clauses(flt)}},
         }
-        res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
-        scores = {h["_source"]["memory_id"]: float(h["_score"]) for h in res["hits"]["hits"]}
-        memories = await self._drop_superseded(flt.owner, [self._memory_from(h["_source"]) for h in res["hits"]["hits"]])
-        return [ScoredMemory(m, scores[m.id]) for m in memories][:limit]
+        found, drop = await self._search(flt.owner, body)
+        out = [
+            ScoredMemory(self._memory_from(h["_source"]), float(h["_score"]))
+            for h in found["hits"]
+            if h["_source"]["memory_id"] not in drop
+        ]
+        return out[:limit]
 
     async def list_memories(
         self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
@@ -573,9 +640,11 @@ class OpenSearchStore:
             "query": {"bool": {"filter": filters}},
             "track_total_hits": False,
         }
-        res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
-        memories = [self._memory_from(h["_source"]) for h in res["hits"]["hits"]]
-        return memories if include_history else await self._drop_superseded(owner, memories)
+        if include_history:
+            res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
+            return [self._memory_from(h["_source"]) for h in res["hits"]["hits"]]
+        found, drop = await self._search(owner, body)
+        return [self._memory_from(h["_source"]) for h in found["hits"] if h["_source"]["memory_id"] not in drop]
 
     async def forget_user(self, owner: Owner) -> dict[str, int]:
         q = _owner_query(owner)
