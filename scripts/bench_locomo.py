@@ -46,14 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_common as bc  # noqa: E402
 
 from cognis_memory.config import Settings  # noqa: E402
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES  # noqa: E402
+from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES, RERANKER_RECIPES  # noqa: E402
 from cognis_memory.service import MemoryService, MessageIn  # noqa: E402
 
 KS = (1, 5, 10, 20)
 CATEGORIES = (1, 2, 3, 4)
 TENANT = "bench"
 DEFAULT_DATA = bc.REPO.parent / "shared" / "data" / "locomo10.json"
-RERANK_RECIPES = {name for name in RECIPES if "rerank" in name}
 
 
 # --------------------------------------------------------------------------------------
@@ -134,7 +133,7 @@ def split_evidence(entries: list[Any]) -> list[str]:
 
 
 def load_conversations(
-    path: Path, *, conversations: int | None, questions: int | None, captions: bool = True
+    path: Path, *, conversations: int | None, questions: int | None, captions: bool = True, max_sessions: int | None = None
 ) -> list[Conversation]:
     raw = json.loads(path.read_text(encoding="utf-8"))
     out: list[Conversation] = []
@@ -142,7 +141,7 @@ def load_conversations(
         conv = item["conversation"]
         sessions: list[Session] = []
         n = 1
-        while f"session_{n}" in conv or f"session_{n}_date_time" in conv:
+        while (f"session_{n}" in conv or f"session_{n}_date_time" in conv) and (max_sessions is None or n <= max_sessions):
             turns = conv.get(f"session_{n}") or []
             if turns:
                 sessions.append(
@@ -213,6 +212,8 @@ def build_service(db_path: Path, args: argparse.Namespace) -> MemoryService:
     if args.dim_short:
         overrides["embedding_dim_short"] = args.dim_short
     if args.rotation:
+        if "embedding_rotation_path" not in Settings.model_fields:
+            raise SystemExit("--rotation: this runtime has no embedding_rotation_path setting")
         overrides["embedding_rotation_path"] = str(args.rotation)
     settings = Settings(**overrides)
     embedder = build_embedder(settings)
@@ -340,7 +341,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if not data.is_file():
         raise SystemExit(f"--data: no file at {data} (the LoCoMo file is not part of the project)")
     convs = load_conversations(
-        data, conversations=args.conversations, questions=args.questions, captions=not args.no_captions
+        data, conversations=args.conversations, questions=args.questions, captions=not args.no_captions,
+        max_sessions=args.sessions,
     )
     tmp = None
     if args.db:
@@ -353,7 +355,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if unknown:
         raise SystemExit(f"--recipes: unknown {unknown}; known: {', '.join(RECIPES)}")
     if not args.cross_encoder:
-        recipes = [r for r in recipes if r not in RERANK_RECIPES]
+        recipes = [r for r in recipes if r not in RERANKER_RECIPES]
     svc = build_service(db_path, args)
     try:
         await svc.start(run_worker=False)
@@ -447,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default=str(DEFAULT_DATA), help="path of locomo10.json (default: %(default)s)")
     p.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     p.add_argument("--questions", type=int, default=None, help="only the first N questions (categories 1-4) per conversation")
+    p.add_argument("--sessions", type=int, default=None, help="only the first N sessions of each conversation "
+                   "(questions whose evidence lies elsewhere are skipped; for smoke runs)")
     p.add_argument("--recipes", default=None, help="comma-separated recipe names (default: every recipe)")
     p.add_argument("--cross-encoder", default=os.environ.get("COGNIS_RERANKER_PATH"), help="local cross-encoder directory")
     p.add_argument("--now", choices=["last-session", "none"], default="last-session", help="reference time of the questions")

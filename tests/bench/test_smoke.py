@@ -1,0 +1,68 @@
+"""Tiny smoke runs of the benchmark scripts, as subprocesses (what a developer would type).
+
+Each run must end with one JSON object carrying the documented keys. Sizes are the
+smallest that exercise every path (ingest, every recipe or layout, HTTP, plots), so the
+three runs together stay within about a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo10.json"
+pytestmark = pytest.mark.slow
+
+
+def run_script(name: str, *args: str, timeout: int = 240) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / name), *args],
+        capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    return json.loads(last)
+
+
+@pytest.mark.skipif(not LOCOMO.is_file(), reason="the LoCoMo file is not beside the repository")
+def test_bench_locomo_smoke(tmp_path: Path) -> None:
+    out = run_script(
+        "bench_locomo.py", "--conversations", "1", "--sessions", "2", "--questions", "40",
+        "--recipes", "bm25,vector,rrf,default", "--out", str(tmp_path),
+    )  # fmt: skip
+    for key in ("recall@1", "recall@5", "recall@10", "recall@20", "per_category", "search_p50_ms", "search_p95_ms", "config"):
+        assert key in out, key
+    assert out["questions"] > 0 and set(out["recipes"]) == {"bm25", "vector", "rrf", "default"}
+    assert 0.0 <= out["recall@10"] <= 1.0 and out["recall@1"] <= out["recall@20"]
+    assert out["config"]["speaker_aware"] is True
+    assert (tmp_path / "locomo.json").is_file() and (tmp_path / "locomo_recall.png").is_file()
+
+
+def test_bench_latency_smoke(tmp_path: Path) -> None:
+    out = run_script(
+        "bench_latency.py", "--sizes", "300", "--users", "3", "--queries", "5", "--ingest-messages", "32",
+        "--single-messages", "3", "--vocab", "120", "--out", str(tmp_path),
+    )  # fmt: skip
+    for key in ("search_p50_ms", "search_p95_ms", "search_p99_ms", "http_search_p95_ms", "bulk_import_messages_per_s"):
+        assert key in out, key
+    assert out["search_p95_ms"]["300"] > 0 and out["bulk_import_messages_per_s"] > 0
+    assert (tmp_path / "latency.json").is_file()
+
+
+def test_bench_scale_smoke(tmp_path: Path) -> None:
+    out = run_script(
+        "bench_scale.py", "--sizes", "400", "--per-user", "100", "--queries", "5", "--ingest-messages", "16",
+        "--vocab", "120", "--prefix-study", "2000", "--prefix-sizes", "32,128", "--out", str(tmp_path),
+    )  # fmt: skip
+    for key in ("search_p50_ms", "search_p95_ms", "http_search_p95_ms", "rss_mib", "ingest_messages_per_s"):
+        assert key in out, key
+    assert (tmp_path / "scale.json").is_file() and (tmp_path / "scale_latency.png").is_file()
+    modes = {(r["rotation"], r["prefix"], r["mode"]) for r in out["prefix_study"]}
+    assert (False, 32, "two_stage") in modes and (True, 128, "two_stage") in modes
