@@ -76,3 +76,10 @@ def test_naive_reference_is_taken_as_utc() -> None:
 def test_invalid_calendar_dates_are_ignored() -> None:
     assert find_time_spans("2023-02-30", REF) == []
     assert find_time_spans("February 30, 2023", REF) == []
+
+
+def test_dates_beyond_the_calendar_are_ignored_not_raised() -> None:
+    far = datetime(9990, 1, 1, tzinfo=UTC)
+    assert find_time_spans("in 999 years", far) == []
+    assert find_time_spans("until 31 December 9999", REF) == []
+    assert [s.text for s in find_time_spans("in 999 years, then yesterday", far)] == ["yesterday"]

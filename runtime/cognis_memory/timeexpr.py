@@ -227,7 +227,10 @@ def find_time_spans(text: str, reference: datetime) -> list[TimeSpan]:
             a, b = m.span()
             if any(a < e and s < b for s, e in taken):
                 continue
-            span = _resolve(kind, m, ref)
+            try:
+                span = _resolve(kind, m, ref)
+            except (ValueError, OverflowError):  # outside the calendar datetime can represent
+                span = None
             if span is not None:
                 taken.append((a, b))
                 found.append((a, TimeSpan(text[a:b], span.start, span.end, span.granularity)))
