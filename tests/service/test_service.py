@@ -1,0 +1,176 @@
+"""The in-process API (MemoryService) on the embedded store with the real MiniLM model.
+
+Validation lives in the service, so Python callers get the same errors as the HTTP API and
+the CLI: an InvalidInputError naming the field, and nothing stored.
+"""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from cognis_memory.config import Settings
+from cognis_memory.domain import Scope
+from cognis_memory.errors import ConflictError, InvalidInputError, NotFoundError
+from cognis_memory.service import MemoryService, MessageIn, hash_api_key
+from cognis_memory.stores.embedded import EmbeddedStore
+from cognis_memory.telemetry.emitter import Telemetry
+
+T = "acme"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def svc(tmp_path_factory, embedder):
+    settings = Settings(data_dir=tmp_path_factory.mktemp("service"), run_worker=False)
+    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    telemetry = Telemetry(log_stream=io.StringIO(), metrics_stream=io.StringIO())
+    service = MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry)
+    await service.start()
+    yield service
+    await service.close()
+
+
+def counts(svc: MemoryService) -> tuple[int, ...]:
+    with sqlite3.connect(svc.settings.resolved_sqlite_path) as conn:
+        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("messages", "memories", "jobs"))
+
+
+def _t(s: str) -> datetime:
+    return datetime.fromisoformat(s)
+
+
+ADD_CASES: list[tuple[str, dict[str, Any], list[MessageIn], str]] = [
+    ("empty-content", {}, [MessageIn(content="")], "messages[0].content"),
+    ("whitespace", {}, [MessageIn(content="ok"), MessageIn(content="\n \t")], "messages[1].content"),
+    ("oversized", {}, [MessageIn(content="a" * 32769)], "messages[0].content"),
+    ("not-a-string", {}, [MessageIn(content=42)], "messages[0].content"),  # type: ignore[arg-type]
+    ("speaker-number", {}, [MessageIn(content="x", speaker=7)], "messages[0].speaker"),  # type: ignore[arg-type]
+    ("speaker-too-long", {}, [MessageIn(content="x", speaker="s" * 201)], "messages[0].speaker"),
+    ("metadata-list", {}, [MessageIn(content="x", metadata=[1])], "messages[0].metadata"),  # type: ignore[arg-type]
+    ("naive-year-1", {}, [MessageIn(content="x", timestamp=datetime(1, 1, 1))], "messages[0].timestamp"),
+    ("year-9999", {}, [MessageIn(content="x", timestamp=_t("9999-12-31T00:00:00+00:00"))], "messages[0].timestamp"),
+    ("context-no-session", {}, [MessageIn(content="x", scope=Scope.CONTEXT)], "messages[0].session_id"),
+    ("client-id-newline", {}, [MessageIn(content="x", client_message_id="a\nb")], "messages[0].client_message_id"),
+    ("no-messages", {}, [], "messages"),
+    ("tenant-empty", {"tenant_id": ""}, [MessageIn(content="x")], "tenant_id"),
+    ("user-too-long", {"user_id": "u" * 129}, [MessageIn(content="x")], "user_id"),
+    ("user-zero-width", {"user_id": "u\u200bx"}, [MessageIn(content="x")], "user_id"),
+]
+
+
+@pytest.mark.parametrize(("owner", "messages", "field"), [c[1:] for c in ADD_CASES], ids=[c[0] for c in ADD_CASES])
+async def test_add_messages_rejects_bad_input_naming_the_field(svc, owner, messages, field):
+    before = counts(svc)
+    with pytest.raises(InvalidInputError) as exc:
+        await svc.add_messages(owner.get("tenant_id", T), owner.get("user_id", "val-user"), messages)
+    assert exc.value.field == field
+    assert str(exc.value).startswith(f"{field}: ")
+    assert counts(svc) == before
+
+
+SEARCH_CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("empty-query", {"query": " "}, "query"),
+    ("long-query", {"query": "q" * 4097}, "query"),
+    ("nul-query", {"query": "a\x00b"}, "query"),
+    ("limit-0", {"limit": 0}, "limit"),
+    ("limit-101", {"limit": 101}, "limit"),
+    ("bad-scope", {"scopes": ["WORLD"]}, "scopes"),
+    ("bad-category", {"categories": ["gossip"]}, "categories"),
+    ("bad-kind", {"kinds": ["summary"]}, "kinds"),
+    ("reversed-range", {"time_from": _t("2025-02-01T00:00:00+00:00"), "time_to": _t("2025-01-01T00:00:00+00:00")},
+     "time_from"),
+    ("time-to-year-1", {"time_to": datetime(1, 1, 1, tzinfo=UTC)}, "time_to"),
+    ("bad-session", {"session_id": "s\x00"}, "session_id"),
+    ("bad-recipe", {"recipe": "magic"}, "recipe"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [c[1:] for c in SEARCH_CASES], ids=[c[0] for c in SEARCH_CASES])
+async def test_search_rejects_bad_input_naming_the_field(svc, kwargs, field):
+    kwargs = {"query": "anything"} | kwargs
+    with pytest.raises(InvalidInputError) as exc:
+        await svc.search(T, "val-user", kwargs.pop("query"), **kwargs)
+    assert exc.value.field == field
+
+
+async def test_add_is_idempotent_on_the_client_message_id(svc):
+    msg = MessageIn(content="I started learning Welsh", client_message_id="cm-1")
+    first = await svc.add_messages(T, "idem", [msg])
+    second = await svc.add_messages(T, "idem", [msg])
+    assert (first.created, second.created) == ([True], [False])
+    assert second.messages[0].id == first.messages[0].id
+    assert second.raw_memories == [] and second.job is None
+    assert len(await svc.list_memories(T, "idem", include_history=True)) == 1
+
+
+async def test_versions_through_the_service(svc):
+    user = "versions"
+    added = await svc.add_messages(
+        T, user, [MessageIn(content="I drive a red Fiat", timestamp=_t("2025-01-05T09:00:00+00:00"))]
+    )
+    v1 = added.raw_memories[0]
+    v2 = await svc.update_memory(T, user, v1.id, content="Maya drives a blue Volvo")
+    assert (v2.version, v2.replaces_id, v2.is_current) == (2, v1.id, True)
+    assert v2.message_time == v1.message_time  # when it was said is kept
+    with pytest.raises(ConflictError):
+        await svc.update_memory(T, user, v1.id, content="stale")
+    with pytest.raises(InvalidInputError) as exc:
+        await svc.update_memory(T, user, v2.id)
+    assert exc.value.field == "body"
+    with pytest.raises(NotFoundError):
+        await svc.update_memory("other-tenant", user, v2.id, content="hijack")
+    with pytest.raises(NotFoundError):
+        await svc.delete_memory(T, "another-user", v2.id)
+
+    v3 = await svc.delete_memory(T, user, v2.id)
+    assert (v3.version, v3.deleted, v3.is_current, v3.replaces_id) == (3, True, False, v2.id)
+    chain = await svc.history(T, user, v1.id)
+    assert [(m.id, m.version, m.is_current) for m in chain] == [(v1.id, 1, False), (v2.id, 2, False), (v3.id, 3, False)]
+    assert (await svc.search(T, user, "What car does Maya drive?", include_history=True)).hits == []
+    assert await svc.list_memories(T, user) == []
+    exported = [m async for m in svc.export(T, user)]
+    assert {m.id for m in exported} == {v1.id, v2.id, v3.id}
+    assert [m.id async for m in svc.export(T, user, include_history=False)] == []
+
+
+async def test_forget_user_and_other_owners(svc):
+    await svc.add_messages(T, "forget-a", [MessageIn(content="one"), MessageIn(content="two")])
+    await svc.add_messages(T, "forget-b", [MessageIn(content="three")])
+    await svc.add_messages("globex", "forget-a", [MessageIn(content="four")])
+    deleted = await svc.forget_user(T, "forget-a")
+    assert (deleted["messages"], deleted["memories"], deleted["cache_entries"]) == (2, 2, 0)
+    assert await svc.list_memories(T, "forget-a", include_history=True) == []
+    assert len(await svc.list_memories(T, "forget-b")) == 1
+    assert len(await svc.list_memories("globex", "forget-a")) == 1
+
+
+async def test_api_keys_are_stored_hashed(svc):
+    key = await svc.create_api_key("acme", read_only=True, name="reporting")
+    record = await svc.authenticate(key)
+    assert (record.tenant_id, record.read_only, record.key_hash) == ("acme", True, hash_api_key(key))
+    assert await svc.authenticate(key + "x") is None
+    assert await svc.authenticate("") is None and await svc.authenticate("k" * 600) is None
+    assert await svc.revoke_api_key(key) is True
+    assert await svc.authenticate(key) is None
+
+
+async def test_bootstrap_keys_come_from_settings(tmp_path, embedder):
+    settings = Settings(data_dir=tmp_path, run_worker=False, api_keys="k1=acme, k2=globex:read,")
+    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    async with MemoryService(settings, store=store, embedder=embedder) as service:
+        assert (await service.authenticate("k1")).tenant_id == "acme"
+        assert (await service.authenticate("k2")).read_only is True
+    bad = Settings(data_dir=tmp_path, run_worker=False, api_keys="no-tenant-here")
+    store = EmbeddedStore(bad.resolved_sqlite_path, dim=embedder.dim, dim_short=bad.embedding_dim_short)
+    with pytest.raises(ValueError, match="api_keys"):
+        await MemoryService(bad, store=store, embedder=embedder).start()
+    await store.close()
+
+
+async def test_readiness(svc):
+    assert await svc.readiness() == (True, {"sqlite": True})
