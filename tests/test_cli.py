@@ -61,7 +61,8 @@ def test_add_then_search_prints_json(data_dir, capsys):
     (memory,) = added["memories"]
     assert memory["content"] == "Alice: I moved to Lisbon last month [April 2025]"
     assert (memory["user_id"], memory["tenant_id"], memory["session_id"]) == ("alice", "default", "s1")
-    assert '"event": "memory_ingest"' in err.replace('":"', '": "') or "memory_ingest" in err
+    logged = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert [r["event"] for r in logged if "event" in r] == ["memory_ingest"]
 
     code, out, _ = run(capsys, "add", "I moved to Lisbon last month", "--user", "alice", "--client-id", "turn-1")
     assert code == 0 and json.loads(out)["memories"] == []  # idempotent on the client id
