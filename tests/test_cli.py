@@ -150,7 +150,8 @@ def test_import_json_and_jsonl_files(data_dir, tmp_path, capsys):
 
 
 BAD_FILES = [
-    ("bad-timestamp.jsonl", '{"content": "ok"}\n{"content": "x", "timestamp": "not-a-date"}\n', "messages[1].timestamp"),
+    ("bad-timestamp.jsonl", '{"content": "ok"}\n{"content": "x", "timestamp": "not-a-date"}\n',
+     "messages[1].timestamp"),
     ("unknown-field.jsonl", '{"content": "ok"}\n{"content": "x", "colour": "red"}\n', "messages[1].colour"),
     ("empty-content.jsonl", '{"content": "ok"}\n{"content": "   "}\n', "messages[1].content"),
     ("bad-scope.jsonl", '{"content": "ok"}\n{"content": "x", "scope": "GLOBAL"}\n', "messages[1].scope"),

@@ -100,9 +100,8 @@ def _dimensions(blob: dict[str, Any]) -> list[list[str]]:
 # -- log lines ----------------------------------------------------------------------------
 async def test_one_ingest_log_line_with_stage_durations(svc, cap):
     cap.mark()
-    res = await svc.add_messages(
-        TENANT, "user-ing1", [MessageIn(content="I like tea"), MessageIn(content="I like coffee")], request_id="rid-in-1"
-    )
+    messages = [MessageIn(content="I like tea"), MessageIn(content="I like coffee")]
+    res = await svc.add_messages(TENANT, "user-ing1", messages, request_id="rid-in-1")
     lines = cap.new_logs()
     assert len(lines) == 1
     line = lines[0]

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from cognis_memory.providers.llms import OpenAICompatibleLLM
-from tests.api.conftest import KEY_A, KEY_A_READ, KEY_B, TENANT_A, TENANT_B, add, build_env, listing, search
+from tests.api.conftest import KEY_A, KEY_A_READ, KEY_B, TENANT_A, add, build_env, listing, search
 from tests.llm_server import ScriptedLLMServer
 
 ROUTES = {
