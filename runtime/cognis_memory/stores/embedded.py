@@ -544,8 +544,25 @@ class EmbeddedStore:
         owner = flt.owner
         match = f'owner : "{owner_token(owner)}" AND content : ({" OR ".join(_quote(t) for t in terms)})'
         extra, params = self._filter_sql(flt)
+        columns = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
+        if not extra:
+            # Rank inside FTS first and read only the top rows: joining before the ORDER BY made SQLite
+            # read every matching memories row (vector blobs included) before sorting. The FTS table
+            # holds current rows only and the owner token confines it to this user; the join keeps
+            # the owner and current checks all the same.
+            sql = f"""
+            WITH hits AS (
+                SELECT memory_id, bm25(memories_fts, 0.0, 1.0) AS rank FROM memories_fts
+                WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?
+            )
+            SELECT {columns}, hits.rank AS rank FROM hits JOIN memories m ON m.id = hits.memory_id
+            WHERE m.tenant_id = ? AND m.user_id = ? AND m.is_current = 1
+            ORDER BY hits.rank
+            """
+            rows = self._read(sql, (match, limit, owner.tenant_id, owner.user_id))
+            return [ScoredMemory(self._row_to_memory(r), -float(r["rank"])) for r in rows]
         sql = f"""
-        SELECT {", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))}, bm25(memories_fts, 0.0, 1.0) AS rank
+        SELECT {columns}, bm25(memories_fts, 0.0, 1.0) AS rank
         FROM memories_fts f JOIN memories m ON m.id = f.memory_id
         WHERE memories_fts MATCH ? AND m.tenant_id = ? AND m.user_id = ? AND m.is_current = 1{extra}
         ORDER BY rank LIMIT ?
