@@ -54,6 +54,8 @@ def build_service(db: Path, embedder: Any, args: argparse.Namespace) -> MemorySe
     if args.dim_short:
         overrides["embedding_dim_short"] = args.dim_short
     if args.rotation:
+        if "embedding_rotation_path" not in Settings.model_fields:
+            raise SystemExit("--rotation: this runtime has no embedding_rotation_path setting")
         overrides["embedding_rotation_path"] = args.rotation
     settings = Settings(**overrides)
     return MemoryService(

@@ -289,6 +289,73 @@ async def evaluate_recipe(
     return summary, rows
 
 
+async def prefix_study(svc: MemoryService, convs: list[Conversation], args: argparse.Namespace) -> dict[str, Any]:
+    """Two-stage vs exact vector search on real conversational text, per prefix size, +/- rotation.
+
+    The turns of every other conversation (odd positions) are pooled into ONE index (a few
+    thousand memories) and searched with their questions; the rotation is fitted on the
+    vectors of the remaining conversations only (held out). ``--prefix-shortlist`` is the
+    prefix shortlist size, kept at a small fraction of the pool as 200 is of 100k memories.
+    Figures: overlap of the two-stage top 10 with the exact top 10, and evidence recall@10
+    of both. Uses the embedded store's own ``UserVectorIndex``.
+    """
+    import numpy as np
+
+    from cognis_memory.domain import Owner
+    from cognis_memory.ingest.embedding import MatryoshkaEncoder, fit_variance_rotation
+    from cognis_memory.stores.base import SearchFilter
+    from cognis_memory.stores.numpy_index import UserVectorIndex
+
+    fit_vecs, pool_vecs, pool_dias, queries = [], [], [], []
+    for i, conv in enumerate(convs):
+        mems = await svc.store.list_memories(Owner(TENANT, conv.sample_id), limit=100_000)
+        vecs = np.stack([m.embedding for m in mems])
+        if i % 2 == 0:
+            fit_vecs.append(vecs)
+            continue
+        pool_vecs.append(vecs)
+        pool_dias += [f"{conv.sample_id}/{conv.msg_to_dia.get(m.source_message_ids[0], '?')}" for m in mems]
+        turn_ids = conv.turn_ids
+        for q in conv.questions:
+            ev = {f"{conv.sample_id}/{e}" for e in q.evidence if e in turn_ids}
+            if ev:
+                queries.append((q.text, ev))
+    if not fit_vecs or not pool_vecs:
+        return {"skipped": "needs at least two conversations"}
+    raw = np.concatenate(pool_vecs)
+    rotation = fit_variance_rotation(np.concatenate(fit_vecs))
+    qraw = svc.encoder.embedder.embed([t for t, _ in queries])
+    n, dim = raw.shape
+    flt = SearchFilter(owner=Owner(TENANT, "pool"))
+    rows = []
+    for rotated in (False, True):
+        rot = rotation if rotated else None
+        full, _ = MatryoshkaEncoder(svc.encoder.embedder, dim_short=dim, rotation=rot).split(raw)
+        qfull, _ = MatryoshkaEncoder(svc.encoder.embedder, dim_short=dim, rotation=rot).split(qraw)
+        exact_top: list[list[int]] = []
+        for d in [int(x) for x in args.prefix_sizes.split(",")]:
+            enc = MatryoshkaEncoder(svc.encoder.embedder, dim_short=d, rotation=rot)
+            _, short = enc.split(raw)
+            _, qshort = enc.split(qraw)
+            idx = UserVectorIndex(dim, d, capacity=n)
+            idx.n, idx.ids = n, [str(i) for i in range(n)]
+            idx.row_of = {m: i for i, m in enumerate(idx.ids)}
+            idx.full[:n], idx.short[:n] = full, short
+            if not exact_top:
+                for qv in qfull:
+                    exact_top.append([int(p[0]) for p in idx.search(flt, qv, None, 10, n)[0]])
+                rec = np.mean([len({pool_dias[j] for j in top} & ev) / len(ev) for top, (_, ev) in zip(exact_top, queries, strict=True)])
+                rows.append({"rotation": rotated, "prefix": dim, "mode": "full", "overlap@10": 1.0, "recall@10": round(float(rec), 4)})
+            overlaps, recalls = [], []
+            for qv, qs, ex, (_, ev) in zip(qfull, qshort, exact_top, queries, strict=True):
+                top = [int(p[0]) for p in idx.search(flt, qv, qs, 10, args.prefix_shortlist)[0]]
+                overlaps.append(len(set(top) & set(ex)) / max(len(ex), 1))
+                recalls.append(len({pool_dias[j] for j in top} & ev) / len(ev))
+            rows.append({"rotation": rotated, "prefix": d, "mode": "two_stage", "overlap@10": round(float(np.mean(overlaps)), 4),
+                         "recall@10": round(float(np.mean(recalls)), 4)})  # fmt: skip
+    return {"pool_memories": n, "queries": len(queries), "shortlist": args.prefix_shortlist, "rows": rows}
+
+
 def plot(results: dict[str, Any], out_dir: Path) -> list[str]:
     import matplotlib
 
@@ -367,6 +434,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         results: dict[str, Any] = {}
         per_question: dict[str, list[dict[str, Any]]] = {}
+        study = await prefix_study(svc, convs, args) if args.prefix_study else None
+        if study and "rows" in study:
+            print(bc.fmt_table(["rotation", "prefix", "mode", "overlap@10", "evidence R@10"],
+                               [[r["rotation"], r["prefix"], r["mode"], r["overlap@10"], r["recall@10"]] for r in study["rows"]]))
+            print(f"(pool of {study['pool_memories']} memories, {study['queries']} questions, shortlist "
+                  f"{study['shortlist']})")  # fmt: skip
         for name in recipes:
             t0 = time.perf_counter()
             results[name], per_question[name] = await evaluate_recipe(svc, convs, name, args.now)
@@ -411,6 +484,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "machine": bc.machine_info(),
         "recipes": {n: {**r, "description": RECIPE_DESCRIPTIONS.get(n, ""), "config": RECIPES[n].model_dump()} for n, r in results.items()},
         "table_markdown": table,
+        "prefix_study": study,
     }
     bc.write_json(out_dir / "locomo.json", payload)
     if args.per_question:
@@ -457,6 +531,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", default=None, help="keep the embedded store at this SQLite path (re-runs skip known turns)")
     p.add_argument("--dim-short", type=int, default=None, help="prefix size (default: the service setting)")
     p.add_argument("--rotation", default=None, help="a .npy variance rotation for the prefix (see scripts/fit_rotation.py)")
+    p.add_argument("--prefix-study", action="store_true", help="also measure two-stage vs exact vector search on "
+                   "the pooled turns of half the conversations, per prefix size, with and without a rotation")
+    p.add_argument("--prefix-sizes", default="32,64,96,128,192")
+    p.add_argument("--prefix-shortlist", type=int, default=30, help="prefix shortlist of the study (default: %(default)s)")
     p.add_argument("--no-captions", action="store_true", help="ingest turns without their image captions")
     p.add_argument("--per-question", action="store_true", help="also write per-question scores")
     p.add_argument("--no-plot", action="store_true")

@@ -14,14 +14,16 @@ import numpy as np
 
 def dedup_indices(vectors: Sequence[np.ndarray | None], threshold: float) -> list[int]:
     """Indices (in ranking order) of the results to keep."""
-    kept: list[int] = []
-    kept_vecs: list[np.ndarray] = []
-    for i, v in enumerate(vectors):
-        if v is None:
-            kept.append(i)
+    with_vec = [i for i, v in enumerate(vectors) if v is not None]
+    if len(with_vec) < 2:
+        return list(range(len(vectors)))
+    mat = np.stack([vectors[i] for i in with_vec]).astype(np.float32, copy=False)
+    sims = mat @ mat.T  # one matrix product instead of one per candidate
+    dropped: set[int] = set()
+    kept_rows: list[int] = []
+    for row, i in enumerate(with_vec):
+        if kept_rows and float(np.max(sims[row, kept_rows])) >= threshold:
+            dropped.add(i)
             continue
-        if kept_vecs and float(np.max(np.stack(kept_vecs) @ v)) >= threshold:
-            continue
-        kept.append(i)
-        kept_vecs.append(v)
-    return kept
+        kept_rows.append(row)
+    return [i for i in range(len(vectors)) if i not in dropped]

@@ -243,8 +243,10 @@ class RetrievalPipeline:
 
         if cfg.history and (analysis.history or q.include_history) and hits:
             with rec.stage("version_chain"):
-                chains = await asyncio.gather(*(self.store.get_chain(q.owner, h.memory.id) for h in hits))
-                for h, chain in zip(hits, chains, strict=True):
+                # a first version has no earlier versions: no store round trip for it
+                walk = [h for h in hits if h.memory.version > 1 or h.memory.replaces_id is not None]
+                chains = await asyncio.gather(*(self.store.get_chain(q.owner, h.memory.id) for h in walk))
+                for h, chain in zip(walk, chains, strict=True):
                     h.history = [m for m in chain if m.version < h.memory.version]
 
         rec.fields.update(results_final=len(hits), temporal_query=analysis.is_temporal, history_query=analysis.history)

@@ -30,7 +30,7 @@ from ..timeexpr import TimeSpan, find_time_spans
 
 _HISTORY = re.compile(
     r"\b(used to|previously|formerly|originally|before|earlier|changed?|changes|history|no longer|anymore|"
-    r"any more|at first|in the past|old|former|prior)\b",
+    r"any more|at first|in the past|former|prior)\b",
     re.I,
 )
 _RECENT = re.compile(r"\b(recently|lately|latest|these days|nowadays|currently|most recent|right now)\b", re.I)
