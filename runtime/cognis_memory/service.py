@@ -100,6 +100,27 @@ def _depth(value: Any, limit: int = MAX_METADATA_DEPTH + 1) -> int:
     return depth
 
 
+def _unstorable_text(value: Any) -> str | None:
+    """Why a JSON-like value cannot be stored by every store (a NUL or an unpaired surrogate in a key
+    or string), or None. Iterative, so any depth is safe."""
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+        elif isinstance(x, str):
+            if "\x00" in x:
+                return "must not contain NUL characters"
+            try:
+                x.encode("utf-8")
+            except UnicodeEncodeError:
+                return "is not valid Unicode (unpaired surrogate)"
+    return None
+
+
 def check_text(field_name: str, value: str, max_bytes: int) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(field_name, "must not be empty")
@@ -262,6 +283,8 @@ class MemoryService:
             raise InvalidInputError(f"{f}.metadata", "must be an object")
         if _depth(m.metadata) > MAX_METADATA_DEPTH:
             raise InvalidInputError(f"{f}.metadata", f"is nested deeper than {MAX_METADATA_DEPTH} levels")
+        if (why := _unstorable_text(m.metadata)) is not None:  # PostgreSQL jsonb refuses both (a 500 before)
+            raise InvalidInputError(f"{f}.metadata", why)
         metadata = dict(m.metadata)
         if len(json.dumps(metadata, default=str)) > 8192:
             raise InvalidInputError(f"{f}.metadata", "is larger than 8 KB")

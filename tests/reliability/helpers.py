@@ -1,0 +1,243 @@
+"""Shared machinery of the reliability suite: store builders, owner tokens, ground truth, leak checks.
+
+Every owner (tenant, user) writes content carrying its own distinctive random tokens
+(``zq`` + 10 hex digits), and every id the test learns is registered with its owner, so a
+response, history entry, job, export or error message that carries another owner's data is
+detectable by text alone: :meth:`Truth.check_blob` scans any JSON blob for foreign tokens and
+foreign ids.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import sqlite3
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cognis_memory.config import Settings
+from cognis_memory.domain import Owner, Scope
+from cognis_memory.service import MemoryService
+from cognis_memory.telemetry.emitter import Telemetry
+
+DIM_SHORT = 128
+TOKEN_RE = re.compile(r"zq[0-9a-f]{10}")
+HEX32_RE = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
+
+#: Words every owner uses, so that BM25 and vectors would match other owners' rows if a filter were missing.
+COMMON_WORDS = [
+    "coffee", "berlin", "guitar", "marathon", "sister", "python", "allergy", "salary", "lisbon", "tea",
+    "dog", "promotion", "japan", "vegan", "piano",
+]  # fmt: skip
+
+
+class NullStream:
+    """A text stream that drops everything (telemetry of long property runs)."""
+
+    def write(self, s: str) -> int:
+        return len(s)
+
+    def flush(self) -> None:
+        return None
+
+
+def quiet_telemetry() -> Telemetry:
+    return Telemetry(log_stream=NullStream(), metrics_stream=NullStream(), metrics_enabled=False)  # type: ignore[arg-type]
+
+
+def seg(value: str) -> str:
+    """One URL path segment: percent-encoded, with "." and ".." encoded too (HTTP clients resolve those)."""
+    from urllib.parse import quote
+
+    return "%2E" * len(value) if value in (".", "..") else quote(value, safe="")
+
+
+def new_token() -> str:
+    return "zq" + secrets.token_hex(5)
+
+
+def unique_prefix(tag: str) -> str:
+    """A lowercase OpenSearch index prefix / database name unique to this run."""
+    return f"rel{tag}{uuid.uuid4().hex[:10]}"
+
+
+# -- stores ----------------------------------------------------------------------------------------
+def os_client(url: str, timeout: float = 10.0):
+    from opensearchpy import OpenSearch
+
+    return OpenSearch(hosts=[url], timeout=timeout, max_retries=0, retry_on_timeout=False)
+
+
+@dataclass
+class StoreHandle:
+    """A store plus what a test needs to inspect its backends directly."""
+
+    kind: str
+    store: Any
+    sqlite_path: Path | None = None
+    pg_dsn: str | None = None
+    os_url: str | None = None
+    prefix: str | None = None
+
+
+def build_embedded(path: Path, dim: int) -> StoreHandle:
+    from cognis_memory.stores.embedded import EmbeddedStore
+
+    return StoreHandle("embedded", EmbeddedStore(path, dim=dim, dim_short=DIM_SHORT), sqlite_path=path)
+
+
+def build_dual(
+    pg_dsn: str,
+    os_url: str,
+    dim: int,
+    *,
+    prefix: str | None = None,
+    refresh: Any = True,
+    pool_max: int = 4,
+    pg_kwargs: dict[str, Any] | None = None,
+    **dual_kwargs: Any,
+) -> StoreHandle:
+    from cognis_memory.stores.dual import DualStore
+    from cognis_memory.stores.opensearch_index import OpenSearchKeywordIndex
+    from cognis_memory.stores.postgres import PostgresStore
+
+    prefix = prefix or unique_prefix("d")
+    pg = PostgresStore(pg_dsn, dim=dim, dim_short=DIM_SHORT, pool_max=pool_max, **(pg_kwargs or {}))
+    kw = OpenSearchKeywordIndex(
+        os_client(os_url), index_prefix=prefix, replicas=0, refresh=refresh, search_timeout_s=2.0, write_timeout_s=5.0
+    )
+    return StoreHandle("dual", DualStore(pg, kw, **dual_kwargs), pg_dsn=pg_dsn, os_url=os_url, prefix=prefix)
+
+
+def build_opensearch(os_url: str, dim: int, *, prefix: str | None = None, refresh: Any = True) -> StoreHandle:
+    from cognis_memory.stores.opensearch_store import OpenSearchStore
+
+    prefix = prefix or unique_prefix("o")
+    store = OpenSearchStore(
+        os_client(os_url), index_prefix=prefix, dim=dim, dim_short=DIM_SHORT, replicas=0, refresh=refresh,
+        search_timeout_s=5.0, write_timeout_s=5.0,
+    )  # fmt: skip
+    return StoreHandle("opensearch", store, os_url=os_url, prefix=prefix)
+
+
+def make_service(store: Any, embedder: Any, *, cache: Any = None, llm: Any = None, reranker: Any = None, **overrides: Any):
+    settings = Settings(run_worker=False, metrics_enabled=False, job_backoff_s=0.05, **overrides)
+    return MemoryService(
+        settings, store=store, embedder=embedder, cache=cache, llm=llm, reranker=reranker, telemetry=quiet_telemetry()
+    )
+
+
+# -- direct inspection of the backends (forget-user proofs, hashed keys) ---------------------------
+def sqlite_rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+async def pg_rows(dsn: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(sql, params)
+        return list(await cur.fetchall())
+
+
+def os_count(url: str, index: str, query: dict[str, Any] | None = None) -> int:
+    client = os_client(url)
+    try:
+        client.indices.refresh(index=index)
+        body = {"query": query or {"match_all": {}}}
+        return int(client.count(index=index, body=body)["count"])
+    finally:
+        client.close()
+
+
+def owner_query(owner: Owner) -> dict[str, Any]:
+    return {"bool": {"filter": [{"term": {"tenant_id": owner.tenant_id}}, {"term": {"user_id": owner.user_id}}]}}
+
+
+# -- ground truth ----------------------------------------------------------------------------------
+class Leak(AssertionError):
+    """Another owner's data reached a response."""
+
+
+@dataclass
+class Truth:
+    """Which tokens and ids belong to which owner (across every example of a run)."""
+
+    token_owner: dict[str, Owner] = field(default_factory=dict)
+    id_owner: dict[str, Owner] = field(default_factory=dict)
+    tokens_of: dict[Owner, list[str]] = field(default_factory=dict)
+    memory_ids_of: dict[Owner, dict[str, None]] = field(default_factory=dict)
+    job_ids_of: dict[Owner, list[str]] = field(default_factory=dict)
+    forgotten: set[Owner] = field(default_factory=set)
+
+    def token(self, owner: Owner) -> str:
+        tok = new_token()
+        self.token_owner[tok] = owner
+        self.tokens_of.setdefault(owner, []).append(tok)
+        return tok
+
+    def register(self, owner: Owner, *ids: str, kind: str = "memory") -> None:
+        for i in ids:
+            prev = self.id_owner.setdefault(i, owner)
+            if prev != owner:
+                raise Leak(f"id {i} was handed to {owner} but belongs to {prev}")
+            if kind == "memory":
+                self.memory_ids_of.setdefault(owner, {})[i] = None
+            elif kind == "job":
+                self.job_ids_of.setdefault(owner, []).append(i)
+
+    def check_blob(self, owner: Owner, blob: Any, where: str, *, ids: bool = True) -> None:
+        """No foreign token, and (with ``ids``) no foreign registered id, anywhere in ``blob``."""
+        text = blob if isinstance(blob, str) else json.dumps(blob, default=str)
+        for tok in TOKEN_RE.findall(text):
+            o = self.token_owner.get(tok)
+            if o is not None and o != owner:
+                raise Leak(f"{where}: token {tok} of {o} reached {owner}: {text[:600]}")
+        if ids:
+            for h in HEX32_RE.findall(text):
+                o = self.id_owner.get(h)
+                if o is not None and o != owner:
+                    raise Leak(f"{where}: id {h} of {o} reached {owner}: {text[:600]}")
+
+    def check_memory(self, owner: Owner, m: dict[str, Any], where: str) -> None:
+        """A memory (as a JSON dict) belongs to ``owner`` by owner fields, tokens and id."""
+        if m.get("user_id") != owner.user_id or m.get("tenant_id", owner.tenant_id) != owner.tenant_id:
+            raise Leak(f"{where}: memory {m.get('id')} of ({m.get('tenant_id')}, {m.get('user_id')}) reached {owner}")
+        toks = TOKEN_RE.findall(m.get("content", ""))
+        if not toks:
+            raise Leak(f"{where}: memory {m.get('id')} carries no token of {owner}: {m.get('content')!r}")
+        self.check_blob(owner, m, where)
+        o = self.id_owner.get(m["id"])
+        if o is None:  # first sight (an extracted fact): owned by whoever owns its tokens, which we just checked
+            self.register(owner, m["id"])
+
+
+def check_filters(m: dict[str, Any], flt: dict[str, Any], where: str) -> None:
+    """A search hit satisfies the filter it was searched with (and is current)."""
+    assert m["is_current"] and not m["deleted"], f"{where}: non-current memory {m['id']} in results"
+    if flt.get("scopes") is not None:
+        assert m["scope"] in flt["scopes"], f"{where}: scope {m['scope']} outside {flt['scopes']}"
+    if flt.get("categories") is not None:
+        assert m["category"] in flt["categories"], f"{where}: category {m['category']} outside {flt['categories']}"
+    if flt.get("kinds") is not None:
+        assert m["kind"] in flt["kinds"], f"{where}: kind {m['kind']} outside {flt['kinds']}"
+    if flt.get("session_id") is not None and m["scope"] == Scope.CONTEXT.value:
+        assert m["session_id"] == flt["session_id"], f"{where}: CONTEXT memory of session {m['session_id']}"
+    if flt.get("agent_id") is not None:
+        assert m["agent_id"] == flt["agent_id"], f"{where}: agent {m['agent_id']} != {flt['agent_id']}"
+    if flt.get("time_from") is not None or flt.get("time_to") is not None:
+        eff = m.get("event_time") or m.get("message_time")
+        assert eff is not None, f"{where}: memory without time passed a time filter"
+        t = datetime.fromisoformat(eff) if isinstance(eff, str) else eff
+        if flt.get("time_from") is not None:
+            assert t >= flt["time_from"], f"{where}: {t} before {flt['time_from']}"
+        if flt.get("time_to") is not None:
+            assert t <= flt["time_to"], f"{where}: {t} after {flt['time_to']}"
