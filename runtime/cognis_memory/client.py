@@ -13,8 +13,16 @@ blocks with ``toolResult`` blocks for the next turn.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import httpx
+
+
+def _seg(value: str) -> str:
+    """One URL path segment, percent-encoded. Ids are not trusted to be URL-safe: unquoted, a memory id
+    ``..`` turned ``DELETE /v1/users/alice/memories/..`` into ``DELETE /v1/users/alice`` (forget the
+    user), and a user id ``../users/bob`` addressed bob. ``.``/``..`` are encoded too: clients resolve them."""
+    return "%2E" * len(value) if value in (".", "..") else quote(str(value), safe="")
 
 
 class MemoryAPIError(RuntimeError):
@@ -50,31 +58,31 @@ class MemoryClient:
         return r.json()
 
     def add_messages(self, user_id: str, messages: list[dict[str, Any]], *, mode: str = "sync") -> dict[str, Any]:
-        return self._call("POST", f"/v1/users/{user_id}/messages", json={"messages": messages, "mode": mode})
+        return self._call("POST", f"/v1/users/{_seg(user_id)}/messages", json={"messages": messages, "mode": mode})
 
     def add(self, user_id: str, content: str, **fields: Any) -> dict[str, Any]:
         return self.add_messages(user_id, [{"content": content, **fields}])
 
     def search(self, user_id: str, query: str, **options: Any) -> dict[str, Any]:
-        return self._call("POST", f"/v1/users/{user_id}/search", json={"query": query, **options})
+        return self._call("POST", f"/v1/users/{_seg(user_id)}/search", json={"query": query, **options})
 
     def get(self, user_id: str, memory_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/users/{user_id}/memories/{memory_id}")
+        return self._call("GET", f"/v1/users/{_seg(user_id)}/memories/{_seg(memory_id)}")
 
     def history(self, user_id: str, memory_id: str) -> list[dict[str, Any]]:
-        return self._call("GET", f"/v1/users/{user_id}/memories/{memory_id}/history")["versions"]
+        return self._call("GET", f"/v1/users/{_seg(user_id)}/memories/{_seg(memory_id)}/history")["versions"]
 
     def update(self, user_id: str, memory_id: str, **changes: Any) -> dict[str, Any]:
-        return self._call("PATCH", f"/v1/users/{user_id}/memories/{memory_id}", json=changes)
+        return self._call("PATCH", f"/v1/users/{_seg(user_id)}/memories/{_seg(memory_id)}", json=changes)
 
     def delete(self, user_id: str, memory_id: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/users/{user_id}/memories/{memory_id}")
+        return self._call("DELETE", f"/v1/users/{_seg(user_id)}/memories/{_seg(memory_id)}")
 
     def forget_user(self, user_id: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/users/{user_id}")
+        return self._call("DELETE", f"/v1/users/{_seg(user_id)}")
 
     def job(self, user_id: str, job_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/users/{user_id}/jobs/{job_id}")
+        return self._call("GET", f"/v1/users/{_seg(user_id)}/jobs/{_seg(job_id)}")
 
     # -- Bedrock Converse tool use --------------------------------------------------------
     def handle_tool_use(self, user_id: str, tool_use: dict[str, Any]) -> dict[str, Any]:
