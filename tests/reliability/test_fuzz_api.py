@@ -1,0 +1,124 @@
+"""Schemathesis pass against the app's own OpenAPI spec, in-process over ASGI (issue #6, part 2).
+
+Positive and negative generation for every operation, a small fixed number of examples per
+operation, with a valid API key. Checks: never a 5xx, responses conform to the documented
+schema (content type and body). Afterwards the data of a bystander user, written before the
+fuzzing, is exactly unchanged (export before == export after).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import content_type_conformance, not_a_server_error, response_schema_conformance
+
+from cognis_memory.api.app import create_app
+from cognis_memory.service import MessageIn
+from tests.reliability.helpers import build_embedded, make_service
+
+SCALE = float(os.environ.get("COGNIS_RELIABILITY_SCALE", "1"))
+FUZZ_EXAMPLES = max(5, int(60 * SCALE))
+
+
+@pytest.fixture(scope="module")
+def fuzz_target(tmp_path_factory, embedder):
+    """(app, api key, service) on an embedded store; a bystander user holds some data."""
+    import torch
+
+    torch.set_num_threads(1)
+    handle = build_embedded(tmp_path_factory.mktemp("fuzz") / "memory.db", embedder.dim)
+    svc = make_service(handle.store, embedder)
+
+    async def setup() -> str:
+        await svc.start(run_worker=False)
+        await svc.add_messages("fuzz", "bystander", [MessageIn("I keep bees in Lisbon zq0000000bee", speaker="Bo")])
+        return await svc.create_api_key("fuzz")
+
+    key = asyncio.run(setup())
+    app = create_app(svc, manage_lifecycle=False)
+    yield app, key, svc
+    asyncio.run(svc.close())
+
+
+async def _export(svc, user: str) -> list[dict]:
+    from cognis_memory.serialization import memory_to_dict
+
+    return [memory_to_dict(m) async for m in svc.export("fuzz", user)]
+
+
+#: Every operation of the spec (checked against the live spec below, so a new route cannot go unfuzzed).
+OPERATIONS = [
+    "GET /health",
+    "GET /ready",
+    "POST /v1/users/{user_id}/messages",
+    "POST /v1/users/{user_id}/search",
+    "GET /v1/users/{user_id}/memories",
+    "GET /v1/users/{user_id}/memories/{memory_id}",
+    "PATCH /v1/users/{user_id}/memories/{memory_id}",
+    "DELETE /v1/users/{user_id}/memories/{memory_id}",
+    "GET /v1/users/{user_id}/memories/{memory_id}/history",
+    "DELETE /v1/users/{user_id}",
+    "GET /v1/users/{user_id}/jobs/{job_id}",
+]
+#: Operations with a body or query parameters; the others have only string path parameters,
+#: which no value can violate (schemathesis cannot generate negative cases for them).
+NEGATIVE_OPERATIONS = [
+    "POST /v1/users/{user_id}/messages",
+    "POST /v1/users/{user_id}/search",
+    "GET /v1/users/{user_id}/memories",
+    "PATCH /v1/users/{user_id}/memories/{memory_id}",
+]
+CASES = [(op, GenerationMode.POSITIVE) for op in OPERATIONS] + [(op, GenerationMode.NEGATIVE) for op in NEGATIVE_OPERATIONS]
+CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
+
+
+@pytest.fixture(scope="module")
+def fuzz_schema(fuzz_target):
+    """schemathesis 4 (``from_fixture`` is not usable with pytest 9: it reads ``Function._nodeid``)."""
+    app, _, _ = fuzz_target
+    return schemathesis.openapi.from_asgi("/openapi.json", app)
+
+
+@pytest.fixture(scope="module")
+def bystander_before(fuzz_target):
+    _, _, svc = fuzz_target
+    return asyncio.run(_export(svc, "bystander"))
+
+
+def test_every_operation_is_fuzzed(fuzz_schema):
+    assert sorted(r.ok().label for r in fuzz_schema.get_all_operations()) == sorted(OPERATIONS)
+
+
+@pytest.mark.parametrize(("label", "mode"), CASES, ids=[f"{op}-{m.value}" for op, m in CASES])
+def test_fuzz_no_5xx_and_schema_conformance(label, mode, fuzz_schema, fuzz_target, bystander_before):
+    _, key, _ = fuzz_target
+    op = next(r.ok() for r in fuzz_schema.get_all_operations() if r.ok().label == label)
+    seen: list[int] = []
+
+    @settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(case=op.as_strategy(generation_mode=mode))
+    def run(case):
+        if case.path_parameters and case.path_parameters.get("user_id") == "bystander":
+            case.path_parameters["user_id"] = "fuzzer"
+        response = case.call_and_validate(headers={"X-API-Key": key}, checks=CHECKS)
+        seen.append(response.status_code)
+
+    run()
+    assert seen, f"{label}: no request was sent"
+    print(label, mode.value, dict(sorted(Counter(seen).items())))
+    assert 401 not in seen, "the API key was not accepted"
+    if mode is GenerationMode.POSITIVE and "{memory_id}" not in label and "{job_id}" not in label:
+        assert any(200 <= s < 300 for s in seen), f"{label}: no valid request reached the service: {Counter(seen)}"
+
+
+def test_fuzzing_left_the_bystander_unchanged(fuzz_target, bystander_before):
+    """Runs after the fuzz pass (same module, defined later): nothing of another user changed."""
+    _, _, svc = fuzz_target
+    assert asyncio.run(_export(svc, "bystander")) == bystander_before
