@@ -607,24 +607,29 @@ class PostgresStore:
         while the index is missing); no outbox rows are written.
         """
         async with self.connection() as conn:
-            if rebuild_index:
-                await conn.execute("DROP INDEX IF EXISTS memories_short_hnsw")
-            async with conn.transaction(), conn.cursor() as cur:
-                async with cur.copy(f"COPY memories ({_COLS}) FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.set_types(
-                        ["text", "text", "text", "text", "text", "text", "text", "text", "text", "text",
-                         "timestamptz", "timestamptz", "timestamptz", "int4", "bool", "bool", "text",
-                         "text[]", "jsonb", "vector", "vector"]
-                    )  # fmt: skip
-                    for m in memories:
-                        await copy.write_row(_memory_params(m))
-            if rebuild_index:
-                await conn.execute("SET maintenance_work_mem = '512MB'")
-                await conn.execute(
-                    "CREATE INDEX IF NOT EXISTS memories_short_hnsw ON memories USING hnsw"
-                    " (embedding_short vector_cosine_ops) WITH (m = 16, ef_construction = 64) WHERE is_current"
-                )
-            await conn.execute("ANALYZE memories")
+            await conn.execute("SET statement_timeout = 0")  # building HNSW over many rows takes minutes
+            try:
+                if rebuild_index:
+                    await conn.execute("DROP INDEX IF EXISTS memories_short_hnsw")
+                async with conn.transaction(), conn.cursor() as cur:
+                    async with cur.copy(f"COPY memories ({_COLS}) FROM STDIN (FORMAT BINARY)") as copy:
+                        copy.set_types(
+                            ["text", "text", "text", "text", "text", "text", "text", "text", "text", "text",
+                             "timestamptz", "timestamptz", "timestamptz", "int4", "bool", "bool", "text",
+                             "text[]", "jsonb", "vector", "vector"]
+                        )  # fmt: skip
+                        for m in memories:
+                            await copy.write_row(_memory_params(m))
+                if rebuild_index:
+                    await conn.execute("SET maintenance_work_mem = '512MB'")
+                    await conn.execute(
+                        "CREATE INDEX IF NOT EXISTS memories_short_hnsw ON memories USING hnsw"
+                        " (embedding_short vector_cosine_ops) WITH (m = 16, ef_construction = 64) WHERE is_current"
+                    )
+                await conn.execute("ANALYZE memories")
+            finally:
+                await conn.execute("RESET maintenance_work_mem")
+                await conn.execute("SELECT set_config('statement_timeout', %s, false)", (str(self.statement_timeout_ms),))
 
     # -- outbox (dual store) ----------------------------------------------------------------------
     @contextlib.asynccontextmanager
