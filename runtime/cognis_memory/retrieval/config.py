@@ -40,6 +40,9 @@ class RetrievalConfig(BaseModel):
     # stage 3: BM25
     use_bm25: bool = True
     bm25_k: int = Field(50, ge=1, description="BM25 hits passed to fusion.")
+    keyword_cleanup: bool = Field(
+        False, description="Drop conversational fillers and relative time expressions from the BM25 query."
+    )
     # stage 4: weighted reciprocal rank fusion
     rrf_k: float = Field(10.0, gt=0, description="k in 1 / (k + rank).")
     weight_vector: float = Field(0.70, ge=0)
@@ -71,7 +74,7 @@ class RetrievalConfig(BaseModel):
 
 
 ARCHITECTURE = RetrievalConfig()
-_DEFAULT = RetrievalConfig(speaker_aware=True, context=True, weight_vector=0.5, weight_bm25=0.5)
+_DEFAULT = RetrievalConfig(speaker_aware=True, context=True, keyword_cleanup=True, weight_vector=0.5, weight_bm25=0.5)
 _NO_RERANK = {"rerank": False}
 
 RECIPES: dict[str, RetrievalConfig] = {
@@ -102,6 +105,7 @@ RECIPES: dict[str, RetrievalConfig] = {
     "default-temporal": _DEFAULT.with_overrides(temporal_boost=False, **_NO_RERANK),
     "default-dedup": _DEFAULT.with_overrides(dedup=False, **_NO_RERANK),
     "default-two_stage": _DEFAULT.with_overrides(two_stage=False, **_NO_RERANK),
+    "default-keyword_cleanup": _DEFAULT.with_overrides(keyword_cleanup=False, **_NO_RERANK),
     "default-rerank": _DEFAULT.with_overrides(**_NO_RERANK),
     "default": _DEFAULT,
 }  # fmt: skip
@@ -127,6 +131,7 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
     "default-temporal": "default without temporal boosting",
     "default-dedup": "default without near-duplicate removal",
     "default-two_stage": "default with exact full-vector search instead of the prefix shortlist",
+    "default-keyword_cleanup": "default with the raw query text sent to BM25",
     "default-rerank": "default without cross-encoder reranking (differs only when a reranker is configured)",
     "default": "speaker-aware queries + conversation context + 0.5/0.5 RRF + temporal + dedup + rerank + history",
 }

@@ -31,7 +31,7 @@ from .config import RetrievalConfig
 from .context import context_scores
 from .dedup import dedup_indices
 from .fusion import min_max_normalise, weighted_rrf
-from .query_analysis import QueryAnalysis, analyze_query, strip_names
+from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names
 from .speakers import SpeakerDirectory
 from .temporal import blend, temporal_score
 
@@ -138,6 +138,7 @@ class RetrievalPipeline:
                 if names:
                     text = strip_names(q.text, names)
             rec.fields["speaker_probe"] = probed
+        bm25_text = keyword_text(text, analysis) if cfg.keyword_cleanup else text
 
         # Stages 2 and 3 run concurrently.
         async def vector_side() -> VectorSearchResult | None:
@@ -154,7 +155,7 @@ class RetrievalPipeline:
                 return None
             with rec.stage("bm25"):
                 try:
-                    return await self.store.keyword_search(flt, text, limit=cfg.bm25_k)
+                    return await self.store.keyword_search(flt, bm25_text, limit=cfg.bm25_k)
                 except DependencyUnavailable as exc:
                     degraded.append(f"bm25:{exc.dependency}")
                     return None
@@ -230,9 +231,16 @@ class RetrievalPipeline:
 
         if cfg.dedup and ranked:
             with rec.stage("dedup"):
-                keep = dedup_indices([candidates[d].embedding for d in ranked], cfg.dedup_threshold)
-                rec.fields["dedup_removed"] = len(ranked) - len(keep)
-                ranked = [ranked[i] for i in keep]
+                # Only the head can be returned or reranked: dedup a window twice that size, and the
+                # whole list only when the window loses so much that the head would run short.
+                need = max(q.limit, cfg.rerank_top if cfg.rerank and self.reranker is not None else 0)
+                window = ranked if len(ranked) <= 2 * need else ranked[: 2 * need]
+                keep = dedup_indices([candidates[d].embedding for d in window], cfg.dedup_threshold)
+                if len(keep) < need and len(window) < len(ranked):
+                    window = ranked
+                    keep = dedup_indices([candidates[d].embedding for d in window], cfg.dedup_threshold)
+                rec.fields["dedup_removed"] = len(window) - len(keep)
+                ranked = [window[i] for i in keep]
 
         if cfg.rerank and self.reranker is not None and ranked:
             with rec.stage("cross_encoder"):
@@ -257,7 +265,7 @@ class RetrievalPipeline:
         response = SearchResponse(hits=hits, analysis=analysis, degraded=degraded)
         if q.explain:
             response.explain = {
-                "analysis": analysis.to_dict() | {"speaker_names": names, "search_text": text},
+                "analysis": analysis.to_dict() | {"speaker_names": names, "search_text": text, "keyword_text": bm25_text},
                 "config": cfg.model_dump(),
                 "stage_durations": rec.stage_durations(),
                 "candidates": {k: v for k, v in rec.fields.items() if k.startswith("candidates")},

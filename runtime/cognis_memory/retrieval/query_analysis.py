@@ -72,6 +72,34 @@ def find_names(query: str, names: Iterable[str]) -> list[str]:
     return found
 
 
+#: Words of a request that say what the caller wants done, not what to find ("tell me about ...").
+#: BM25 needs no stop-word list of its own here (the store has one); these are conversational
+#: fillers that would otherwise match large parts of a chat history.
+_FILLER = re.compile(
+    r"\b(?:tell|say|said|says|about|know|knows|remember|mention|mentioned|anything|something|things?|kind|type|sort)\b",
+    re.I,
+)
+_ABSOLUTE = re.compile(r"\d|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.I)
+
+
+def keyword_text(query: str, analysis: QueryAnalysis) -> str:
+    """The text sent to BM25: fillers and *relative* time expressions removed.
+
+    "last week" or "yesterday" are handled by temporal boosting; as keywords they match
+    every memory that mentions any week. Absolute dates ("May 2023", "7 May") stay: the
+    ingest stage annotates memories with absolute dates, so they are good keywords. A text
+    that would become empty is returned unchanged.
+    """
+    out = query
+    for span in analysis.spans:
+        if not _ABSOLUTE.search(span.text):
+            out = out.replace(span.text, " ")
+    out = _FILLER.sub(" ", out)
+    out = re.sub(r"\s+", " ", out).strip()
+    content_words = [w for w in re.findall(r"\w+", out.lower()) if w not in _NOT_NAMES]
+    return out if content_words else query
+
+
 def strip_names(query: str, names: Iterable[str]) -> str:
     """The query without the given names (and their possessive 's), whitespace collapsed.
 
