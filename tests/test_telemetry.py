@@ -124,13 +124,13 @@ async def test_ingest_with_an_llm_logs_the_extraction_stage(tmp_path, embedder):
 
     capture = Capture()
     with ScriptedLLMServer(responder) as server:
-        service = await _service(
-            tmp_path, embedder, capture, llm=OpenAICompatibleLLM(base_url=server.base_url, model="test")
-        )
+        llm = OpenAICompatibleLLM(base_url=server.base_url, model="test")
+        service = await _service(tmp_path, embedder, capture, llm=llm)
         try:
             await service.add_messages(TENANT, "user-llm1", [MessageIn(content="I like tea")], request_id="rid-llm")
         finally:
             await service.close()
+            await llm.aclose()
     (line,) = capture.new_logs()
     assert set(line["stage_durations"]) == INGEST_STAGES | {"extraction_ms"}
     assert line["stage_durations"]["extraction_ms"] > 0

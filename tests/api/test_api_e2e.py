@@ -220,7 +220,8 @@ def _llm_responder(schema_name, request):
 
 async def test_async_mode_with_llm_answers_202_with_a_job_done_after_drain(tmp_path, embedder):
     with ScriptedLLMServer(_llm_responder) as server:
-        env = await build_env(tmp_path, embedder, llm=OpenAICompatibleLLM(base_url=server.base_url, model="test"))
+        llm = OpenAICompatibleLLM(base_url=server.base_url, model="test")
+        env = await build_env(tmp_path, embedder, llm=llm)
         user = "async-user"
         try:
             async with env.client(KEY_A) as c, env.client(KEY_B) as other:
@@ -268,6 +269,7 @@ async def test_async_mode_with_llm_answers_202_with_a_job_done_after_drain(tmp_p
                 assert (await c.get(f"/v1/users/{user}/jobs/{job['id']}")).status_code == 404
         finally:
             await env.service.close()
+            await llm.aclose()
 
 
 # -- search filters --------------------------------------------------------------------------
