@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain import Job, Memory, MemoryKind, Message, Owner, Scope
-from ..errors import ConflictError, NotFoundError
-from ..providers.base import LLM
+from ..errors import ConflictError, DependencyUnavailable, NotFoundError
+from ..providers.base import LLM, LLMOutputError
 from ..stores.base import MemoryStore
 from ..stores.cache import Cache
 from ..telemetry.recorder import StageRecorder
@@ -106,19 +106,27 @@ class IngestPipeline:
             await self.cache.invalidate(owner)
         if self.extractor is None or not new_msgs:
             return result
+        job = Job(
+            tenant_id=owner.tenant_id,
+            user_id=owner.user_id,
+            message_ids=[m.id for m in new_msgs],
+            max_attempts=self.job_max_attempts,
+        )
         if background:
-            job = Job(
-                tenant_id=owner.tenant_id,
-                user_id=owner.user_id,
-                message_ids=[m.id for m in new_msgs],
-                max_attempts=self.job_max_attempts,
-            )
             await self.store.enqueue_job(job)
             result.job = job
             return result
-        with rec.stage("extraction"):
-            extraction = await self.extractor.extract(owner, resolved)
-            result.extraction = await self.apply(owner, extraction, resolved)
+        try:
+            with rec.stage("extraction"):
+                extraction = await self.extractor.extract(owner, resolved)
+                result.extraction = await self.apply(owner, extraction, resolved)
+        except (DependencyUnavailable, LLMOutputError) as exc:
+            # The messages are stored, so the client's retry (same client_message_id) is answered
+            # "already stored" and would never extract them: a durable job does it instead.
+            await self.store.enqueue_job(job)
+            if isinstance(exc, DependencyUnavailable):
+                raise
+            raise DependencyUnavailable("llm", f"unusable answer: {exc}") from exc
         return result
 
     async def run_job(self, job: Job, rec: StageRecorder) -> dict[str, Any]:

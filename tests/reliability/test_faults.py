@@ -1,0 +1,469 @@
+"""Dependencies failing while requests run (issue #6, part 3).
+
+Private servers (``start_or_skip``) are stopped, killed and restarted here; the shared
+session servers are never touched. Expected everywhere: no 500. Searches answer, degraded
+with a flag when a stage had to be skipped; writes are either acknowledged (2xx) and
+durable, or refused with a retryable 503 + Retry-After; background jobs retry with backoff
+and end dead-lettered after ``job_max_attempts``, visible through the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from cognis_memory.api.app import create_app
+from cognis_memory.providers.llms import OpenAICompatibleLLM
+from scripts.local_servers import OpenSearchServer, PostgresServer, RedisServer
+from tests.llm_server import Reply, ScriptedLLMServer
+from tests.reliability.helpers import build_dual, build_embedded, build_opensearch, make_service, unique_prefix
+from tests.servers import start_or_skip
+
+pytestmark = pytest.mark.integration
+
+
+class Api:
+    """An ASGI client for one service with one tenant key, recording every status."""
+
+    def __init__(self, svc: Any, tenant: str = "faults") -> None:
+        self.svc, self.tenant = svc, tenant
+        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(svc, manage_lifecycle=False)),
+                                        base_url="http://faults.test", timeout=60)  # fmt: skip
+        self.key: str | None = None
+        self.statuses: Counter[tuple[str, int]] = Counter()
+        self.missing_retry_after = 0
+
+    async def __aenter__(self) -> Api:
+        self.key = await self.svc.create_api_key(self.tenant)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.aclose()
+
+    async def call(self, op: str, method: str, path: str, body: Any = None) -> httpx.Response:
+        r = await self.client.request(method, path, json=body, headers={"X-API-Key": self.key})
+        self.statuses[(op, r.status_code)] += 1
+        if r.status_code == 503 and not r.headers.get("retry-after"):
+            self.missing_retry_after += 1
+        assert r.status_code != 500, f"{op}: 500 {r.text[:300]}"
+        return r
+
+    async def add(self, user: str, cmid: str, text: str, mode: str = "sync") -> httpx.Response:
+        return await self.call("add", "POST", f"/v1/users/{user}/messages",
+                               {"messages": [{"content": text, "client_message_id": cmid, "speaker": "Fay"}], "mode": mode})  # fmt: skip
+
+    async def search(self, user: str, query: str, **opts: Any) -> httpx.Response:
+        return await self.call("search", "POST", f"/v1/users/{user}/search", {"query": query, **opts})
+
+    async def contents(self, user: str) -> list[str]:
+        return [m.content async for m in self.svc.export(self.tenant, user)]
+
+
+async def until(pred, timeout_s: float, what: str, interval_s: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await pred():
+            return
+        await asyncio.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def assert_exactly_once(contents: list[str], cmids: list[str]) -> None:
+    """Every acknowledged client message id has exactly one raw memory."""
+    counts = Counter()
+    for c in contents:
+        for word in c.split():
+            if word.startswith("cmid-"):
+                counts[word] += 1
+    lost = [c for c in cmids if counts[c] == 0]
+    dup = [c for c in cmids if counts[c] > 1]
+    assert not lost and not dup, f"lost {lost[:5]} ({len(lost)}), duplicated {dup[:5]} ({len(dup)})"
+
+
+# -- PostgreSQL restarted under load (dual store) -------------------------------------------------
+@pytest.fixture(scope="module")
+def private_pg():
+    server = start_or_skip(PostgresServer(die_with_parent=True))
+    yield server
+    server.stop()
+
+
+async def test_postgres_restart_and_crash_under_load_dual_store(private_pg, opensearch_server, embedder):
+    handle = build_dual(private_pg.dsn, opensearch_server.url, embedder.dim,
+                        pg_kwargs={"connect_timeout_s": 2.0, "pool_timeout_s": 3.0})  # fmt: skip
+    svc = make_service(handle.store, embedder)
+    await svc.start(run_worker=False)
+    try:
+        async with Api(svc) as api:
+            stop = asyncio.Event()
+            acked: list[str] = []
+            refused: list[str] = []
+
+            async def writer(w: int) -> None:
+                i = 0
+                while not stop.is_set():
+                    cmid = f"cmid-{w}-{i}"
+                    i += 1
+                    r = await api.add("pat", cmid, f"note {cmid} zq00000000f1")
+                    (acked if r.status_code == 201 else refused).append(cmid)
+                    assert r.status_code in (201, 503), r.text
+
+            async def searcher() -> None:
+                while not stop.is_set():
+                    r = await api.search("pat", "note", limit=5)
+                    assert r.status_code in (200, 503), r.text
+                    await asyncio.sleep(0.01)
+
+            tasks = [asyncio.create_task(writer(w)) for w in range(3)] + [asyncio.create_task(searcher()) for _ in range(2)]
+            await asyncio.sleep(1.5)
+            await asyncio.to_thread(private_pg.restart)  # graceful (fast) shutdown and start
+            await asyncio.sleep(1.5)
+            await asyncio.to_thread(private_pg.kill)  # crash
+            await asyncio.sleep(0.5)
+            await asyncio.to_thread(private_pg.start)  # recovery from the WAL
+            await asyncio.sleep(1.5)
+            stop.set()
+            await asyncio.gather(*tasks)
+            assert api.missing_retry_after == 0
+            assert api.statuses[("add", 201)] > 0, api.statuses
+            print("statuses during the PostgreSQL restart and crash:", dict(api.statuses))
+
+            # the pool reconnects: after a short while every request succeeds again
+            async def healthy() -> bool:
+                return (await api.search("pat", "note")).status_code == 200
+
+            await until(healthy, 15, "a successful search after the restart")
+            for i in range(10):
+                assert (await api.search("pat", f"note {i}")).status_code == 200
+                assert (await api.add("pat", f"cmid-after-{i}", f"after cmid-after-{i} zq00000000f1")).status_code == 201
+
+            # refused writes are retryable: the same client ids now succeed, and nothing is doubled
+            for cmid in refused:
+                r = await api.add("pat", cmid, f"note {cmid} zq00000000f1")
+                assert r.status_code == 201, r.text
+            assert_exactly_once(await api.contents("pat"), acked + refused + [f"cmid-after-{i}" for i in range(10)])
+    finally:
+        await svc.close()
+
+
+# -- OpenSearch stopped (dual: degraded BM25, writes kept in the outbox; OpenSearch-only: 503) --------
+@pytest.fixture(scope="module")
+def private_os():
+    server = start_or_skip(OpenSearchServer(die_with_parent=True))
+    yield server
+    server.stop()
+
+
+async def test_opensearch_down_dual_degrades_and_opensearch_only_refuses(private_os, postgres_server, embedder):
+    dual = build_dual(postgres_server.create_database(unique_prefix("db")), private_os.url, embedder.dim)
+    only = build_opensearch(private_os.url, embedder.dim)
+    dsvc, osvc = make_service(dual.store, embedder), make_service(only.store, embedder)
+    await dsvc.start(run_worker=False)
+    await osvc.start(run_worker=False)
+    try:
+        async with Api(dsvc) as d, Api(osvc) as o:
+            for api in (d, o):
+                assert (await api.add("pat", "cmid-before", "kiwi before cmid-before zq00000000f2")).status_code == 201
+                r = await api.search("pat", "kiwi", recipe="bm25")
+                assert r.status_code == 200 and r.json()["results"] and not r.json()["degraded"]
+
+            await asyncio.to_thread(private_os.kill)
+
+            # dual: searches answer from PostgreSQL, flagged degraded, quickly; writes are acknowledged
+            during = []
+            for i in range(5):
+                t0 = time.monotonic()
+                r = await d.search("pat", "kiwi")
+                assert time.monotonic() - t0 < 5, "a degraded search must not hang"
+                assert r.status_code == 200 and "bm25:opensearch" in r.json()["degraded"], r.text
+                assert any("kiwi" in h["memory"]["content"] for h in r.json()["results"])  # vector side still finds it
+                cmid = f"cmid-during-{i}"
+                assert (await d.add("pat", cmid, f"kiwi during {cmid} zq00000000f2")).status_code == 201
+                during.append(cmid)
+            r = await d.client.get("/ready")
+            assert r.status_code == 200 and r.json()["checks"]["opensearch"] is False, r.text
+            assert await dual.store.outbox_size() > 0
+
+            # OpenSearch-only: nothing can answer, so everything is a retryable 503
+            for i in range(3):
+                r = await o.add("pat", f"cmid-refused-{i}", f"kiwi refused cmid-refused-{i} zq00000000f2")
+                assert r.status_code == 503 and r.headers["retry-after"], r.text
+                r = await o.search("pat", "kiwi")
+                assert r.status_code == 503 and r.headers["retry-after"], r.text
+            assert (await o.client.get("/ready")).status_code == 503
+            assert o.missing_retry_after == 0 and d.missing_retry_after == 0
+
+            await asyncio.to_thread(private_os.start)
+
+            async def dual_caught_up() -> bool:
+                try:
+                    await dual.store.drain_outbox(1000)
+                except Exception:  # noqa: BLE001 - OpenSearch still warming up
+                    return False
+                return await dual.store.outbox_size() == 0
+
+            await until(dual_caught_up, 60, "the dual store's outbox to drain")
+            r = await d.search("pat", "kiwi during", recipe="bm25", limit=20)
+            assert r.status_code == 200 and not r.json()["degraded"]
+            found = " ".join(h["memory"]["content"] for h in r.json()["results"])
+            assert all(c in found for c in during), f"writes made while OpenSearch was down are not searchable: {found}"
+
+            async def only_back() -> bool:
+                return (await o.search("pat", "kiwi")).status_code == 200
+
+            await until(only_back, 60, "the OpenSearch-only store to answer again")
+            for i in range(3):  # the refused writes, retried with the same ids
+                assert (await o.add("pat", f"cmid-refused-{i}", f"kiwi refused cmid-refused-{i} zq00000000f2")).status_code == 201
+            assert_exactly_once(await o.contents("pat"), ["cmid-before"] + [f"cmid-refused-{i}" for i in range(3)])
+            assert_exactly_once(await d.contents("pat"), ["cmid-before", *during])
+    finally:
+        await dsvc.close()
+        await osvc.close()
+
+
+# -- Redis stopped (the cache is optional) --------------------------------------------------------
+@pytest_asyncio.fixture
+async def redis_env(tmp_path, embedder):
+    from cognis_memory.stores.redis_cache import RedisCache
+
+    server = start_or_skip(RedisServer(die_with_parent=True))
+    cache = RedisCache(server.url, ttl_s=300, socket_timeout_s=0.25, retry_after_s=0.5)
+    handle = build_embedded(tmp_path / "redis.db", embedder.dim)
+    svc = make_service(handle.store, embedder, cache=cache)
+    await svc.start(run_worker=False)
+    try:
+        yield server, cache, svc
+    finally:
+        await svc.close()
+        server.stop()
+
+
+FRUITS = ["plums", "apricots in the garden", "a basket of cherries", "figs from Izmir", "lemon trees",
+          "quince jelly", "wild strawberries"]  # distinct enough that dedup (cosine >= 0.99) keeps them all
+
+
+async def redis_keys(cache: Any) -> int:
+    return len([k async for k in cache._redis.scan_iter(match="cognis:*")])
+
+
+async def test_redis_down_searches_and_writes_go_on_uncached(redis_env):
+    server, cache, svc = redis_env
+    async with Api(svc) as api:
+        assert (await api.add("pat", "cmid-r0", f"{FRUITS[0]} cmid-r0 zq00000000f3")).status_code == 201
+        for _ in range(2):
+            assert (await api.search("pat", "plums")).status_code == 200
+        assert await redis_keys(cache) > 0
+        await asyncio.to_thread(server.kill)
+        for i in range(6):
+            t0 = time.monotonic()
+            r = await api.search("pat", "plums")
+            assert r.status_code == 200 and r.json()["results"], r.text
+            assert time.monotonic() - t0 < 2.0, "an unreachable cache must not slow requests down for long"
+            assert (await api.add("pat", f"cmid-r{i + 1}", f"{FRUITS[i + 1]} cmid-r{i + 1} zq00000000f3")).status_code == 201
+        r = await api.client.get("/ready")
+        assert r.status_code == 200 and r.json()["checks"]["cache:redis"] is False
+        # every write made while Redis was down is visible (nothing stale was cached)
+        r = await api.search("pat", "fruit plums apricots cherries figs lemon quince strawberries", limit=20)
+        assert len(r.json()["results"]) == 7, r.json()["results"]
+        await asyncio.to_thread(server.start)
+        await asyncio.sleep(0.6)  # the cache's retry_after_s
+
+        async def cached_again() -> bool:
+            await api.search("pat", "plums again")
+            return await redis_keys(cache) > 0
+
+        await until(cached_again, 10, "the cache to be used again")
+        assert (await api.client.get("/ready")).json()["checks"]["cache:redis"] is True
+        assert_exactly_once(await api.contents("pat"), [f"cmid-r{i}" for i in range(7)])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "RedisCache drops an invalidate/forget that fails (redis_cache.py, _guard -> default): when Redis is "
+    "unreachable but keeps its data (paused, partitioned), results cached before a delete or a forget are "
+    "served again once it answers, until their TTL. Fix in stores/redis_cache.py: remember owners whose "
+    "invalidate/forget failed and replay them before the next get_search/get_query_embedding."
+))  # fmt: skip
+async def test_redis_paused_during_forget_never_serves_the_forgotten_data(redis_env):
+    server, cache, svc = redis_env
+    async with Api(svc) as api:
+        assert (await api.add("pat", "cmid-p0", "figs secret cmid-p0 zq00000000f4")).status_code == 201
+        assert (await api.search("pat", "figs")).json()["results"]  # cached now
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            assert (await api.call("forget", "DELETE", "/v1/users/pat")).status_code == 200
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        await asyncio.sleep(0.6)
+        r = await api.search("pat", "figs")
+        assert r.status_code == 200
+        assert r.json()["results"] == [], f"a forgotten user's memory was served from the cache: {r.text[:300]}"
+
+
+# -- reranker endpoint timing out -----------------------------------------------------------------
+def sagemaker_client(handler):
+    import boto3
+
+    from tests.providers.provider_test_helpers import on_send
+
+    session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
+    client = session.client("sagemaker-runtime")
+    on_send(client, "InvokeEndpoint", handler)
+    return client
+
+
+async def test_reranker_timeout_or_failure_is_a_degraded_answer(tmp_path, embedder):
+    import json as _json
+
+    from cognis_memory.providers.rerankers import SageMakerReranker
+    from tests.providers.provider_test_helpers import raw_http_response
+
+    state = {"mode": "slow"}
+
+    def endpoint(request):
+        docs = _json.loads(request.body)["texts"]
+        if state["mode"] == "slow":
+            time.sleep(2.0)
+        elif state["mode"] == "error":
+            return raw_http_response(request, b'{"message": "boom"}', status=500)
+        elif state["mode"] == "garbage":
+            return raw_http_response(request, b"<html>not json</html>")
+        return raw_http_response(request, _json.dumps([{"index": i, "score": 1.0 / (i + 1)} for i in range(len(docs))]).encode())
+
+    reranker = SageMakerReranker("cognis-bge", client=sagemaker_client(endpoint), timeout_ms=300)
+    handle = build_embedded(tmp_path / "rerank.db", embedder.dim)
+    svc = make_service(handle.store, embedder, reranker=reranker, reranker_timeout_ms=300)
+    await svc.start(run_worker=False)
+    try:
+        async with Api(svc) as api:
+            for i in range(3):
+                assert (await api.add("pat", f"cmid-k{i}", f"melons {i} cmid-k{i} zq00000000f5")).status_code == 201
+            for mode in ("slow", "error", "garbage"):
+                state["mode"] = mode
+                t0 = time.monotonic()
+                r = await api.search("pat", "melons")
+                elapsed = time.monotonic() - t0
+                assert r.status_code == 200 and r.json()["degraded"] == ["reranker"], (mode, r.text)
+                assert len(r.json()["results"]) == 3
+                assert elapsed < 1.5, f"{mode}: the time box did not hold ({elapsed:.2f}s)"
+            state["mode"] = "ok"
+            r = await api.search("pat", "melons")  # degraded answers were not cached
+            assert r.status_code == 200 and r.json()["degraded"] == [], r.text
+    finally:
+        await svc.close()
+
+
+# -- LLM failing: retries with backoff, dead letter, sync-mode failures --------------------------------
+class FlakyLLM:
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.calls: list[tuple[float, str]] = []
+
+    def __call__(self, schema: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((time.monotonic(), schema))
+        prompt = body["messages"][-1]["content"]
+        if self.mode == "error":
+            raise Reply(500, '{"error": {"message": "overloaded"}}')
+        if self.mode == "slow":
+            time.sleep(1.5)
+        if self.mode == "malformed" and schema == "memory_decisions":
+            raise Reply(200, '{"choices": [{"index": 0, "message": {"role": "assistant", "content": "ADD everything!"}}]}')
+        if schema == "extracted_facts":
+            return {"facts": [{"content": f"Fact from: {prompt.splitlines()[-1][-60:]}", "category": "hobbies",
+                               "scope": "USER", "event_date": None}]}  # fmt: skip
+        return {"decisions": [{"fact": 0, "action": "ADD", "target": None, "content": None, "category": None}]}
+
+
+@pytest.fixture
+def flaky_llm():
+    llm = FlakyLLM()
+    with ScriptedLLMServer(llm) as server:
+        yield server, llm
+
+
+async def test_llm_failures_retry_with_backoff_then_dead_letter(tmp_path, embedder, flaky_llm):
+    server, llm = flaky_llm
+    handle = build_embedded(tmp_path / "llm.db", embedder.dim)
+    svc = make_service(handle.store, embedder, llm=OpenAICompatibleLLM(server.base_url, "scripted", timeout_s=0.5),
+                       job_max_attempts=4)  # fmt: skip
+    svc.worker.backoff_s = 0.2
+    svc.worker.poll_s = 0.05
+    await svc.start(run_worker=True)  # the real background worker
+    try:
+        async with Api(svc) as api:
+            for mode in ("error", "malformed", "slow"):
+                llm.mode = mode
+                r = await api.add("pat", f"cmid-{mode}", f"I collect stamps cmid-{mode} zq00000000f6", mode="async")
+                assert r.status_code == 202, r.text
+                job = r.json()["job"]
+
+                async def dead() -> bool:
+                    j = (await api.call("job", "GET", f"/v1/users/pat/jobs/{job['id']}")).json()
+                    return j["status"] == "dead"
+
+                await until(dead, 30, f"the {mode} job to be dead-lettered")
+                j = (await api.call("job", "GET", f"/v1/users/pat/jobs/{job['id']}")).json()
+                assert j["attempts"] == j["max_attempts"] == 4, j
+                assert j["last_error"], j
+                assert {"error": "DependencyUnavailable", "malformed": "LLMOutputError", "slow": "DependencyUnavailable"}[mode] in j["last_error"]
+            # backoff: the gaps between attempts of the last job grow (0.2 s, 0.4 s, 0.8 s)
+            starts = [t for t, schema in llm.calls if schema == "extracted_facts"][-4:]
+            gaps = [b - a for a, b in zip(starts, starts[1:])]
+            assert all(g >= 0.2 * 2**i * 0.9 for i, g in enumerate(gaps)), gaps
+            # the raw messages were stored and are searchable all along
+            assert (await api.search("pat", "stamps", limit=10)).json()["results"]
+
+            # a job that fails twice and then succeeds finishes and applies its facts
+            llm.mode = "error"
+            r = await api.add("pat", "cmid-recover", "I collect coins cmid-recover zq00000000f6", mode="async")
+            job = r.json()["job"]
+            await until(lambda: _attempts_at_least(api, job["id"], 2), 20, "two failed attempts")
+            llm.mode = "ok"
+
+            async def done() -> bool:
+                return (await api.call("job", "GET", f"/v1/users/pat/jobs/{job['id']}")).json()["status"] == "done"
+
+            await until(done, 20, "the recovering job to finish")
+            assert any(c.startswith("Fact from:") and "cmid-recover" in c for c in await api.contents("pat"))
+    finally:
+        await svc.close()
+
+
+async def _attempts_at_least(api: Api, job_id: str, n: int) -> bool:
+    return (await api.call("job", "GET", f"/v1/users/pat/jobs/{job_id}")).json()["attempts"] >= n
+
+
+async def test_sync_mode_llm_failure_is_retryable_and_loses_no_extraction(tmp_path, embedder, flaky_llm):
+    """Sync mode: the raw message is stored first (stage 1); an LLM failure must then be a retryable
+    503 (or an acknowledged 202 with a job), never a 500, and the extraction must still happen later."""
+    server, llm = flaky_llm
+    handle = build_embedded(tmp_path / "sync.db", embedder.dim)
+    svc = make_service(handle.store, embedder, llm=OpenAICompatibleLLM(server.base_url, "scripted", timeout_s=0.5))
+    await svc.start(run_worker=False)
+    try:
+        async with Api(svc) as api:
+            for mode in ("error", "malformed", "slow"):
+                llm.mode = mode
+                cmid = f"cmid-sync-{mode}"
+                r = await api.add("pat", cmid, f"I repair clocks {cmid} zq00000000f7")
+                assert r.status_code in (202, 503), (mode, r.status_code, r.text)
+                if r.status_code == 503:
+                    assert r.headers["retry-after"]
+                llm.mode = "ok"
+                r = await api.add("pat", cmid, f"I repair clocks {cmid} zq00000000f7")  # the client's retry
+                assert r.status_code in (201, 202), r.text
+                await svc.worker.drain(timeout_s=30)
+                contents = await api.contents("pat")
+                assert_exactly_once([c for c in contents if not c.startswith("Fact from:")], [cmid])
+                assert any(c.startswith("Fact from:") and cmid in c for c in contents), (
+                    f"{mode}: the extraction of a message whose sync extraction failed never happened: {contents}"
+                )
+    finally:
+        await svc.close()
