@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..domain import Job, Memory, MemoryKind, Message, Owner, Scope
+from ..domain import Job, Memory, MemoryKind, Message, Owner, Scope, new_id
 from ..errors import ConflictError, DependencyUnavailable, NotFoundError
 from ..providers.base import LLM, LLMOutputError
 from ..stores.base import MemoryStore
@@ -30,6 +30,10 @@ from .categorizer import EmbeddingCategorizer
 from .embedding import MatryoshkaEncoder
 from .extraction import Action, ContextAwareExtractor, ExtractionResult
 from .resolution import ResolvedMessage, resolve_message
+
+
+#: Message metadata key holding the id its raw memory gets (set before the message is saved).
+RAW_MEMORY_ID = "raw_memory_id"
 
 
 @dataclass(slots=True)
@@ -83,6 +87,7 @@ class IngestPipeline:
                     message_time=r.message_time,
                     source_message_ids=[msg.id],
                     metadata={"role": msg.role},
+                    id=msg.metadata.get(RAW_MEMORY_ID) or new_id(),
                     embedding=e,
                     embedding_short=s,
                 )
@@ -93,28 +98,34 @@ class IngestPipeline:
     async def ingest(
         self, owner: Owner, messages: list[Message], rec: StageRecorder, *, background: bool = False
     ) -> IngestResult:
+        # Stage 1 is several writes (messages, extraction job, raw memories), so a crash can fall
+        # between them, and the client's retry (same client_message_id) is answered "already stored".
+        # The raw memory's id is therefore fixed in the message before it is saved: a retry finds the
+        # messages whose raw memory is missing and ingests them again (job first, raw memories last).
+        for m in messages:
+            m.metadata.setdefault(RAW_MEMORY_ID, new_id())
         with rec.stage("raw_store"):
             stored = await self.store.save_messages(messages)
         new_msgs = [m for m, created in stored if created]
+        new_msgs += await self._unfinished(owner, [m for m, created in stored if not created])
         with rec.stage("resolution"):
             resolved = [resolve_message(m) for m in new_msgs]
         raw = self.build_raw_memories(resolved, rec)
-        with rec.stage("raw_store"):
-            await self.store.insert_memories(raw)
         result = IngestResult(messages=[m for m, _ in stored], created=[c for _, c in stored], raw_memories=raw)
-        if new_msgs:
-            await self.cache.invalidate(owner)
-        if self.extractor is None or not new_msgs:
-            return result
         job = Job(
             tenant_id=owner.tenant_id,
             user_id=owner.user_id,
             message_ids=[m.id for m in new_msgs],
             max_attempts=self.job_max_attempts,
         )
-        if background:
+        if self.extractor is not None and new_msgs and background:
             await self.store.enqueue_job(job)
             result.job = job
+        with rec.stage("raw_store"):
+            await self._insert_raw(owner, raw)
+        if new_msgs:
+            await self.cache.invalidate(owner)
+        if self.extractor is None or not new_msgs or background:
             return result
         try:
             with rec.stage("extraction"):
@@ -128,6 +139,24 @@ class IngestPipeline:
                 raise
             raise DependencyUnavailable("llm", f"unusable answer: {exc}") from exc
         return result
+
+    async def _unfinished(self, owner: Owner, existing: list[Message]) -> list[Message]:
+        """Already stored messages whose raw memory was never written (an earlier attempt died)."""
+        known = [m for m in existing if m.metadata.get(RAW_MEMORY_ID)]
+        if not known:
+            return []
+        have = {x.id for x in await self.store.fetch_memories(owner, [m.metadata[RAW_MEMORY_ID] for m in known])}
+        return [m for m in known if m.metadata[RAW_MEMORY_ID] not in have]
+
+    async def _insert_raw(self, owner: Owner, raw: list[Memory]) -> None:
+        """Insert raw memories; ids a concurrent attempt of the same messages inserted first are skipped."""
+        try:
+            await self.store.insert_memories(raw)
+        except Exception:
+            have = {x.id for x in await self.store.fetch_memories(owner, [m.id for m in raw])}
+            if not have:
+                raise
+            await self.store.insert_memories([m for m in raw if m.id not in have])
 
     async def run_job(self, job: Job, rec: StageRecorder) -> dict[str, Any]:
         """Stages 2-4 (extraction) for a claimed job. Raises on failure (the worker retries)."""
