@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     max_messages_per_request: int = Field(500, description="Most messages in one add request.")
     job_max_attempts: int = Field(5, description="Ingest job attempts before dead-letter.")
     job_backoff_s: float = Field(2.0, description="First retry delay; doubles per attempt.")
+    job_lease_s: float = Field(
+        300.0, description="A claimed job is retried by another worker if not finished within this (crashes)."
+    )
     worker_concurrency: int = Field(1, description="Background ingest workers in the API process.")
     run_worker: bool = Field(True, description="Run the background ingest worker inside the API process.")
 

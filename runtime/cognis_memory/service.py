@@ -180,7 +180,11 @@ class MemoryService:
             reranker_timeout_s=settings.reranker_timeout_ms / 1000,
         )
         self.worker = JobWorker(
-            self.ingest, self.telemetry, backoff_s=settings.job_backoff_s, concurrency=settings.worker_concurrency
+            self.ingest,
+            self.telemetry,
+            backoff_s=settings.job_backoff_s,
+            lease_s=settings.job_lease_s,
+            concurrency=settings.worker_concurrency,
         )
         self._started = False
 
