@@ -170,6 +170,9 @@ class IngestPipeline:
             resolved = [resolve_message(m) for m in messages]
         with rec.stage("extraction"):
             extraction = await self.extractor.extract(owner, resolved)
+            # The LLM calls take seconds: a forget of the user meanwhile must not be undone by the writes.
+            if not await self.store.get_messages(owner, job.message_ids):
+                return {"skipped": "messages no longer exist"}
             return await self.apply(owner, extraction, resolved)
 
     async def apply(self, owner: Owner, extraction: ExtractionResult, resolved: list[ResolvedMessage]) -> dict[str, Any]:

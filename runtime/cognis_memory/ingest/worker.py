@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from datetime import timedelta
 
-from ..domain import Job, JobStatus, utcnow
+from ..domain import Job, JobStatus, Owner, utcnow
 from ..telemetry import names
 from ..telemetry.emitter import Telemetry
 from ..telemetry.recorder import StageRecorder
@@ -60,6 +60,8 @@ class JobWorker:
                 job.next_attempt_at = utcnow() + timedelta(seconds=self.backoff_s * 2 ** (job.attempts - 1))
             self.telemetry.log_error("ingest_job_failed", request_id=job.id, error=exc, attempts=job.attempts)
         job.updated_at = utcnow()
+        if await store.get_job(Owner(job.tenant_id, job.user_id), job.id) is None:
+            return job  # deleted while it ran (the user was forgotten): do not write it back
         await store.save_job(job)
         self.telemetry.log_request(
             names.EVENT_INGEST, rec, request_id=job.id, job_status=job.status.value, attempts=job.attempts
