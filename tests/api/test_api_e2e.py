@@ -368,10 +368,17 @@ async def test_search_explain_gives_per_stage_scores_and_timings(api_env, filter
     assert top["memory"]["id"] == ids["trip"]["id"]
     assert {"vector", "vector_rank", "bm25", "bm25_rank", "rrf"} <= set(top["scores"])
     assert top["scores"]["vector_rank"] == 1 and top["scores"]["bm25_rank"] == 1
-    # weighted RRF with k = 10 and weights 0.7 / 0.3 (ARCHITECTURE §5)
-    assert top["scores"]["rrf"] == pytest.approx(0.7 / 11 + 0.3 / 11)
+    # weighted RRF (ARCHITECTURE §5): w_vector / (k + rank_vector) + w_bm25 / (k + rank_bm25), with the
+    # weights and k of the recipe the search used (reported in explain mode)
+    cfg = found["explain"]["config"]
     for h in found["results"]:
-        assert "vector" in h["scores"] and "rrf" in h["scores"]
+        sc = h["scores"]
+        assert "vector" in sc and "rrf" in sc
+        expected = cfg["weight_vector"] / (cfg["rrf_k"] + sc["vector_rank"])
+        if "bm25_rank" in sc:
+            expected += cfg["weight_bm25"] / (cfg["rrf_k"] + sc["bm25_rank"])
+        assert sc["rrf"] == pytest.approx(expected)
+    assert any("bm25_rank" not in h["scores"] for h in found["results"])  # both kinds of hit were checked
     timings = found["explain"]["stage_durations"]
     assert {
         "query_analysis_ms", "embed_query_ms", "vector_short_ms", "vector_full_ms", "bm25_ms", "rrf_fusion_ms",
