@@ -363,20 +363,33 @@ def plot(results: dict[str, Any], out_dir: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     paths = []
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for name, r in results.items():
-        ys = [r[f"recall@{k}"] for k in KS]
-        ax.plot(KS, ys, marker="o", label=name, linewidth=2.5 if name == "default" else 1.2)
+    names = list(results)
+    colors = plt.get_cmap("tab20")(range(20))
+    styles = ["-", "--", "-.", ":"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 6), gridspec_kw={"width_ratios": [1.2, 1]})
+    for i, name in enumerate(names):
+        r = results[name]
+        ax.plot(KS, [r[f"recall@{k}"] for k in KS], styles[i % 4], marker="o", color=colors[i % 20], label=name,
+                linewidth=3 if name == "default" else 1.3)  # fmt: skip
     ax.set_xlabel("k (results)")
     ax.set_ylabel("evidence recall@k")
     ax.set_xticks(KS)
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
     ax.set_title("LoCoMo categories 1-4: evidence recall@k per recipe")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    order = sorted(names, key=lambda n: results[n]["recall@10"])
+    vals = [results[n]["recall@10"] for n in order]
+    bars = bx.barh(order, vals, color=[colors[names.index(n) % 20] for n in order])
+    for b, v in zip(bars, vals, strict=True):
+        bx.text(v + 0.005, b.get_y() + b.get_height() / 2, f"{v:.3f}", va="center", fontsize=7)
+    bx.set_xlim(0, 1)
+    bx.set_xlabel("evidence recall@10")
+    bx.tick_params(axis="y", labelsize=8)
+    bx.set_title("recall@10 by recipe")
     fig.tight_layout()
     p = out_dir / "locomo_recall.png"
-    fig.savefig(p, dpi=110)
+    fig.savefig(p, dpi=100)
     plt.close(fig)
     paths.append(str(p))
 
@@ -388,11 +401,11 @@ def plot(results: dict[str, Any], out_dir: Path) -> list[str]:
             if s not in stages:
                 stages.append(s)
     bottom = [0.0] * len(names)
-    for s in stages:
+    for i, s in enumerate(stages):
         vals = [results[n]["stage_means_ms"].get(s, 0.0) for n in names]
-        ax.barh(names, vals, left=bottom, label=s.removesuffix("_ms"))
+        ax.barh(names, vals, left=bottom, label=s.removesuffix("_ms"), color=colors[i % 20])
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-    ax.set_xlabel("mean milliseconds per search (stage timings from the StageRecorder)")
+    ax.set_xlabel("mean ms per search, summed over stages (BM25 and the vector side overlap in time)")
     ax.set_title("Per-stage latency by recipe (LoCoMo searches, embedded store)")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
