@@ -45,11 +45,14 @@ OPERATION_INGEST = "ingest"
 #: Retrieval stages, in pipeline order; each is timed and logged as ``<stage>_ms``.
 RETRIEVAL_STAGES: tuple[str, ...] = (
     "query_analysis",
+    "speaker_names",
     "embed_query",
     "vector_short",
     "vector_full",
     "bm25",
     "rrf_fusion",
+    "speaker_boost",
+    "context",
     "temporal_boost",
     "dedup",
     "cross_encoder",
