@@ -1,14 +1,13 @@
 """Crash safety: ``kill -9`` of a real ``cognis-memory serve`` during a bulk import and during
 background extraction, then restart (issue #6, part 4).
 
-One data directory, three server processes:
+One data directory, two server processes:
 
 1. A client posts batches of messages (async mode, client_message_ids) while the scripted LLM
-   extracts slowly in the background; the server is SIGKILLed in the middle of a request.
+   extracts them slowly in the background; the server is SIGKILLed in the middle of a request,
+   with extraction jobs running.
 2. After a restart the client re-posts every batch (as a real client would, not knowing which
-   ones landed); once the import is done the server is SIGKILLed again while jobs are running.
-3. After the second restart every job resumes (the short lease of the killed process expires)
-   and finishes.
+   ones landed); every job resumes (the short lease of the killed process expires) and finishes.
 
 Then: every message is present exactly once (one raw memory per client_message_id, no
 duplicates), every acknowledged job is ``done``, and every message was extracted exactly once
@@ -128,33 +127,30 @@ def test_kill_9_during_import_and_extraction_loses_and_doubles_nothing(tmp_path)
         imp = Importer()
         servers: list[ServeProcess] = []
         try:
-            # 1. import until half-way, then kill -9 in the middle of a request
+            # 1. import half of the batches while the slow model extracts them in the background; then
+            #    kill -9 in the middle of the next request, with extraction jobs in flight
             a = ServeProcess(env, log_path=tmp_path / "serve-a.log").start()
             servers.append(a)
             for b in range(BATCHES // 2):
                 assert imp.post(a.url, b)
+            deadline = time.monotonic() + 30
+            while job_states(a.url, imp.jobs)["running"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
             inflight = threading.Thread(target=imp.post, args=(a.url, BATCHES // 2))
             inflight.start()
             time.sleep(0.05)
+            in_flight_jobs = job_states(a.url, imp.jobs)
+            calls_before = extractor.calls
             a.kill()
             inflight.join()
+            assert calls_before > 0 and in_flight_jobs["done"] < len(imp.jobs), in_flight_jobs
 
-            # 2. restart; the client re-sends everything; kill -9 again while extraction jobs run
-            b_ = ServeProcess(env, log_path=tmp_path / "serve-b.log").start()
-            servers.append(b_)
-            for b in range(BATCHES):
-                assert imp.post(b_.url, b), imp.errors
-            running = lambda: job_states(b_.url, imp.jobs)  # noqa: E731
-            deadline = time.monotonic() + 30
-            while running()["running"] == 0 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            calls_before = extractor.calls
-            b_.kill()
-            assert calls_before > 0
-
-            # 3. restart: the jobs of the killed process resume after their lease and finish
-            c = ServeProcess(env, log_path=tmp_path / "serve-c.log").start()
+            # 2. restart: the client re-sends everything (it cannot know what landed); the jobs of
+            #    the killed process resume once their lease expires, and all of them finish
+            c = ServeProcess(env, log_path=tmp_path / "serve-b.log").start()
             servers.append(c)
+            for b in range(BATCHES):
+                assert imp.post(c.url, b), imp.errors
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 states = job_states(c.url, imp.jobs)
@@ -227,3 +223,21 @@ async def test_crash_between_ingest_writes_then_retry_loses_and_doubles_nothing(
     want = {f"cmid-7-{i}" for i in range(3)}
     assert set(raw) == want and max(raw.values()) == 1, f"crash after {point}: raw memories {dict(raw)}"
     assert set(facts) == want and max(facts.values()) == 1, f"crash after {point}: facts {dict(facts)}"
+
+
+async def test_a_client_id_repeated_within_one_batch_is_stored_once(any_store, embedder):
+    """Found by the isolation suite: the crash-recovery check took the second occurrence for an
+    unfinished earlier attempt and inserted the raw memory twice (UNIQUE constraint: a 500)."""
+    from cognis_memory.domain import Owner
+    from cognis_memory.service import MessageIn
+    from tests.reliability.helpers import make_service
+
+    svc = make_service(any_store.store, embedder)
+    owner = Owner("dup-batch", any_store.kind)
+    msgs = [MessageIn(f"I tried hobby {i} (cmid-9-{i % 2})", client_message_id=f"cmid-9-{i % 2}") for i in range(5)]
+    res = await svc.add_messages(owner.tenant_id, owner.user_id, msgs)
+    assert res.created == [True, True, False, False, False]
+    again = await svc.add_messages(owner.tenant_id, owner.user_id, msgs)
+    assert again.created == [False] * 5 and again.raw_memories == []
+    raw = Counter(CMID.search(m.content).group() for m in await any_store.store.list_memories(owner, include_history=True))
+    assert raw == {"cmid-9-0": 1, "cmid-9-1": 1}

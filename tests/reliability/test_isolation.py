@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from cognis_memory.domain import Category, Owner
@@ -98,11 +98,13 @@ program_st = st.tuples(
     st.lists(st.sampled_from(range(len(OWNER_SHAPES))), min_size=2, max_size=4, unique=True),
     st.lists(op_st, min_size=3, max_size=10),
 )
-SETTINGS = dict(
+SETTINGS: dict[str, Any] = dict(
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
+if os.environ.get("COGNIS_RELIABILITY_NO_SHRINK"):  # planted-leak experiments: report the first failure at once
+    SETTINGS["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
 
 
 class Program:

@@ -107,7 +107,13 @@ class IngestPipeline:
         with rec.stage("raw_store"):
             stored = await self.store.save_messages(messages)
         new_msgs = [m for m, created in stored if created]
-        new_msgs += await self._unfinished(owner, [m for m, created in stored if not created])
+        seen = {m.id for m in new_msgs}
+        earlier: list[Message] = []
+        for m, created in stored:  # a client id repeated within one batch returns the same message again
+            if not created and m.id not in seen:
+                seen.add(m.id)
+                earlier.append(m)
+        new_msgs += await self._unfinished(owner, earlier)
         with rec.stage("resolution"):
             resolved = [resolve_message(m) for m in new_msgs]
         raw = self.build_raw_memories(resolved, rec)
