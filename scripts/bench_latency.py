@@ -58,12 +58,17 @@ def build_service(db: Path, embedder: Any, args: argparse.Namespace) -> MemorySe
             raise SystemExit("--rotation: this runtime has no embedding_rotation_path setting")
         overrides["embedding_rotation_path"] = args.rotation
     settings = Settings(**overrides)
-    return MemoryService(
+    svc = MemoryService(
         settings,
         store=build_store(settings, dim=embedder.dim, dim_short=settings.embedding_dim_short),
         embedder=embedder,
         telemetry=bc.RecordingTelemetry(),
     )
+    if getattr(args, "torch_threads", 0):  # override what the encoder chose (for before/after figures)
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    return svc
 
 
 async def search_inprocess(svc: MemoryService, owners: list[str], queries: list[str]) -> dict[str, Any]:
@@ -173,6 +178,11 @@ async def run_size(n: int, layout: str, embedder: Any, synth: bc.SyntheticVector
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _torch_threads() -> int | None:
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else None
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from cognis_memory.providers.embedders import SentenceTransformerEmbedder
 
@@ -220,6 +230,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     payload = {
         "benchmark": "latency",
         "recipe": args.recipe,
+        "torch_threads": _torch_threads(),
         "machine": bc.machine_info(),
         "rows": rows,
         "table_markdown": table,
@@ -236,6 +247,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "many_users_search_p95_ms": {str(r["memories"]): r["search_inprocess"]["p95_ms"] for r in rows if r["layout"] != "one_user"},
         "ingest_p95_ms": {str(r["memories"]): r["ingest_single_inprocess"]["p95_ms"] for r in rows if "ingest_single_inprocess" in r},
         "bulk_import_messages_per_s": min(bulk) if bulk else None,
+        "torch_threads": _torch_threads(),
         "targets": {"search_p95_ms": {str(k): v for k, v in TARGETS.items()}, "bulk_import_messages_per_s": INGEST_TARGET},
         "out": str(out / "latency.json"),
     }  # fmt: skip
@@ -250,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--single-messages", type=int, default=50, help="single-message add calls (in-process and HTTP)")
     p.add_argument("--vocab", type=int, default=3000, help="distinct synthetic sentences embedded for the load")
     p.add_argument("--recipe", default="default")
+    p.add_argument("--torch-threads", type=int, default=0, help="override torch intra-op threads (0: the encoder's choice)")
     p.add_argument("--dim-short", type=int, default=None)
     p.add_argument("--rotation", default=None)
     p.add_argument("--out", default=str(bc.REPO / "bench-results"))

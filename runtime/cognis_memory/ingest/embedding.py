@@ -6,10 +6,18 @@ Matryoshka-style lose quality in the prefix; an optional orthogonal ``rotation``
 example one that orders dimensions by variance, fitted offline with
 :func:`fit_variance_rotation`) can be applied before truncation so that the prefix keeps
 more of the signal. Rotations preserve cosine similarity of the full vectors.
+
+CPU threads: the local embedder serialises forward passes behind a lock, so torch's
+intra-op threads are its only parallelism. On small or shared machines those threads
+spin-wait for each other: on the benchmark machine (2 shared vCPUs) a one-query forward
+pass took a median 240 ms with 2 threads and 31 ms with 1, and batches of 128 ran at 34
+vs 70 texts/s (docs/benchmarks.md). The encoder therefore sets torch's intra-op thread
+count once, to ``torch_threads`` (default 1; ``None`` leaves torch's own default).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,6 +40,15 @@ def fit_variance_rotation(sample: np.ndarray) -> np.ndarray:
     return vt.T.astype(np.float32)  # columns = principal directions, by decreasing variance
 
 
+def set_torch_threads(n: int | None) -> None:
+    """Set torch's intra-op CPU threads when torch is in use in this process (no-op otherwise)."""
+    torch = sys.modules.get("torch")
+    if n is None or torch is None:
+        return
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+
+
 class MatryoshkaEncoder:
     """Wraps an :class:`Embedder` to produce (full, short) unit vectors."""
 
@@ -42,8 +59,10 @@ class MatryoshkaEncoder:
         dim_short: int,
         dim_full: int | None = None,
         rotation: np.ndarray | str | Path | None = None,
+        torch_threads: int | None = 1,
     ) -> None:
         self.embedder = embedder
+        set_torch_threads(torch_threads)
         self.dim = dim_full or embedder.dim
         if self.dim > embedder.dim:
             raise ValueError(f"embedding_dim_full: {self.dim} exceeds the model's {embedder.dim} dimensions")
