@@ -23,6 +23,7 @@ Connection or pool failures surface as :class:`~cognis_memory.errors.DependencyU
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import struct
 import time
@@ -150,8 +151,6 @@ def _memory_params(m: Memory) -> tuple[Any, ...]:
 
 
 def _json_dumps(obj: Any) -> str:
-    import json
-
     return json.dumps(obj, default=str)
 
 
