@@ -65,9 +65,9 @@ def build_service(db: Path, embedder: Any, args: argparse.Namespace) -> MemorySe
         telemetry=bc.RecordingTelemetry(),
     )
     if getattr(args, "torch_threads", 0):  # override what the encoder chose (for before/after figures)
-        import torch
+        from cognis_memory.ingest.embedding import limit_cpu_threads
 
-        torch.set_num_threads(args.torch_threads)
+        limit_cpu_threads(args.torch_threads)
     return svc
 
 
@@ -76,12 +76,16 @@ async def search_inprocess(svc: MemoryService, owners: list[str], queries: list[
     for q in queries[:3]:  # warm-up: load the user's vector index, JIT paths, model
         await svc.search(TENANT, owners[0], q)
     svc.telemetry.take()
-    lat = []
+    lat, cpu = [], []
     for i, q in enumerate(queries):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         await svc.search(TENANT, owners[i % len(owners)], q)
         lat.append((time.perf_counter() - t0) * 1000)
-    return {**bc.latency_summary(lat), "stage_means_ms": bc.stage_means(svc.telemetry.take())}
+        cpu.append((time.process_time() - c0) * 1000)
+    # CPU milliseconds the process spent per search (all its threads): the work a search needs,
+    # independent of how much of the shared machine other processes took meanwhile.
+    return {**bc.latency_summary(lat), **bc.latency_summary(cpu, prefix="cpu_"),
+            "stage_means_ms": bc.stage_means(svc.telemetry.take())}  # fmt: skip
 
 
 def search_http(url: str, owners: list[str], queries: list[str]) -> dict[str, Any]:
@@ -126,7 +130,7 @@ async def ingest_single(svc: MemoryService, user: str, texts: list[str]) -> dict
 
 async def bulk_import(svc: MemoryService, user: str, texts: list[str]) -> dict[str, Any]:
     """Messages through add_messages in batches of 128 (background mode, as the CLI import)."""
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     per_batch = []
     for i in range(0, len(texts), IMPORT_BATCH):
         chunk = texts[i : i + IMPORT_BATCH]
@@ -140,10 +144,12 @@ async def bulk_import(svc: MemoryService, user: str, texts: list[str]) -> dict[s
         )  # fmt: skip
         per_batch.append((time.perf_counter() - tb) * 1000)
     seconds = time.perf_counter() - t0
+    cpu_s = time.process_time() - c0
     return {
         "messages": len(texts),
         "seconds": round(seconds, 2),
         "messages_per_s": round(len(texts) / seconds, 1),
+        "messages_per_cpu_s": round(len(texts) / cpu_s, 1) if cpu_s > 0 else None,
         **bc.latency_summary(per_batch, prefix="batch_"),
     }
 
@@ -202,13 +208,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 + (f" | bulk import {row['bulk_import']['messages_per_s']} msg/s" if "bulk_import" in row else ""),
                 file=sys.stderr,
             )
-    headers = ["memories", "layout", "in-proc p50", "p95", "p99", "HTTP p50", "p95", "p99", "target p95", "RSS MiB"]
+    headers = ["memories", "layout", "in-proc p50", "p95", "p99", "CPU ms p50", "p95", "HTTP p50", "p95", "p99",
+               "target p95", "RSS MiB"]
     table_rows = []
     for r in rows:
         s, h = r["search_inprocess"], r["search_http"]
         target = TARGETS.get(r["memories"]) if r["layout"] == "one_user" else None
         table_rows.append(
-            [r["memories"], r["layout"], s["p50_ms"], s["p95_ms"], s["p99_ms"], h["p50_ms"], h["p95_ms"], h["p99_ms"],
+            [r["memories"], r["layout"], s["p50_ms"], s["p95_ms"], s["p99_ms"], s["cpu_p50_ms"], s["cpu_p95_ms"],
+             h["p50_ms"], h["p95_ms"], h["p99_ms"],
              f"<= {target:.0f} ms: {'met' if s['p95_ms'] <= target else 'MISSED'}" if target else "-", r["rss_mib_after_search"]]
         )  # fmt: skip
     table = bc.fmt_table(headers, table_rows)
@@ -218,10 +226,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             si, sh, b = r["ingest_single_inprocess"], r["ingest_single_http"], r["bulk_import"]
             ingest_rows.append(
                 [r["memories"], si["p50_ms"], si["p95_ms"], si["p99_ms"], sh["p50_ms"], sh["p95_ms"], sh["p99_ms"],
-                 b["messages_per_s"], "met" if b["messages_per_s"] >= INGEST_TARGET else "MISSED"]
+                 b["messages_per_s"], b["messages_per_cpu_s"], "met" if b["messages_per_s"] >= INGEST_TARGET else "MISSED"]
             )  # fmt: skip
     ingest_table = bc.fmt_table(
-        ["store size", "add 1 msg in-proc p50", "p95", "p99", "HTTP p50", "p95", "p99", "bulk msg/s", ">= 150/s"],
+        ["store size", "add 1 msg in-proc p50", "p95", "p99", "HTTP p50", "p95", "p99", "bulk msg/s", "msg per CPU-s",
+         ">= 150/s"],
         ingest_rows,
     )
     print(table)
@@ -243,10 +252,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "search_p50_ms": {str(r["memories"]): r["search_inprocess"]["p50_ms"] for r in one},
         "search_p95_ms": {str(r["memories"]): r["search_inprocess"]["p95_ms"] for r in one},
         "search_p99_ms": {str(r["memories"]): r["search_inprocess"]["p99_ms"] for r in one},
+        "search_cpu_p95_ms": {str(r["memories"]): r["search_inprocess"]["cpu_p95_ms"] for r in one},
         "http_search_p95_ms": {str(r["memories"]): r["search_http"]["p95_ms"] for r in one},
         "many_users_search_p95_ms": {str(r["memories"]): r["search_inprocess"]["p95_ms"] for r in rows if r["layout"] != "one_user"},
         "ingest_p95_ms": {str(r["memories"]): r["ingest_single_inprocess"]["p95_ms"] for r in rows if "ingest_single_inprocess" in r},
         "bulk_import_messages_per_s": min(bulk) if bulk else None,
+        "bulk_import_messages_per_cpu_s": min(r["bulk_import"]["messages_per_cpu_s"] or 0 for r in rows if "bulk_import" in r)
+        if bulk else None,
         "torch_threads": _torch_threads(),
         "targets": {"search_p95_ms": {str(k): v for k, v in TARGETS.items()}, "bulk_import_messages_per_s": INGEST_TARGET},
         "out": str(out / "latency.json"),
@@ -262,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--single-messages", type=int, default=50, help="single-message add calls (in-process and HTTP)")
     p.add_argument("--vocab", type=int, default=3000, help="distinct synthetic sentences embedded for the load")
     p.add_argument("--recipe", default="default")
-    p.add_argument("--torch-threads", type=int, default=0, help="override torch intra-op threads (0: the encoder's choice)")
+    p.add_argument("--torch-threads", type=int, default=0,
+                   help="override torch and BLAS threads (0: the encoder's choice, 1)")
     p.add_argument("--dim-short", type=int, default=None)
     p.add_argument("--rotation", default=None)
     p.add_argument("--out", default=str(bc.REPO / "bench-results"))

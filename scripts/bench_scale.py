@@ -251,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stores", default="embedded")
     p.add_argument("--vocab", type=int, default=3000)
     p.add_argument("--recipe", default="default")
-    p.add_argument("--torch-threads", type=int, default=0, help="override torch intra-op threads (0: the encoder's choice)")
+    p.add_argument("--torch-threads", type=int, default=0,
+                   help="override torch and BLAS threads (0: the encoder's choice, 1)")
     p.add_argument("--dim-short", type=int, default=None)
     p.add_argument("--rotation", default=None)
     p.add_argument("--prefix-study", type=int, default=0, metavar="N",

@@ -11,8 +11,11 @@ CPU threads: the local embedder serialises forward passes behind a lock, so torc
 intra-op threads are its only parallelism. On small or shared machines those threads
 spin-wait for each other: on the benchmark machine (2 shared vCPUs) a one-query forward
 pass took a median 240 ms with 2 threads and 31 ms with 1, and batches of 128 ran at 34
-vs 70 texts/s (docs/benchmarks.md). The encoder therefore sets torch's intra-op thread
-count once, to ``torch_threads`` (default 1; ``None`` leaves torch's own default).
+vs 70 texts/s; numpy's BLAS behaves alike (the 40x40 similarity matrix of the dedup stage:
+2.4 ms with 2 threads, 0.04 ms with 1; a 100k x 128 prefix scan: 19 vs 7 ms median)
+(docs/benchmarks.md). The encoder therefore sets the process's torch intra-op threads and,
+when ``threadpoolctl`` is importable, its BLAS threads once, to ``cpu_threads`` (default 1;
+``None`` leaves the libraries' defaults).
 """
 
 from __future__ import annotations
@@ -40,13 +43,18 @@ def fit_variance_rotation(sample: np.ndarray) -> np.ndarray:
     return vt.T.astype(np.float32)  # columns = principal directions, by decreasing variance
 
 
-def set_torch_threads(n: int | None) -> None:
-    """Set torch's intra-op CPU threads when torch is in use in this process (no-op otherwise)."""
-    torch = sys.modules.get("torch")
-    if n is None or torch is None:
+def limit_cpu_threads(n: int | None) -> None:
+    """Set torch's intra-op threads (when torch is loaded) and BLAS threads (when threadpoolctl is installed)."""
+    if n is None:
         return
-    if torch.get_num_threads() != n:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != n:
         torch.set_num_threads(n)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # optional: without it BLAS keeps its own thread count
+        return
+    threadpool_limits(n, user_api="blas")
 
 
 class MatryoshkaEncoder:
@@ -59,10 +67,10 @@ class MatryoshkaEncoder:
         dim_short: int,
         dim_full: int | None = None,
         rotation: np.ndarray | str | Path | None = None,
-        torch_threads: int | None = 1,
+        cpu_threads: int | None = 1,
     ) -> None:
         self.embedder = embedder
-        set_torch_threads(torch_threads)
+        limit_cpu_threads(cpu_threads)
         self.dim = dim_full or embedder.dim
         if self.dim > embedder.dim:
             raise ValueError(f"embedding_dim_full: {self.dim} exceeds the model's {embedder.dim} dimensions")
