@@ -489,6 +489,7 @@ class MemoryService:
         owner = self._owner(tenant_id, user_id)
         counts = await self.store.forget_user(owner)
         counts["cache_entries"] = await self.cache.forget_user(owner)
+        self.retrieval.speakers.forget(owner)  # speaker names learnt from the user's memories
         return counts
 
     async def list_memories(

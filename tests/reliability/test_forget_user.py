@@ -90,7 +90,7 @@ async def test_forget_user_removes_everything_from_every_backend(any_store, embe
             upd = await svc.update_memory(o.tenant_id, o.user_id, mems[0].id, content="I play the viola now")
             await svc.update_memory(o.tenant_id, o.user_id, upd.id, content="I play the viola and the cello")
             await svc.delete_memory(o.tenant_id, o.user_id, mems[1].id)
-            for q in ("cello", "Oslo", "what instrument do I play"):
+            for q in ("cello", "Oslo", "what instrument do I play", "what does Lou play"):
                 await svc.search(o.tenant_id, o.user_id, q)  # cached embeddings and results
             await svc.add_messages(o.tenant_id, o.user_id, [MessageIn("queued for later", speaker="Lou")], background=True)
         before = {o: await backend_counts(any_store, redis_cache, o) for o in (gone, neighbour, namesake)}
@@ -110,6 +110,7 @@ async def test_forget_user_removes_everything_from_every_backend(any_store, embe
             r = await client.post(f"/v1/users/{gone.user_id}/search", headers={"X-API-Key": key}, json={"query": "cello"})
             assert r.json()["results"] == []
 
+        assert svc.retrieval.speakers.known(gone) == [], "the forgotten user's speaker names stay in the process"
         after = await backend_counts(any_store, redis_cache, gone)
         leftover = {k: v for k, v in after.items() if v and not (k == "redis.keys" and v <= 2)}
         assert not leftover, f"{any_store.kind}: forget left {leftover}"

@@ -191,7 +191,7 @@ class Program:
         body = self.search_body(owner, f)
         out = await self.ex.search(owner, body, cached=f["cached"] if cached is None else cached)
         where = f"search[{self.ex.name}, cached={f['cached'] if cached is None else cached}, {body}]"
-        self.truth.check_blob(owner, out, where)
+        self.truth.check_blob(owner, out, where, echo=body["query"])
         assert len(out["results"]) <= body["limit"], where
         self.stats["searches"] += 1
         self.stats["hits"] += len(out["results"])
