@@ -38,18 +38,35 @@ def test_dsn_from_host_and_secrets_manager(aws_env: None) -> None:
         settings = Settings(store="dual", postgres_host="db.internal", postgres_port=5433, postgres_db="mem",
                             postgres_secret_arn=arn, postgres_sslmode="require", opensearch_url="https://search:443",
                             aws_region="eu-west-1")  # fmt: skip
-        params = conninfo_to_dict(postgres_dsn(settings))
+        params = conninfo_to_dict(postgres_dsn(settings)())
         assert params == {"host": "db.internal", "port": "5433", "dbname": "mem", "user": "cognis",
                           "password": "p@ss:w/rd", "sslmode": "require"}  # fmt: skip
         store = build_store(settings, dim=DIM, dim_short=DIM_SHORT)
-        assert isinstance(store, DualStore) and conninfo_to_dict(store.pg.dsn)["password"] == "p@ss:w/rd"
+        assert isinstance(store, DualStore) and conninfo_to_dict(store.pg._conninfo())["password"] == "p@ss:w/rd"
 
         bad = sm.create_secret(Name="not-json", SecretString="just a string")["ARN"]
         with pytest.raises(ValueError, match="postgres_secret_arn"):
-            postgres_dsn(Settings(store="dual", postgres_host="h", postgres_secret_arn=bad, aws_region="eu-west-1"))
+            postgres_dsn(Settings(store="dual", postgres_host="h", postgres_secret_arn=bad, aws_region="eu-west-1"))()
         partial = sm.create_secret(Name="no-password", SecretString=json.dumps({"username": "u"}))["ARN"]
         with pytest.raises(ValueError, match="password"):
-            postgres_dsn(Settings(store="dual", postgres_host="h", postgres_secret_arn=partial, aws_region="eu-west-1"))
+            postgres_dsn(Settings(store="dual", postgres_host="h", postgres_secret_arn=partial, aws_region="eu-west-1"))()
+
+
+def test_rotated_secret_is_picked_up_after_the_refresh_interval(aws_env: None) -> None:
+    from cognis_memory.stores.factory import SECRET_REFRESH_S, SecretDsn
+
+    now = [1000.0]
+    with mock_aws():
+        sm = boto3.client("secretsmanager", region_name="eu-west-1")
+        arn = sm.create_secret(Name="rotating", SecretString=json.dumps({"username": "u", "password": "one"}))["ARN"]
+        dsn = SecretDsn(Settings(store="dual", postgres_host="h", postgres_secret_arn=arn, aws_region="eu-west-1"),
+                        clock=lambda: now[0])  # fmt: skip
+        assert conninfo_to_dict(dsn())["password"] == "one"
+        sm.put_secret_value(SecretId=arn, SecretString=json.dumps({"username": "u", "password": "two"}))
+        now[0] += SECRET_REFRESH_S / 2
+        assert conninfo_to_dict(dsn())["password"] == "one"  # cached
+        now[0] += SECRET_REFRESH_S
+        assert conninfo_to_dict(dsn())["password"] == "two"  # re-read after the interval
 
 
 def test_missing_settings_are_explained() -> None:

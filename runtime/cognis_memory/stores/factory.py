@@ -15,6 +15,9 @@ Nothing here connects: the store's ``open()`` does.
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
@@ -73,8 +76,11 @@ def build_cache(settings: Settings) -> Cache:
     return RedisCache(settings.redis_url, password=password, ttl_s=settings.cache_ttl_s)
 
 
-def postgres_dsn(settings: Settings) -> str:
-    """The libpq DSN: ``postgres_dsn`` as given, or built from host settings and the Secrets Manager secret."""
+def postgres_dsn(settings: Settings) -> str | Callable[[], str]:
+    """The libpq DSN: ``postgres_dsn`` as given, or a provider built from the host settings and
+    the Secrets Manager secret. The provider re-reads the secret at most every
+    ``SECRET_REFRESH_S`` seconds, so new connections pick up a rotated password (Aurora's managed
+    master secret rotates every 7 days by default) without a restart."""
     if settings.postgres_dsn is not None:
         return settings.postgres_dsn.get_secret_value()
     if not settings.postgres_host or not settings.postgres_secret_arn:
@@ -82,17 +88,40 @@ def postgres_dsn(settings: Settings) -> str:
             "postgres_dsn: store 'dual' needs COGNIS_POSTGRES_DSN, or COGNIS_POSTGRES_HOST with "
             "COGNIS_POSTGRES_SECRET_ARN (a Secrets Manager secret holding {username, password})"
         )
-    from psycopg.conninfo import make_conninfo
+    return SecretDsn(settings)
 
-    secret = read_db_secret(settings.postgres_secret_arn, region=settings.aws_region)
-    return make_conninfo(
-        host=settings.postgres_host,
-        port=settings.postgres_port,
-        dbname=settings.postgres_db,
-        user=secret["username"],
-        password=secret["password"],
-        sslmode=settings.postgres_sslmode,
-    )
+
+#: How long a DSN built from a Secrets Manager secret is reused before the secret is read again.
+SECRET_REFRESH_S = 60.0
+
+
+class SecretDsn:
+    """Callable DSN provider backed by a Secrets Manager secret (cached for ``SECRET_REFRESH_S``)."""
+
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings, self._clock = settings, clock
+        self._dsn: str | None = None
+        self._read_at = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        from psycopg.conninfo import make_conninfo
+
+        with self._lock:
+            if self._dsn is None or self._clock() - self._read_at >= SECRET_REFRESH_S:
+                s = self.settings
+                assert s.postgres_secret_arn is not None
+                secret = read_db_secret(s.postgres_secret_arn, region=s.aws_region)
+                self._dsn = make_conninfo(
+                    host=s.postgres_host,
+                    port=s.postgres_port,
+                    dbname=s.postgres_db,
+                    user=secret["username"],
+                    password=secret["password"],
+                    sslmode=s.postgres_sslmode,
+                )
+                self._read_at = self._clock()
+            return self._dsn
 
 
 def read_db_secret(secret_arn: str, *, region: str | None = None) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import json
 import logging
 import struct
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -269,7 +269,8 @@ class PostgresStore:
     """PostgreSQL + pgvector implementation of :class:`~cognis_memory.stores.base.MemoryStore`
     (everything except BM25).
 
-    ``dsn`` is a libpq connection string or URL; ``dim``/``dim_short`` the vector sizes (part of
+    ``dsn`` is a libpq connection string or URL, or a callable returning one (called for every new
+    connection, so rotated credentials are picked up); ``dim``/``dim_short`` the vector sizes (part of
     the schema). ``iterative_scan`` is the pgvector ``hnsw.iterative_scan`` mode used by the
     shortlist stage (``"relaxed_order"``, ``"strict_order"`` or ``"off"`` — off exists for tests
     that show why it matters).
@@ -279,7 +280,7 @@ class PostgresStore:
 
     def __init__(
         self,
-        dsn: str,
+        dsn: str | Callable[[], str],
         *,
         dim: int,
         dim_short: int,
@@ -302,6 +303,9 @@ class PostgresStore:
         self._pool: AsyncConnectionPool | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
+    def _conninfo(self) -> str:
+        return self.dsn() if callable(self.dsn) else self.dsn
+
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.set_autocommit(True)
         await conn.execute(
@@ -316,13 +320,13 @@ class PostgresStore:
             return
         try:
             async with await psycopg.AsyncConnection.connect(
-                self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
+                self._conninfo(), autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
             ) as conn:
                 applied = await apply_migrations(conn, dim=self.dim, dim_short=self.dim_short)
             if applied:
                 log.info("postgres: applied migrations %s", applied)
             pool = AsyncConnectionPool(
-                self.dsn,
+                self._conninfo,
                 min_size=self.pool_min,
                 max_size=self.pool_max,
                 timeout=self.pool_timeout_s,
