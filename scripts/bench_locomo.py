@@ -96,7 +96,7 @@ class Conversation:
 
 
 def parse_session_time(value: str) -> datetime:
-    """'1:56 pm on 8 May, 2023' -> an aware UTC datetime (also accepts a few spacing variants)."""
+    """'7:05 pm on 3 June, 2023' -> an aware UTC datetime (also accepts a few spacing variants)."""
     cleaned = re.sub(r"\s+", " ", value.strip()).replace(" ,", ",")
     for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y", "%I:%M%p on %d %B, %Y"):
         try:

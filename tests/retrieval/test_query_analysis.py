@@ -56,10 +56,10 @@ def test_explicit_date_beats_when() -> None:
 
 
 def test_name_candidates_skip_openers_and_acronyms() -> None:
-    assert name_candidates("What did Caroline research?") == ["Caroline"]
-    assert name_candidates("When did Jon and Gina meet in Paris?") == ["Jon", "Gina", "Paris"]
+    assert name_candidates("What did Priya research?") == ["Priya"]
+    assert name_candidates("When did Tomas and Lena meet in Paris?") == ["Tomas", "Lena", "Paris"]
     assert name_candidates("Is NASA hiring?") == []  # all-caps acronyms are not names
-    assert name_candidates("What is Melanie's favourite book?") == ["Melanie"]
+    assert name_candidates("What is Marco's favourite book?") == ["Marco"]
     assert name_candidates("where does alice live") == []  # lower case: only known speakers match later
 
 
@@ -71,6 +71,6 @@ def test_find_names_whole_words_case_insensitive_possessive() -> None:
 
 
 def test_strip_names_removes_name_and_possessive() -> None:
-    assert strip_names("What is Caroline's identity?", ["Caroline"]) == "What is identity?"
-    assert strip_names("When did Jon and Gina meet?", ["Jon", "Gina"]) == "When did and meet?"
+    assert strip_names("What is Priya's job?", ["Priya"]) == "What is job?"
+    assert strip_names("When did Tomas and Lena meet?", ["Tomas", "Lena"]) == "When did and meet?"
     assert strip_names("Alice", ["Alice"]) == "Alice"  # never strip a query to nothing
