@@ -120,8 +120,9 @@ _DIA = re.compile(r"^D(\d+):(\d+)$")
 
 
 def split_evidence(entries: list[Any]) -> list[str]:
-    """Evidence ids: entries holding several ids are split on ';', ',' or whitespace;
-    'D30:05' is read as 'D30:5'. Unmatchable ids are kept here and dropped when matching."""
+    """Evidence ids: entries holding several ids are split on ';', ',' or whitespace; a
+    zero-padded turn number ('D3:07') is read as 'D3:7'. Unmatchable ids are kept here and
+    dropped when matching."""
     out: list[str] = []
     for e in entries or []:
         for part in _SPLIT.split(str(e)):

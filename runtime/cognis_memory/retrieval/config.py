@@ -31,7 +31,9 @@ class RetrievalConfig(BaseModel):
     speaker_aware: bool = Field(
         False, description="Strip names of the user's speakers from the query and boost their memories instead."
     )
-    speaker_boost: float = Field(0.4, ge=0, description="Memories of a speaker named in the query: score * (1 + boost).")
+    speaker_boost: float = Field(
+        0.4, ge=0, description="Memories of a speaker named in the query: score * (1 + boost)."
+    )
     # stage 2: vector search
     use_vector: bool = True
     two_stage: bool = Field(True, description="Prefix shortlist, then full-vector rescoring.")

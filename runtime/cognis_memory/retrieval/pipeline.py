@@ -265,7 +265,8 @@ class RetrievalPipeline:
         response = SearchResponse(hits=hits, analysis=analysis, degraded=degraded)
         if q.explain:
             response.explain = {
-                "analysis": analysis.to_dict() | {"speaker_names": names, "search_text": text, "keyword_text": bm25_text},
+                "analysis": analysis.to_dict()
+                | {"speaker_names": names, "search_text": text, "keyword_text": bm25_text},
                 "config": cfg.model_dump(),
                 "stage_durations": rec.stage_durations(),
                 "candidates": {k: v for k, v in rec.fields.items() if k.startswith("candidates")},
