@@ -75,6 +75,7 @@ async def reconcile(
     t0 = time.perf_counter()
     report = ReconcileReport(tenant_id=tenant_id, repair=repair)
     index = store.keyword
+    await index.refresh_now()  # documents indexed within the last refresh interval count too
 
     docs: dict[str, KeywordDoc] = {}
     async for doc in index.scan(tenant_id=tenant_id):
