@@ -228,6 +228,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
          for r in rows],
     )  # fmt: skip
     print(table)
+    out.mkdir(parents=True, exist_ok=True)
     png = plot(rows, out) if rows and not args.no_plot else None
     bc.write_json(out / "scale.json", {"benchmark": "scale", "machine": bc.machine_info(), "rows": rows, "table_markdown": table})
     return summary | {
