@@ -105,7 +105,7 @@ def export(url: str) -> list[dict[str, Any]]:
 
 def job_states(url: str, ids: set[str]) -> Counter[str]:
     states: Counter[str] = Counter()
-    for j in ids:
+    for j in list(ids):  # the in-flight request may add to the set meanwhile
         r = httpx.get(f"{url}/v1/users/{USER}/jobs/{j}", headers={"X-API-Key": KEY}, timeout=30)
         states[r.json()["status"] if r.status_code == 200 else f"http {r.status_code}"] += 1
     return states
