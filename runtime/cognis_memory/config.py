@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     )
     embedding_dim_full: int | None = Field(None, description="Truncate full vectors to this size (default: model size).")
     embedding_dim_short: int = Field(128, description="Prefix size used by the first vector stage.")
+    embedding_rotation_path: Path | None = Field(
+        None, description="Orthogonal rotation (.npy, from scripts/fit_rotation.py) applied before the prefix cut."
+    )
     embedding_batch_size: int = Field(64, description="Texts per embedding batch.")
     embedding_device: str = Field("cpu", description="torch device for local models.")
 

@@ -160,7 +160,10 @@ class MemoryService:
             log_level=settings.log_level,
         )
         self.encoder = MatryoshkaEncoder(
-            embedder, dim_short=settings.embedding_dim_short, dim_full=settings.embedding_dim_full
+            embedder,
+            dim_short=settings.embedding_dim_short,
+            dim_full=settings.embedding_dim_full,
+            rotation=settings.embedding_rotation_path,
         )
         self.retrieval_config = retrieval_config or get_recipe(settings.recipe)
         self.ingest = IngestPipeline(

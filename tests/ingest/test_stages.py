@@ -109,3 +109,16 @@ def test_categorizer_uses_keywords_then_nearest_description(embedder) -> None:
     assert got[:3] == [Category.HEALTH, Category.TRAVEL, Category.TECHNICAL_SKILLS]
     assert got[3] == Category.EMOTIONAL
     assert got[4] == Category.RELATIONSHIPS
+
+
+async def test_rotation_setting_is_used_by_the_service(make_service, embedder, tmp_path) -> None:
+    rng = np.random.default_rng(3)
+    rot = fit_variance_rotation(rng.normal(size=(600, embedder.dim)))
+    path = tmp_path / "rotation.npy"
+    np.save(path, rot)
+    svc = await make_service(embedding_rotation_path=path)
+    assert svc.encoder.rotation is not None and np.allclose(svc.encoder.rotation, rot)
+    raw = embedder.embed(["hello there"])
+    full, short = svc.encoder.encode(["hello there"])
+    assert np.allclose(full, normalise_rows(raw @ rot), atol=1e-5)
+    assert np.allclose(short, normalise_rows((raw @ rot)[:, : svc.encoder.dim_short]), atol=1e-5)
