@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     )
     embedding_batch_size: int = Field(64, description="Texts per embedding batch.")
     embedding_device: str = Field("cpu", description="torch device for local models.")
+    embedding_threads: int = Field(
+        1, ge=1, description="CPU threads of torch and BLAS; 1 suits shared vCPUs, more helps bulk imports."
+    )
 
     reranker: RerankerKind = Field("none", description="Cross-encoder stage: none, local or sagemaker.")
     reranker_path: str | None = Field(None, description="Local cross-encoder directory (reranker=local).")

@@ -164,6 +164,7 @@ class MemoryService:
             dim_short=settings.embedding_dim_short,
             dim_full=settings.embedding_dim_full,
             rotation=settings.embedding_rotation_path,
+            cpu_threads=settings.embedding_threads,
         )
         self.retrieval_config = retrieval_config or get_recipe(settings.recipe)
         self.ingest = IngestPipeline(

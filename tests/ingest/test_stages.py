@@ -13,19 +13,19 @@ from cognis_memory.ingest.resolution import resolve_message
 TS = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
-def _msg(text: str, speaker: str | None = "Caroline", role: str = "user") -> Message:
+def _msg(text: str, speaker: str | None = "Mira", role: str = "user") -> Message:
     return Message(tenant_id="t", user_id="u", content=text, timestamp=TS, speaker=speaker, role=role)
 
 
 def test_resolution_sets_event_time_and_annotates_relative_dates() -> None:
     r = resolve_message(_msg("I went to a support group yesterday and start a course next month."))
-    assert r.speaker == "Caroline"
+    assert r.speaker == "Mira"
     assert r.message_time == TS
     assert r.event_time == datetime(2023, 5, 7, 12, tzinfo=UTC)  # centre of the day
     assert r.annotated_text == (
         "I went to a support group yesterday [7 May 2023] and start a course next month [June 2023]."
     )
-    assert r.display_text.startswith("Caroline: I went")
+    assert r.display_text.startswith("Mira: I went")
 
 
 def test_resolution_without_expressions_has_no_event_time_and_unchanged_text() -> None:
