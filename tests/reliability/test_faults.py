@@ -178,16 +178,18 @@ async def test_opensearch_down_dual_degrades_and_opensearch_only_refuses(private
             await asyncio.to_thread(private_os.kill)
 
             # dual: searches answer from PostgreSQL, flagged degraded, quickly; writes are acknowledged
-            during = []
+            during, took = [], []
             for i in range(5):
                 t0 = time.monotonic()
                 r = await d.search("pat", "kiwi")
-                assert time.monotonic() - t0 < 5, "a degraded search must not hang"
+                took.append(time.monotonic() - t0)
+                assert took[-1] < 5, "a degraded search must not hang"
                 assert r.status_code == 200 and "bm25:opensearch" in r.json()["degraded"], r.text
                 assert any("kiwi" in h["memory"]["content"] for h in r.json()["results"])  # vector side still finds it
                 cmid = f"cmid-during-{i}"
                 assert (await d.add("pat", cmid, f"kiwi during {cmid} zq00000000f2")).status_code == 201
                 during.append(cmid)
+            print(f"dual, OpenSearch down: degraded searches took {min(took) * 1000:.0f}-{max(took) * 1000:.0f} ms")
             r = await d.client.get("/ready")
             assert r.status_code == 200 and r.json()["checks"]["opensearch"] is False, r.text
             assert await dual.store.outbox_size() > 0
@@ -210,7 +212,9 @@ async def test_opensearch_down_dual_degrades_and_opensearch_only_refuses(private
                     return False
                 return await dual.store.outbox_size() == 0
 
+            t_back = time.monotonic()
             await until(dual_caught_up, 60, "the dual store's outbox to drain")
+            print(f"dual: outbox drained {time.monotonic() - t_back:.1f} s after OpenSearch was started again")
             r = await d.search("pat", "kiwi during", recipe="bm25", limit=20)
             assert r.status_code == 200 and not r.json()["degraded"]
             found = " ".join(h["memory"]["content"] for h in r.json()["results"])
@@ -262,12 +266,15 @@ async def test_redis_down_searches_and_writes_go_on_uncached(redis_env):
             assert (await api.search("pat", "plums")).status_code == 200
         assert await redis_keys(cache) > 0
         await asyncio.to_thread(server.kill)
+        took = []
         for i in range(6):
             t0 = time.monotonic()
             r = await api.search("pat", "plums")
+            took.append(time.monotonic() - t0)
             assert r.status_code == 200 and r.json()["results"], r.text
-            assert time.monotonic() - t0 < 2.0, "an unreachable cache must not slow requests down for long"
+            assert took[-1] < 2.0, "an unreachable cache must not slow requests down for long"
             assert (await api.add("pat", f"cmid-r{i + 1}", f"{FRUITS[i + 1]} cmid-r{i + 1} zq00000000f3")).status_code == 201
+        print(f"Redis down: searches took {min(took) * 1000:.0f}-{max(took) * 1000:.0f} ms")
         r = await api.client.get("/ready")
         assert r.status_code == 200 and r.json()["checks"]["cache:redis"] is False
         # every write made while Redis was down is visible (nothing stale was cached)
@@ -353,6 +360,7 @@ async def test_reranker_timeout_or_failure_is_a_degraded_answer(tmp_path, embedd
                 assert r.status_code == 200 and r.json()["degraded"] == ["reranker"], (mode, r.text)
                 assert len(r.json()["results"]) == 3
                 assert elapsed < 1.5, f"{mode}: the time box did not hold ({elapsed:.2f}s)"
+                print(f"reranker {mode}: degraded search in {elapsed * 1000:.0f} ms (time box 300 ms)")
             state["mode"] = "ok"
             r = await api.search("pat", "melons")  # degraded answers were not cached
             assert r.status_code == 200 and r.json()["degraded"] == [], r.text
@@ -417,6 +425,7 @@ async def test_llm_failures_retry_with_backoff_then_dead_letter(tmp_path, embedd
             starts = [t for t, schema in llm.calls if schema == "extracted_facts"][-4:]
             gaps = [b - a for a, b in zip(starts, starts[1:])]
             assert all(g >= 0.2 * 2**i * 0.9 for i, g in enumerate(gaps)), gaps
+            print("LLM retry gaps (s):", [round(g, 2) for g in gaps])
             # the raw messages were stored and are searchable all along
             assert (await api.search("pat", "stamps", limit=10)).json()["results"]
 
