@@ -292,12 +292,6 @@ async def test_redis_down_searches_and_writes_go_on_uncached(redis_env):
         assert_exactly_once(await api.contents("pat"), [f"cmid-r{i}" for i in range(7)])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "RedisCache drops an invalidate/forget that fails (redis_cache.py, _guard -> default): when Redis is "
-    "unreachable but keeps its data (paused, partitioned), results cached before a delete or a forget are "
-    "served again once it answers, until their TTL. Fix in stores/redis_cache.py: remember owners whose "
-    "invalidate/forget failed and replay them before the next get_search/get_query_embedding."
-))  # fmt: skip
 async def test_redis_paused_during_forget_never_serves_the_forgotten_data(redis_env):
     server, cache, svc = redis_env
     async with Api(svc) as api:

@@ -54,6 +54,9 @@ def owner_prefix(owner: Owner) -> str:
     return f"cognis:{{{_h(owner.tenant_id)}.{_h(owner.user_id)}}}:"
 
 
+_FAILED: Any = object()  # sentinel: the guarded Redis operation did not happen
+
+
 class RedisCache:
     """Query-embedding and search-result cache in Redis; never raises, a miss when Redis is down."""
 
@@ -89,6 +92,10 @@ class RedisCache:
         self._suppressed = 0
         self._seen: OrderedDict[tuple[Owner, str], int] = OrderedDict()
         self._seen_max = remembered_generations
+        # Owners whose invalidate/forget could not reach Redis: replayed before any other use of
+        # their entries, and until then every read of theirs is a miss (so a Redis that was only
+        # unreachable, not emptied, cannot serve results from before a write or a forget).
+        self._pending: dict[Owner, str] = {}
 
     # -- failure handling -------------------------------------------------------------------------
     async def _guard(self, op: str, fn: Callable[[], Awaitable[T]], default: T) -> T:
@@ -130,8 +137,26 @@ class RedisCache:
         while len(self._seen) > self._seen_max:
             self._seen.popitem(last=False)
 
+    async def _settled(self, owner: Owner) -> bool:
+        """Replay this owner's failed invalidate/forget; False while that is still impossible."""
+        pending = self._pending.get(owner)
+        if pending is None:
+            return True
+        op = self._forget_keys if pending == "forget" else self._bump
+        if await self._guard(f"replay {pending}", lambda: op(owner), _FAILED) is _FAILED:
+            return False
+        self._pending.pop(owner, None)
+        return True
+
+    def _failed(self, owner: Owner, what: str) -> None:
+        if self._pending.get(owner) != "forget":  # a pending forget covers an invalidate
+            self._pending[owner] = what
+
     # -- Cache protocol ---------------------------------------------------------------------------
     async def get_query_embedding(self, owner: Owner, model: str, text: str) -> np.ndarray | None:
+        if not await self._settled(owner):
+            return None
+
         async def op() -> np.ndarray | None:
             raw = await self._redis.get(self._emb_key(owner, model, text))
             if raw is None or len(raw) % 4:
@@ -141,6 +166,8 @@ class RedisCache:
         return await self._guard("get_query_embedding", op, None)
 
     async def set_query_embedding(self, owner: Owner, model: str, text: str, vector: np.ndarray) -> None:
+        if not await self._settled(owner):
+            return
         data = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
 
         async def op() -> None:
@@ -149,6 +176,9 @@ class RedisCache:
         await self._guard("set_query_embedding", op, None)
 
     async def get_search(self, owner: Owner, request_key: str) -> dict[str, Any] | None:
+        if not await self._settled(owner):
+            return None
+
         async def op() -> dict[str, Any] | None:
             gen = await self._generation(owner)
             self._remember(owner, request_key, gen)
@@ -158,6 +188,8 @@ class RedisCache:
         return await self._guard("get_search", op, None)
 
     async def set_search(self, owner: Owner, request_key: str, response: dict[str, Any]) -> None:
+        if not await self._settled(owner):
+            return
         data = json.dumps(response, default=str)
 
         async def op() -> None:
@@ -168,32 +200,37 @@ class RedisCache:
 
         await self._guard("set_search", op, None)
 
-    async def invalidate(self, owner: Owner) -> None:
-        async def op() -> None:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.incr(self._gen_key(owner))
-                pipe.expire(self._gen_key(owner), self.generation_ttl_s)
-                await pipe.execute()
+    async def _bump(self, owner: Owner) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.incr(self._gen_key(owner))
+            pipe.expire(self._gen_key(owner), self.generation_ttl_s)
+            await pipe.execute()
 
-        await self._guard("invalidate", op, None)
+    async def _forget_keys(self, owner: Owner) -> int:
+        removed = 0
+        batch: list[bytes] = []
+        async for key in self._redis.scan_iter(match=owner_prefix(owner) + "*", count=500):
+            batch.append(key)
+            if len(batch) >= 500:
+                removed += int(await self._redis.unlink(*batch))
+                batch = []
+        if batch:
+            removed += int(await self._redis.unlink(*batch))
+        return removed
+
+    async def invalidate(self, owner: Owner) -> None:
+        if await self._guard("invalidate", lambda: self._bump(owner), _FAILED) is _FAILED:
+            self._failed(owner, "invalidate")
 
     async def forget_user(self, owner: Owner) -> int:
         for key in [k for k in self._seen if k[0] == owner]:
             self._seen.pop(key, None)
-
-        async def op() -> int:
-            removed = 0
-            batch: list[bytes] = []
-            async for key in self._redis.scan_iter(match=owner_prefix(owner) + "*", count=500):
-                batch.append(key)
-                if len(batch) >= 500:
-                    removed += int(await self._redis.unlink(*batch))
-                    batch = []
-            if batch:
-                removed += int(await self._redis.unlink(*batch))
-            return removed
-
-        return await self._guard("forget_user", op, 0)
+        removed = await self._guard("forget_user", lambda: self._forget_keys(owner), _FAILED)
+        if removed is _FAILED:
+            self._failed(owner, "forget")
+            return 0
+        self._pending.pop(owner, None)
+        return int(removed)
 
     async def health(self) -> bool:
         async def op() -> bool:
