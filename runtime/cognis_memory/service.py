@@ -15,11 +15,12 @@ the offending field. Telemetry (one JSON line and EMF metrics per request) is em
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import secrets
 import unicodedata
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -327,27 +328,12 @@ class MemoryService:
         now = utcnow()
         msgs = [self._to_message(owner, i, m, now) for i, m in enumerate(messages)]
         rec = StageRecorder()
-        error = False
-        try:
+        with self._observed(names.OPERATION_INGEST, rec, request_id, tenant_id, user_id):
             result = await self.ingest.ingest(owner, msgs, rec, background=background)
             if result.job is not None:
                 self.worker.notify()
             rec.fields.update(messages=len(msgs), messages_created=sum(result.created), background=background)
             return result
-        except Exception:
-            error = True
-            raise
-        finally:
-            self.telemetry.log_request(
-                names.EVENT_INGEST, rec, request_id=request_id, tenant_id=tenant_id, user_id=user_id, error=error
-            )
-            self.telemetry.emit_request_metrics(
-                operation=names.OPERATION_INGEST,
-                latency_metric=names.INGEST_LATENCY,
-                pipeline=names.PIPELINE_INGEST,
-                rec=rec,
-                error=error,
-            )
 
     # -- retrieval ----------------------------------------------------------------------
     async def search(
@@ -406,8 +392,7 @@ class MemoryService:
         except ValueError as exc:
             raise InvalidInputError("recipe", str(exc).removeprefix("recipe: ")) from None
         rec = StageRecorder()
-        error = False
-        try:
+        with self._observed(names.OPERATION_SEARCH, rec, request_id, tenant_id, user_id):
             key = None if explain else _search_cache_key(q, cfg or self.retrieval_config)
             if key is not None:
                 cached = await self.cache.get_search(owner, key)
@@ -418,19 +403,30 @@ class MemoryService:
             if key is not None and not response.degraded:
                 await self.cache.set_search(owner, key, _response_to_cache(response))
             return response
+
+    _OPERATIONS = {
+        names.OPERATION_INGEST: (names.EVENT_INGEST, names.INGEST_LATENCY, names.PIPELINE_INGEST),
+        names.OPERATION_SEARCH: (names.EVENT_RETRIEVAL, names.RETRIEVAL_LATENCY, names.PIPELINE_RETRIEVAL),
+    }
+
+    @contextlib.contextmanager
+    def _observed(
+        self, operation: str, rec: StageRecorder, request_id: str | None, tenant_id: str, user_id: str
+    ) -> Iterator[None]:
+        """One JSON log line and the EMF metrics of a request, whether it succeeds or fails."""
+        event, latency_metric, pipeline = self._OPERATIONS[operation]
+        error = False
+        try:
+            yield
         except Exception:
             error = True
             raise
         finally:
             self.telemetry.log_request(
-                names.EVENT_RETRIEVAL, rec, request_id=request_id, tenant_id=tenant_id, user_id=user_id, error=error
+                event, rec, request_id=request_id, tenant_id=tenant_id, user_id=user_id, error=error
             )
             self.telemetry.emit_request_metrics(
-                operation=names.OPERATION_SEARCH,
-                latency_metric=names.RETRIEVAL_LATENCY,
-                pipeline=names.PIPELINE_RETRIEVAL,
-                rec=rec,
-                error=error,
+                operation=operation, latency_metric=latency_metric, pipeline=pipeline, rec=rec, error=error
             )
 
     # -- memories -----------------------------------------------------------------------
