@@ -62,7 +62,9 @@ def free_port() -> int:
 class ServeProcess:
     """``python -m cognis_memory serve`` on 127.0.0.1 with the given COGNIS_* environment."""
 
-    def __init__(self, env: dict[str, str], *, log_path: Path, port: int | None = None, start_timeout_s: float = 180) -> None:
+    def __init__(
+        self, env: dict[str, str], *, log_path: Path, port: int | None = None, start_timeout_s: float = 180
+    ) -> None:
         self.port = port or free_port()
         self.env = env
         self.log_path = log_path
@@ -166,7 +168,9 @@ async def seed(client: httpx.AsyncClient, users: int, per_user: int) -> None:
         r.raise_for_status()
 
 
-async def run_client(n: int, client: httpx.AsyncClient, args: argparse.Namespace, deadline: float, stats: Stats) -> None:
+async def run_client(
+    n: int, client: httpx.AsyncClient, args: argparse.Namespace, deadline: float, stats: Stats
+) -> None:
     rng = random.Random(1000 + n)
     seq = 0
     while time.monotonic() < deadline:
@@ -258,11 +262,15 @@ def print_table(summary: dict[str, Any]) -> None:
     w = s["writes"]
     print(f"\n== store={s['store']}  clients={s['clients']}  duration={s['duration_s']} s  users={s['users']}  "
           f"search share={s['search_ratio']:.0%}  server RSS={s['server_rss_mb']} MB")  # fmt: skip
-    print(f"{'operation':<10}{'count':>8}{'errors':>8}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}{'max ms':>10}{'req/s':>9}")
+    print(
+        f"{'operation':<10}{'count':>8}{'errors':>8}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}{'max ms':>10}{'req/s':>9}"
+    )
     for op, o in s["operations"].items():
         print(f"{op:<10}{o['count']:>8}{o['errors']:>8}{o['p50_ms']:>10}{o['p95_ms']:>10}{o['p99_ms']:>10}"
               f"{o['max_ms'] if o['max_ms'] is not None else '-':>10}{o['throughput_rps']:>9}")  # fmt: skip
-    print(f"{'total':<10}{sum(o['count'] for o in s['operations'].values()):>8}{s['errors']:>8}{'':>40}{s['throughput_rps']:>9}")
+    print(
+        f"{'total':<10}{sum(o['count'] for o in s['operations'].values()):>8}{s['errors']:>8}{'':>40}{s['throughput_rps']:>9}"
+    )
     print(f"writes: {w['acknowledged']} acknowledged, {len(w['lost'])} lost, {len(w['duplicated'])} duplicated, "
           f"{len(w['unknown'])} unknown  ->  {'OK' if s['ok'] else 'FAILED'}")  # fmt: skip
     for e in s["error_samples"]:
@@ -272,7 +280,9 @@ def print_table(summary: dict[str, Any]) -> None:
 # -- orchestration ----------------------------------------------------------------------------------
 async def drive(url: str, args: argparse.Namespace) -> tuple[Stats, float, dict[str, Any]]:
     limits = httpx.Limits(max_connections=args.clients + 4, max_keepalive_connections=args.clients + 4)
-    async with httpx.AsyncClient(base_url=url, headers={"X-API-Key": KEY}, timeout=args.timeout, limits=limits) as client:
+    async with httpx.AsyncClient(
+        base_url=url, headers={"X-API-Key": KEY}, timeout=args.timeout, limits=limits
+    ) as client:
         await seed(client, args.users, args.seed_per_user)
         for i in range(3):  # warm up both paths
             (await client.post(f"/v1/users/{user_of(0)}/search", json={"query": f"warm up {i}"})).raise_for_status()
@@ -326,7 +336,9 @@ def run_store(store: str, args: argparse.Namespace, workdir: Path) -> dict[str, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--store", choices=["embedded", "dual", "both"], default="both")
     p.add_argument("--clients", type=int, default=50, help="concurrent clients (default 50)")
     p.add_argument("--duration", type=float, default=120.0, help="seconds of load per store (default 120)")

@@ -94,7 +94,9 @@ class IsolationLLM:
             if fact in context.values():
                 d["action"] = "NONE"
             else:
-                same = [a for a, text in context.items() if text.startswith("Fact:") and toks & set(TOKEN_RE.findall(text))]
+                same = [
+                    a for a, text in context.items() if text.startswith("Fact:") and toks & set(TOKEN_RE.findall(text))
+                ]
                 if same:
                     d.update(action="UPDATE", target=same[0], content=fact + " (again)")
             decisions.append(d)

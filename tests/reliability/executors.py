@@ -62,9 +62,13 @@ class ServiceExecutor:
             owner.user_id,
             [
                 MessageIn(
-                    content=m["content"], speaker=m.get("speaker"), timestamp=m.get("timestamp"),
-                    session_id=m.get("session_id"), agent_id=m.get("agent_id"),
-                    client_message_id=m.get("client_message_id"), scope=Scope(m.get("scope", "USER")),
+                    content=m["content"],
+                    speaker=m.get("speaker"),
+                    timestamp=m.get("timestamp"),
+                    session_id=m.get("session_id"),
+                    agent_id=m.get("agent_id"),
+                    client_message_id=m.get("client_message_id"),
+                    scope=Scope(m.get("scope", "USER")),
                 )  # fmt: skip
                 for m in messages
             ],
@@ -72,8 +76,14 @@ class ServiceExecutor:
         )
         return {
             "messages": [
-                {"id": m.id, "created": c, "content": m.content, "tenant_id": m.tenant_id, "user_id": m.user_id,
-                 "client_message_id": m.client_message_id}  # fmt: skip
+                {
+                    "id": m.id,
+                    "created": c,
+                    "content": m.content,
+                    "tenant_id": m.tenant_id,
+                    "user_id": m.user_id,
+                    "client_message_id": m.client_message_id,
+                }  # fmt: skip
                 for m, c in zip(res.messages, res.created, strict=True)
             ],
             "memories": [memory_to_dict(m) for m in res.raw_memories],
@@ -100,7 +110,9 @@ class ServiceExecutor:
             raise Conflict(str(e)) from e
 
     async def update(self, owner: Owner, mid: str, content: str | None, category: str | None) -> dict[str, Any]:
-        m = await self._call(self.cached.update_memory, owner.tenant_id, owner.user_id, mid, content=content, category=category)
+        m = await self._call(
+            self.cached.update_memory, owner.tenant_id, owner.user_id, mid, content=content, category=category
+        )
         return memory_to_dict(m)
 
     async def delete(self, owner: Owner, mid: str) -> dict[str, Any]:
@@ -114,10 +126,17 @@ class ServiceExecutor:
         return [memory_to_dict(m) for m in await self._call(self.plain.history, owner.tenant_id, owner.user_id, mid)]
 
     async def export(self, owner: Owner, include_history: bool = True) -> list[dict[str, Any]]:
-        return [memory_to_dict(m) async for m in self.plain.export(owner.tenant_id, owner.user_id, include_history=include_history)]
+        return [
+            memory_to_dict(m)
+            async for m in self.plain.export(owner.tenant_id, owner.user_id, include_history=include_history)
+        ]
 
-    async def list_page(self, owner: Owner, include_history: bool, limit: int, after: str | None) -> list[dict[str, Any]]:
-        page = await self.plain.list_memories(owner.tenant_id, owner.user_id, include_history=include_history, limit=limit, after=after)
+    async def list_page(
+        self, owner: Owner, include_history: bool, limit: int, after: str | None
+    ) -> list[dict[str, Any]]:
+        page = await self.plain.list_memories(
+            owner.tenant_id, owner.user_id, include_history=include_history, limit=limit, after=after
+        )
         return [memory_to_dict(m) for m in page]
 
     async def job(self, owner: Owner, jid: str) -> dict[str, Any]:
@@ -222,7 +241,9 @@ class HttpExecutor:
         out = await self.request("GET", owner, f"/memories/{seg(mid)}/history")
         return [self._mem(owner, m) for m in out["versions"]]
 
-    async def list_page(self, owner: Owner, include_history: bool, limit: int, after: str | None) -> list[dict[str, Any]]:
+    async def list_page(
+        self, owner: Owner, include_history: bool, limit: int, after: str | None
+    ) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"include_history": str(include_history).lower(), "limit": limit}
         if after is not None:
             params["after"] = after

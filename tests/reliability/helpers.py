@@ -124,7 +124,9 @@ def build_opensearch(os_url: str, dim: int, *, prefix: str | None = None, refres
     return StoreHandle("opensearch", store, os_url=os_url, prefix=prefix)
 
 
-def make_service(store: Any, embedder: Any, *, cache: Any = None, llm: Any = None, reranker: Any = None, **overrides: Any):
+def make_service(
+    store: Any, embedder: Any, *, cache: Any = None, llm: Any = None, reranker: Any = None, **overrides: Any
+):
     settings = Settings(run_worker=False, metrics_enabled=False, job_backoff_s=0.05, **overrides)
     return MemoryService(
         settings, store=store, embedder=embedder, cache=cache, llm=llm, reranker=reranker, telemetry=quiet_telemetry()

@@ -166,7 +166,10 @@ async def test_by_id_access_to_another_owner_is_404_and_changes_nothing(api):
                 r2 = await client.request(method, f"/v1/users/{seg(user)}{path.replace(mid, fake).replace(job_id, fake)}",
                                           headers=h, json=body)  # fmt: skip
                 assert r2.status_code == 404
-                assert r.json()["error"]["message"].replace(mid, fake).replace(job_id, fake) == r2.json()["error"]["message"]
+                assert (
+                    r.json()["error"]["message"].replace(mid, fake).replace(job_id, fake)
+                    == r2.json()["error"]["message"]
+                )
         r = await client.delete(f"/v1/users/{seg(user)}", headers=h)  # forgetting the stranger's namesake
         assert r.status_code in (200, 422)
     assert [memory_to_dict(m) async for m in svc.export("byid-1", "alice")] == before

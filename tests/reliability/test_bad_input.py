@@ -35,7 +35,7 @@ SQL = [
     "'; DROP TABLE memories; --",
     "x' OR '1'='1",
     "1; DELETE FROM messages WHERE 1=1",
-    "\" OR tenant_id IS NOT NULL --",
+    '" OR tenant_id IS NOT NULL --',
     "%' UNION SELECT key_hash, tenant_id FROM api_keys --",
     "honey'); UPDATE memories SET user_id='attacker' WHERE ('1'='1",
 ]
@@ -95,7 +95,9 @@ def assert_clear_error(r: httpx.Response, what: str) -> None:
     assert err["code"] and err["message"], f"{what}: unclear error {err}"
     if r.status_code == 422:
         assert err["field"], f"{what}: a 422 must name the field: {err}"
-        assert err["field"].split("[")[0].split(".")[0] in err["message"], f"{what}: message does not name the field: {err}"
+        assert err["field"].split("[")[0].split(".")[0] in err["message"], (
+            f"{what}: message does not name the field: {err}"
+        )
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -120,7 +122,9 @@ async def test_injection_queries_find_only_the_callers_data(env):
             r = await env.call("POST", "/v1/users/attacker/search", body)
             assert r.status_code == 200, f"{env.handle.kind} search {q[:60]!r}: {r.status_code} {r.text[:300]}"
             text = r.text
-            assert "zq00000000b1" not in text and "zq00000000b2" not in text, f"{env.handle.kind}: {q!r} leaked: {text[:400]}"
+            assert "zq00000000b1" not in text and "zq00000000b2" not in text, (
+                f"{env.handle.kind}: {q!r} leaked: {text[:400]}"
+            )
             assert all(h["memory"]["user_id"] == "attacker" for h in r.json()["results"])
     assert await env.exports() == before
 
@@ -167,7 +171,9 @@ async def test_injection_in_filters_and_ids_is_rejected_or_harmless(env):
         for method, suffix, body in [("GET", "", None), ("GET", "/history", None), ("PATCH", "", {"content": "pwned"}),
                                      ("DELETE", "", None)]:  # fmt: skip
             r = await env.call(method, f"/v1/users/attacker/memories/{seg(mid)}{suffix}", body)
-            assert r.status_code in (404, 422), f"{env.handle.kind} {method} memory {mid!r}: {r.status_code} {r.text[:200]}"
+            assert r.status_code in (404, 422), (
+                f"{env.handle.kind} {method} memory {mid!r}: {r.status_code} {r.text[:200]}"
+            )
             assert_clear_error(r, f"{method} {mid!r}")
         r = await env.call("GET", f"/v1/users/attacker/jobs/{seg(mid)}")
         assert r.status_code in (404, 422), r.text
@@ -207,7 +213,12 @@ async def test_bad_writes_are_refused_and_change_nothing(env):
         ("POST", "/messages", {"messages": []}, None),
         ("POST", "/messages", {"messages": [{"content": "x", "tenant_id": OTHER}]}, None),
         ("POST", "/messages", None, b'{"messages": [{"content": "\xff\xfe invalid utf-8"}]}'),
-        ("POST", "/messages", None, b'{"messages": [{"content": "x", "metadata": ' + b'{"a":' * 3000 + b"1" + b"}" * 3000 + b"}]}"),
+        (
+            "POST",
+            "/messages",
+            None,
+            b'{"messages": [{"content": "x", "metadata": ' + b'{"a":' * 3000 + b"1" + b"}" * 3000 + b"}]}",
+        ),
         ("POST", "/messages", None, b'{"messages": [{"content": "truncated'),
         ("PATCH", f"/memories/{target}", {"content": "bad\x00"}, None),
         ("PATCH", f"/memories/{target}", {"content": "\ud800"}, None),
@@ -228,7 +239,9 @@ async def test_metadata_with_nul_or_surrogates_is_stored_or_refused_never_500(en
     """JSON metadata is stored per store (SQLite text, PostgreSQL jsonb, OpenSearch object)."""
     for meta in [{"k": "nul\x00inside"}, {"nul\x00key": 1}, {"k": "\ud800"}, {"\udfff": "x"}, {"k": "\x01\x1f"}]:
         before = await env.exports()
-        r = await env.call("POST", "/v1/users/attacker/messages", {"messages": [{"content": "meta zq00000000a1", "metadata": meta}]})
+        r = await env.call(
+            "POST", "/v1/users/attacker/messages", {"messages": [{"content": "meta zq00000000a1", "metadata": meta}]}
+        )
         what = f"{env.handle.kind} metadata {meta!r}"
         assert r.status_code in (201, 422), f"{what}: {r.status_code} {r.text[:300]}"
         if r.status_code == 422:
@@ -306,7 +319,9 @@ async def test_cli_bad_files_and_queries_exit_cleanly_and_change_nothing(env, em
     for i, (text, suffix, code) in enumerate(CLI_CASES):
         f = Path(tmp_path) / f"case{i}{suffix}"
         f.write_text(text, encoding="utf-8")
-        rc = await asyncio.to_thread(_run_cli, ["import", str(f), "--tenant", TENANT, "--user", "attacker", "--quiet", "--no-extract"])
+        rc = await asyncio.to_thread(
+            _run_cli, ["import", str(f), "--tenant", TENANT, "--user", "attacker", "--quiet", "--no-extract"]
+        )
         err = capfd.readouterr().err
         assert rc == code, f"{env.handle.kind} CLI import {text[:80]!r}: exit {rc}, stderr {err[-500:]}"
         assert "Traceback" not in err and "error:" in err, f"{env.handle.kind}: {err[-500:]}"

@@ -50,7 +50,7 @@ class SlowExtractor:
                               for c in dict.fromkeys(CMID.findall(prompt))]}  # fmt: skip
         decisions = []
         blocks = re.split(r"(?m)^fact (\d+): ", prompt)[1:]
-        for idx, block in zip(blocks[::2], blocks[1::2]):
+        for idx, block in zip(blocks[::2], blocks[1::2], strict=True):
             fact = block.splitlines()[0]
             known = re.findall(r"(?m)^\s+- m\d+: (.*)$", block)
             decisions.append({"fact": int(idx), "action": "NONE" if fact in known else "ADD", "target": None,
@@ -62,8 +62,11 @@ def batch(b: int) -> dict[str, Any]:
     return {
         "mode": "async",
         "messages": [
-            {"content": f"Message {i} of batch {b}: I tried hobby number {b * PER_BATCH + i} (cmid-{b}-{i})",
-             "speaker": "Ida", "client_message_id": f"cmid-{b}-{i}"}  # fmt: skip
+            {
+                "content": f"Message {i} of batch {b}: I tried hobby number {b * PER_BATCH + i} (cmid-{b}-{i})",
+                "speaker": "Ida",
+                "client_message_id": f"cmid-{b}-{i}",
+            }  # fmt: skip
             for i in range(PER_BATCH)
         ],
     }
@@ -96,7 +99,9 @@ def export(url: str) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"include_history": "true", "limit": 1000}
         if after:
             params["after"] = after
-        page = httpx.get(f"{url}/v1/users/{USER}/memories", params=params, headers={"X-API-Key": KEY}, timeout=30).json()
+        page = httpx.get(
+            f"{url}/v1/users/{USER}/memories", params=params, headers={"X-API-Key": KEY}, timeout=30
+        ).json()
         out += page["memories"]
         if not page["next_after"]:
             return out
@@ -158,21 +163,27 @@ def test_kill_9_during_import_and_extraction_loses_and_doubles_nothing(tmp_path)
                     break
                 time.sleep(0.5)
             states = job_states(c.url, imp.jobs)
-            assert states["done"] == len(imp.jobs), f"jobs did not all finish after the restart: {states}\n{c.log_tail()}"
+            assert states["done"] == len(imp.jobs), (
+                f"jobs did not all finish after the restart: {states}\n{c.log_tail()}"
+            )
 
             everything = [f"cmid-{b}-{i}" for b in range(BATCHES) for i in range(PER_BATCH)]
             assert imp.acked == set(everything)
             memories = export(c.url)
             raw = Counter(CMID.search(m["content"]).group() for m in memories if m["kind"] == "raw")
-            facts = Counter(CMID.search(m["content"]).group() for m in memories if m["kind"] == "fact" and m["is_current"])
+            facts = Counter(
+                CMID.search(m["content"]).group() for m in memories if m["kind"] == "fact" and m["is_current"]
+            )
             lost = sorted(set(everything) - set(raw))
             doubled = sorted(k for k, n in raw.items() if n > 1)
             assert not lost and not doubled, f"raw messages lost {lost}, doubled {doubled}"
             unextracted = sorted(set(everything) - set(facts))
             twice = sorted(k for k, n in facts.items() if n > 1)
             assert not unextracted and not twice, f"never extracted {unextracted}, extracted twice {twice}"
-            print(f"kill -9 with jobs {dict(in_flight_jobs)} and a request in flight ({imp.errors or 'it had answered'}); "
-                  f"after the restart: {len(raw)} messages once each, {len(facts)} facts once each, jobs {dict(states)}")
+            print(
+                f"kill -9 with jobs {dict(in_flight_jobs)} and a request in flight ({imp.errors or 'it had answered'}); "
+                f"after the restart: {len(raw)} messages once each, {len(facts)} facts once each, jobs {dict(states)}"
+            )
         finally:
             for s in servers:
                 s.kill()
@@ -187,7 +198,7 @@ def crash_after(store: Any, method: str) -> None:
     real = getattr(store, method)
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        out = await real(*args, **kwargs)
+        await real(*args, **kwargs)
         setattr(store, method, real)  # only the first call dies
         raise SimulatedCrash(method)
 
@@ -206,7 +217,9 @@ async def test_crash_between_ingest_writes_then_retry_loses_and_doubles_nothing(
 
     extractor = SlowExtractor()
     owner = Owner("crashpoint", f"{any_store.kind}-{point}")
-    msgs = [MessageIn(f"I tried hobby {i} (cmid-7-{i})", speaker="Ida", client_message_id=f"cmid-7-{i}") for i in range(3)]
+    msgs = [
+        MessageIn(f"I tried hobby {i} (cmid-7-{i})", speaker="Ida", client_message_id=f"cmid-7-{i}") for i in range(3)
+    ]
     with ScriptedLLMServer(extractor) as llm_server:
         llm = OpenAICompatibleLLM(llm_server.base_url, "scripted", timeout_s=10)
         first = make_service(any_store.store, embedder, llm=llm)
@@ -241,5 +254,7 @@ async def test_a_client_id_repeated_within_one_batch_is_stored_once(any_store, e
     assert res.created == [True, True, False, False, False]
     again = await svc.add_messages(owner.tenant_id, owner.user_id, msgs)
     assert again.created == [False] * 5 and again.raw_memories == []
-    raw = Counter(CMID.search(m.content).group() for m in await any_store.store.list_memories(owner, include_history=True))
+    raw = Counter(
+        CMID.search(m.content).group() for m in await any_store.store.list_memories(owner, include_history=True)
+    )
     assert raw == {"cmid-9-0": 1, "cmid-9-1": 1}

@@ -122,7 +122,9 @@ async def test_postgres_restart_and_crash_under_load_dual_store(private_pg, open
                     assert r.status_code in (200, 503), r.text
                     await asyncio.sleep(0.01)
 
-            tasks = [asyncio.create_task(writer(w)) for w in range(3)] + [asyncio.create_task(searcher()) for _ in range(2)]
+            tasks = [asyncio.create_task(writer(w)) for w in range(3)] + [
+                asyncio.create_task(searcher()) for _ in range(2)
+            ]
             await asyncio.sleep(1.5)
             await asyncio.to_thread(private_pg.restart)  # graceful (fast) shutdown and start
             await asyncio.sleep(1.5)
@@ -143,7 +145,9 @@ async def test_postgres_restart_and_crash_under_load_dual_store(private_pg, open
             await until(healthy, 15, "a successful search after the restart")
             for i in range(10):
                 assert (await api.search("pat", f"note {i}")).status_code == 200
-                assert (await api.add("pat", f"cmid-after-{i}", f"after cmid-after-{i} zq00000000f1")).status_code == 201
+                assert (
+                    await api.add("pat", f"cmid-after-{i}", f"after cmid-after-{i} zq00000000f1")
+                ).status_code == 201
 
             # refused writes are retryable: the same client ids now succeed, and nothing is doubled
             for cmid in refused:
@@ -225,7 +229,9 @@ async def test_opensearch_down_dual_degrades_and_opensearch_only_refuses(private
 
             await until(only_back, 60, "the OpenSearch-only store to answer again")
             for i in range(3):  # the refused writes, retried with the same ids
-                assert (await o.add("pat", f"cmid-refused-{i}", f"kiwi refused cmid-refused-{i} zq00000000f2")).status_code == 201
+                assert (
+                    await o.add("pat", f"cmid-refused-{i}", f"kiwi refused cmid-refused-{i} zq00000000f2")
+                ).status_code == 201
             assert_exactly_once(await o.contents("pat"), ["cmid-before"] + [f"cmid-refused-{i}" for i in range(3)])
             assert_exactly_once(await d.contents("pat"), ["cmid-before", *during])
     finally:
@@ -250,8 +256,15 @@ async def redis_env(tmp_path, embedder):
         server.stop()
 
 
-FRUITS = ["plums", "apricots in the garden", "a basket of cherries", "figs from Izmir", "lemon trees",
-          "quince jelly", "wild strawberries"]  # distinct enough that dedup (cosine >= 0.99) keeps them all
+FRUITS = [
+    "plums",
+    "apricots in the garden",
+    "a basket of cherries",
+    "figs from Izmir",
+    "lemon trees",
+    "quince jelly",
+    "wild strawberries",
+]  # distinct enough that dedup (cosine >= 0.99) keeps them all
 
 
 async def redis_keys(cache: Any) -> int:
@@ -273,7 +286,9 @@ async def test_redis_down_searches_and_writes_go_on_uncached(redis_env):
             took.append(time.monotonic() - t0)
             assert r.status_code == 200 and r.json()["results"], r.text
             assert took[-1] < 2.0, "an unreachable cache must not slow requests down for long"
-            assert (await api.add("pat", f"cmid-r{i + 1}", f"{FRUITS[i + 1]} cmid-r{i + 1} zq00000000f3")).status_code == 201
+            assert (
+                await api.add("pat", f"cmid-r{i + 1}", f"{FRUITS[i + 1]} cmid-r{i + 1} zq00000000f3")
+            ).status_code == 201
         print(f"Redis down: searches took {min(took) * 1000:.0f}-{max(took) * 1000:.0f} ms")
         r = await api.client.get("/ready")
         assert r.status_code == 200 and r.json()["checks"]["cache:redis"] is False
@@ -314,7 +329,9 @@ def sagemaker_client(handler):
 
     from tests.providers.provider_test_helpers import on_send
 
-    session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
+    session = boto3.session.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
     client = session.client("sagemaker-runtime")
     on_send(client, "InvokeEndpoint", handler)
     return client
@@ -336,7 +353,9 @@ async def test_reranker_timeout_or_failure_is_a_degraded_answer(tmp_path, embedd
             return raw_http_response(request, b'{"message": "boom"}', status=500)
         elif state["mode"] == "garbage":
             return raw_http_response(request, b"<html>not json</html>")
-        return raw_http_response(request, _json.dumps([{"index": i, "score": 1.0 / (i + 1)} for i in range(len(docs))]).encode())
+        return raw_http_response(
+            request, _json.dumps([{"index": i, "score": 1.0 / (i + 1)} for i in range(len(docs))]).encode()
+        )
 
     reranker = SageMakerReranker("cognis-bge", client=sagemaker_client(endpoint), timeout_ms=300)
     handle = build_embedded(tmp_path / "rerank.db", embedder.dim)
@@ -376,7 +395,9 @@ class FlakyLLM:
         if self.mode == "slow":
             time.sleep(1.5)
         if self.mode == "malformed" and schema == "memory_decisions":
-            raise Reply(200, '{"choices": [{"index": 0, "message": {"role": "assistant", "content": "ADD everything!"}}]}')
+            raise Reply(
+                200, '{"choices": [{"index": 0, "message": {"role": "assistant", "content": "ADD everything!"}}]}'
+            )
         if schema == "extracted_facts":
             return {"facts": [{"content": f"Fact from: {prompt.splitlines()[-1][-60:]}", "category": "hobbies",
                                "scope": "USER", "event_date": None}]}  # fmt: skip
@@ -406,7 +427,7 @@ async def test_llm_failures_retry_with_backoff_then_dead_letter(tmp_path, embedd
                 assert r.status_code == 202, r.text
                 job = r.json()["job"]
 
-                async def dead() -> bool:
+                async def dead(job: dict[str, Any] = job) -> bool:
                     j = (await api.call("job", "GET", f"/v1/users/pat/jobs/{job['id']}")).json()
                     return j["status"] == "dead"
 
@@ -414,10 +435,14 @@ async def test_llm_failures_retry_with_backoff_then_dead_letter(tmp_path, embedd
                 j = (await api.call("job", "GET", f"/v1/users/pat/jobs/{job['id']}")).json()
                 assert j["attempts"] == j["max_attempts"] == 4, j
                 assert j["last_error"], j
-                assert {"error": "DependencyUnavailable", "malformed": "LLMOutputError", "slow": "DependencyUnavailable"}[mode] in j["last_error"]
+                assert {
+                    "error": "DependencyUnavailable",
+                    "malformed": "LLMOutputError",
+                    "slow": "DependencyUnavailable",
+                }[mode] in j["last_error"]
             # backoff: the gaps between attempts of the last job grow (0.2 s, 0.4 s, 0.8 s)
             starts = [t for t, schema in llm.calls if schema == "extracted_facts"][-4:]
-            gaps = [b - a for a, b in zip(starts, starts[1:])]
+            gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
             assert all(g >= 0.2 * 2**i * 0.9 for i, g in enumerate(gaps)), gaps
             print("LLM retry gaps (s):", [round(g, 2) for g in gaps])
             # the raw messages were stored and are searchable all along

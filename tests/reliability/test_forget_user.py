@@ -59,18 +59,30 @@ async def backend_counts(handle: Any, cache: Any, owner: Owner) -> dict[str, int
     out: dict[str, int] = {}
     if handle.kind == "embedded":
         for table in ("memories", "messages", "jobs"):
-            out[f"sqlite.{table}"] = sqlite_rows(handle.sqlite_path, f"SELECT count(*) FROM {table} WHERE tenant_id = ? AND user_id = ?", (t, u))[0][0]
-        out["sqlite.memories_fts"] = sqlite_rows(handle.sqlite_path, "SELECT count(*) FROM memories_fts WHERE owner = ?", (owner_token(owner),))[0][0]
+            out[f"sqlite.{table}"] = sqlite_rows(
+                handle.sqlite_path, f"SELECT count(*) FROM {table} WHERE tenant_id = ? AND user_id = ?", (t, u)
+            )[0][0]
+        out["sqlite.memories_fts"] = sqlite_rows(
+            handle.sqlite_path, "SELECT count(*) FROM memories_fts WHERE owner = ?", (owner_token(owner),)
+        )[0][0]
         idx = handle.store._vectors.peek(owner)
         out["numpy_index.rows"] = idx.n if idx is not None else 0
     elif handle.kind == "dual":
         for table in ("memories", "messages", "jobs", "outbox"):
-            out[f"postgres.{table}"] = (await pg_rows(handle.pg_dsn, f"SELECT count(*) FROM {table} WHERE tenant_id = %s AND user_id = %s", (t, u)))[0][0]
-        out["opensearch.keyword"] = await asyncio.to_thread(os_count, handle.os_url, handle.store.keyword.alias, owner_query(owner))
+            out[f"postgres.{table}"] = (
+                await pg_rows(
+                    handle.pg_dsn, f"SELECT count(*) FROM {table} WHERE tenant_id = %s AND user_id = %s", (t, u)
+                )
+            )[0][0]
+        out["opensearch.keyword"] = await asyncio.to_thread(
+            os_count, handle.os_url, handle.store.keyword.alias, owner_query(owner)
+        )
     else:
         s = handle.store
         for index in (s.memories, s.messages, s.message_keys, s.jobs):
-            out[f"opensearch.{index.removeprefix(handle.prefix + '-')}"] = await asyncio.to_thread(os_count, handle.os_url, index, owner_query(owner))
+            out[f"opensearch.{index.removeprefix(handle.prefix + '-')}"] = await asyncio.to_thread(
+                os_count, handle.os_url, index, owner_query(owner)
+            )
     out["redis.keys"] = len([k async for k in cache._redis.scan_iter(match=owner_prefix(owner) + "*")])
     return out
 
@@ -92,7 +104,9 @@ async def test_forget_user_removes_everything_from_every_backend(any_store, embe
             await svc.delete_memory(o.tenant_id, o.user_id, mems[1].id)
             for q in ("cello", "Oslo", "what instrument do I play", "what does Lou play"):
                 await svc.search(o.tenant_id, o.user_id, q)  # cached embeddings and results
-            await svc.add_messages(o.tenant_id, o.user_id, [MessageIn("queued for later", speaker="Lou")], background=True)
+            await svc.add_messages(
+                o.tenant_id, o.user_id, [MessageIn("queued for later", speaker="Lou")], background=True
+            )
         before = {o: await backend_counts(any_store, redis_cache, o) for o in (gone, neighbour, namesake)}
         for o, counts in before.items():
             assert all(v > 0 for k, v in counts.items() if not k.endswith("outbox")), (o, counts)
@@ -107,7 +121,9 @@ async def test_forget_user_removes_everything_from_every_backend(any_store, embe
             r = await client.get(f"/v1/users/{gone.user_id}/memories", headers={"X-API-Key": key},
                                  params={"include_history": "true"})  # fmt: skip
             assert r.json()["memories"] == []
-            r = await client.post(f"/v1/users/{gone.user_id}/search", headers={"X-API-Key": key}, json={"query": "cello"})
+            r = await client.post(
+                f"/v1/users/{gone.user_id}/search", headers={"X-API-Key": key}, json={"query": "cello"}
+            )
             assert r.json()["results"] == []
 
         assert svc.retrieval.speakers.known(gone) == [], "the forgotten user's speaker names stay in the process"
@@ -131,7 +147,9 @@ async def test_forget_during_a_running_extraction_resurrects_nothing(any_store, 
     with ScriptedLLMServer(extractor) as llm_server:
         svc = make_service(any_store.store, embedder, cache=redis_cache,
                            llm=OpenAICompatibleLLM(llm_server.base_url, "scripted", timeout_s=30))  # fmt: skip
-        await svc.add_messages(owner.tenant_id, owner.user_id, [MessageIn("I knit scarves", speaker="Kim")], background=True)
+        await svc.add_messages(
+            owner.tenant_id, owner.user_id, [MessageIn("I knit scarves", speaker="Kim")], background=True
+        )
         extractor.gate = threading.Event()
         running = asyncio.create_task(svc.worker.run_once())
         await asyncio.to_thread(extractor.waiting.wait, 30)

@@ -74,7 +74,9 @@ NEGATIVE_OPERATIONS = [
     "GET /v1/users/{user_id}/memories",
     "PATCH /v1/users/{user_id}/memories/{memory_id}",
 ]
-CASES = [(op, GenerationMode.POSITIVE) for op in OPERATIONS] + [(op, GenerationMode.NEGATIVE) for op in NEGATIVE_OPERATIONS]
+CASES = [(op, GenerationMode.POSITIVE) for op in OPERATIONS] + [
+    (op, GenerationMode.NEGATIVE) for op in NEGATIVE_OPERATIONS
+]
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
 
 

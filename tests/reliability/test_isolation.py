@@ -38,8 +38,21 @@ ISOLATION_EXAMPLES = max(1, int(12 * SCALE))
 API_EXAMPLES = max(1, int(6 * SCALE))
 
 #: (tenant, user) shapes that collide under naive concatenation, case folding or globbing.
-OWNER_SHAPES = [("x", "y:z"), ("x:y", "z"), ("x", "z"), ("X", "z"), ("x", "Z"), ("x", "y*"), ("tén ant", "ü s"), ("x", "y")]
-DATES = [datetime(2023, 1, 5, 9, tzinfo=UTC), datetime(2023, 6, 1, 12, tzinfo=UTC), datetime(2024, 2, 29, 18, tzinfo=UTC)]
+OWNER_SHAPES = [
+    ("x", "y:z"),
+    ("x:y", "z"),
+    ("x", "z"),
+    ("X", "z"),
+    ("x", "Z"),
+    ("x", "y*"),
+    ("tén ant", "ü s"),
+    ("x", "y"),
+]
+DATES = [
+    datetime(2023, 1, 5, 9, tzinfo=UTC),
+    datetime(2023, 6, 1, 12, tzinfo=UTC),
+    datetime(2024, 2, 29, 18, tzinfo=UTC),
+]
 CATEGORIES = [c.value for c in Category]
 
 owner_ix = st.integers(0, 3)
@@ -90,8 +103,14 @@ op_st = st.one_of(
     search_op,
     search_op,
     st.tuples(st.just("search_all"), filters_st),
-    st.tuples(st.just("update"), owner_ix, st.booleans(), st.integers(0, 50), st.sampled_from(COMMON_WORDS),
-              st.sampled_from([None, "health", "travel"])),  # fmt: skip
+    st.tuples(
+        st.just("update"),
+        owner_ix,
+        st.booleans(),
+        st.integers(0, 50),
+        st.sampled_from(COMMON_WORDS),
+        st.sampled_from([None, "health", "travel"]),
+    ),  # fmt: skip
     st.tuples(st.just("delete"), owner_ix, st.booleans(), st.integers(0, 50)),
     st.tuples(st.just("get"), owner_ix, st.booleans(), st.integers(0, 50), st.booleans()),
     st.tuples(st.just("job"), owner_ix, st.booleans(), st.integers(0, 50)),
@@ -159,7 +178,10 @@ class Program:
         self.truth.check_blob(owner, out, "add")
         for m in out["messages"]:
             self.truth.register(owner, m["id"], kind="message")
-            assert m.get("user_id", owner.user_id) == owner.user_id and m.get("tenant_id", owner.tenant_id) == owner.tenant_id
+            assert (
+                m.get("user_id", owner.user_id) == owner.user_id
+                and m.get("tenant_id", owner.tenant_id) == owner.tenant_id
+            )
         for m in out["memories"]:
             self.truth.register(owner, m["id"])
         self.check_memories(owner, out["memories"], "add")
@@ -312,7 +334,14 @@ class Program:
                 await self.search(self.owner(op[1]), op[2])
             elif kind == "search_all":  # the same request for everybody, twice: the second round hits the cache
                 same = {**op[1], "own_token": False, "foreign": [], "explain": False}  # explain is never cached
-                event("search_all " + ("shared tenant" if len({o.tenant_id for o in self.owners}) < len(self.owners) else "no shared tenant"))
+                event(
+                    "search_all "
+                    + (
+                        "shared tenant"
+                        if len({o.tenant_id for o in self.owners}) < len(self.owners)
+                        else "no shared tenant"
+                    )
+                )
                 for _ in range(2):
                     for o in self.owners:
                         await self.search(o, same, cached=True)

@@ -29,7 +29,9 @@ def run(tmp_path, *extra: str) -> dict:
     assert proc.returncode == 0, f"load test failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     [summary] = json.loads(out.read_text())
     assert summary["ok"] and summary["errors"] == 0
-    assert summary["writes"]["acknowledged"] > 0 and not summary["writes"]["lost"] and not summary["writes"]["duplicated"]
+    assert (
+        summary["writes"]["acknowledged"] > 0 and not summary["writes"]["lost"] and not summary["writes"]["duplicated"]
+    )
     assert summary["operations"]["search"]["count"] > summary["operations"]["add"]["count"] > 0
     return summary
 
