@@ -274,6 +274,8 @@ class MemoryService:
     def _owner(self, tenant_id: str, user_id: str) -> Owner:
         check_id("tenant_id", tenant_id)
         check_id("user_id", user_id)
+        if "/" in user_id or user_id in (".", ".."):  # a path segment of the HTTP API: never addressable
+            raise InvalidInputError("user_id", "must not contain '/' or be '.' or '..'")
         return Owner(tenant_id, user_id)
 
     def _to_message(self, owner: Owner, i: int, m: MessageIn, now: datetime) -> Message:

@@ -174,3 +174,14 @@ async def test_bootstrap_keys_come_from_settings(tmp_path, embedder):
 
 async def test_readiness(svc):
     assert await svc.readiness() == (True, {"sqlite": True})
+
+
+async def test_user_ids_with_a_slash_are_refused(make_service) -> None:
+    from cognis_memory.errors import InvalidInputError
+    from cognis_memory.service import MessageIn
+
+    svc = await make_service()
+    with pytest.raises(InvalidInputError) as err:
+        await svc.add_messages("acme", "a/b", [MessageIn("hello")])
+    assert err.value.field == "user_id"
+    assert await svc.list_memories("acme", "a") == []
