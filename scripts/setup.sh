@@ -20,7 +20,7 @@ stamp=.venv/.cognis-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   echo "setup: installing cognis-memory and its dependencies into .venv (torch is large; pip's cache serves reinstalls)"
   .venv/bin/pip install --quiet --upgrade pip setuptools wheel
-  .venv/bin/pip install --quiet -e '.[prod,infra,policy,bench,dev]'
+  .venv/bin/pip install --quiet -e '.[prod,infra,policy,bench,dev,mcp]'
   touch "$stamp"
 fi
 

@@ -32,6 +32,7 @@ from .ingest.categorizer import EmbeddingCategorizer
 from .ingest.embedding import MatryoshkaEncoder
 from .ingest.pipeline import IngestPipeline, IngestResult
 from .ingest.worker import JobWorker
+from .prompt_context import AssembledContext, assemble_context
 from .providers.base import LLM, Embedder, Reranker
 from .retrieval.config import RetrievalConfig, get_recipe
 from .retrieval.pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse
@@ -47,6 +48,7 @@ MIN_TIME = datetime(1900, 1, 1, tzinfo=UTC)
 MAX_TIME = datetime(2200, 1, 1, tzinfo=UTC)
 MAX_ID_LENGTH = 128
 MAX_QUERY_CHARS = 4096
+MAX_CONTEXT_TOKENS = 32000
 MAX_METADATA_DEPTH = 16
 
 
@@ -405,6 +407,38 @@ class MemoryService:
             if key is not None and not response.degraded:
                 await self.cache.set_search(owner, key, _response_to_cache(response))
             return response
+
+    async def context(
+        self,
+        tenant_id: str,
+        user_id: str,
+        message: str,
+        *,
+        max_tokens: int = 800,
+        limit: int = 20,
+        session_id: str | None = None,
+        scopes: Sequence[Scope | str] | None = None,
+        with_ids: bool = False,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+        include_history: bool = False,
+        now: datetime | None = None,
+        recipe: str | None = None,
+        request_id: str | None = None,
+    ) -> tuple[AssembledContext, SearchResponse]:
+        """The memories relevant to ``message`` as a text block of at most ``max_tokens`` (estimated)
+        tokens, for a system prompt; history questions bring the earlier versions along
+        (see :mod:`cognis_memory.prompt_context`). Also returns the search it was built from."""
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= MAX_CONTEXT_TOKENS:
+            raise InvalidInputError("max_tokens", f"must be between 50 and {MAX_CONTEXT_TOKENS}")
+        response = await self.search(
+            tenant_id, user_id, message, limit=limit, session_id=session_id, scopes=scopes, time_from=time_from,
+            time_to=time_to, include_history=include_history, now=now, recipe=recipe, request_id=request_id,
+        )  # fmt: skip
+        assembled = assemble_context(
+            [(h.memory, h.history) for h in response.hits], max_tokens=max_tokens, with_ids=with_ids
+        )
+        return assembled, response
 
     _OPERATIONS = {
         names.OPERATION_INGEST: (names.EVENT_INGEST, names.INGEST_LATENCY, names.PIPELINE_INGEST),

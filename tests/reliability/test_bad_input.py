@@ -374,7 +374,7 @@ def test_python_client_cannot_be_steered_to_another_route_by_an_id(tmp_path, emb
     alice_id = before["alice"][0]["id"]
     try:
         with TestClient(create_app(svc, manage_lifecycle=False), base_url="http://client.test") as http:
-            mem = MemoryClient("http://client.test", key, client=http)
+            mem = MemoryClient("http://client.test", key, http_client=http)
             attempts = [
                 lambda: mem.delete("alice", ".."),
                 lambda: mem.delete("alice", "."),
@@ -392,6 +392,6 @@ def test_python_client_cannot_be_steered_to_another_route_by_an_id(tmp_path, emb
                     attempt()
                 assert e.value.status in (404, 405, 422), f"attempt {i}: {e.value}"
                 assert {u: asyncio.run(export(u)) for u in ("alice", "bob")} == before, f"attempt {i} changed data"
-            assert mem.get("alice", alice_id)["id"] == alice_id  # the ordinary path still works
+            assert mem.get("alice", alice_id).id == alice_id  # the ordinary path still works
     finally:
         asyncio.run(svc.close())

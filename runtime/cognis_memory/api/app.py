@@ -31,6 +31,9 @@ from ..stores.base import ApiKeyRecord
 from .schemas import (
     AddMessagesBody,
     AddMessagesOut,
+    ContextBody,
+    ContextMemoryOut,
+    ContextOut,
     ErrorOut,
     ForgetOut,
     HistoryOut,
@@ -140,7 +143,7 @@ async def api_key(
     if record is None:
         raise _Unauthorized()
     route = request.scope.get("route")
-    is_search = request.method == "POST" and getattr(route, "name", None) == "search"
+    is_search = request.method == "POST" and getattr(route, "name", None) in ("search", "context")
     if record.read_only and request.method not in ("GET", "HEAD") and not is_search:
         raise PermissionDeniedError("this API key is read-only")
     return record
@@ -308,6 +311,41 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
             degraded=res.degraded,
             query_analysis=res.analysis.to_dict(),
             explain=res.explain,
+        )
+
+    @app.post(
+        "/v1/users/{user_id}/context",
+        tags=["search"],
+        response_model=ContextOut,
+        summary="Relevant memories as a compact text block for a system prompt, sized to a token budget",
+    )
+    async def context(user_id: str, body: ContextBody, key: Key, request: Request):
+        assembled, res = await service.context(
+            key.tenant_id,
+            user_id,
+            body.message,
+            max_tokens=body.max_tokens,
+            limit=body.limit,
+            session_id=body.session_id,
+            scopes=body.scopes,
+            with_ids=body.with_ids,
+            time_from=body.time_from,
+            time_to=body.time_to,
+            include_history=body.include_history,
+            now=body.now,
+            recipe=body.recipe,
+            request_id=rid(request),
+        )
+        return ContextOut(
+            text=assembled.text,
+            tokens=assembled.tokens,
+            memories=[
+                ContextMemoryOut(memory=MemoryOut.of(i.memory), history=[MemoryOut.of(v) for v in i.history])
+                for i in assembled.items
+            ],
+            omitted=assembled.omitted,
+            degraded=res.degraded,
+            query_analysis=res.analysis.to_dict(),
         )
 
     @app.get("/v1/users/{user_id}/memories", tags=["memories"], response_model=MemoryListOut, summary="List memories")

@@ -45,11 +45,27 @@ class SearchBody(_Strict):
     categories: list[Category] | None = None
     kinds: list[MemoryKind] | None = None
     agent_id: str | None = None
-    time_from: datetime | None = None
-    time_to: datetime | None = None
-    include_history: bool = False
+    time_from: datetime | None = Field(None, description="Only memories of events at or after this time (ISO 8601).")
+    time_to: datetime | None = Field(None, description="Only memories of events at or before this time (ISO 8601).")
+    include_history: bool = Field(
+        False, description="Attach each memory's earlier versions (automatic for questions about the past)."
+    )
     explain: bool = False
     now: datetime | None = Field(None, description="Reference time for relative expressions in the query.")
+    recipe: str | None = Field(None, description="A named retrieval recipe (default: the service's).")
+
+
+class ContextBody(_Strict):
+    message: str = Field(..., description="The user's latest message.", examples=["Where should I take my cat?"])
+    max_tokens: int = Field(800, ge=50, le=32000, description="Token budget of the text block (estimated).")
+    limit: int = Field(20, ge=1, le=100, description="How many search hits to consider.")
+    session_id: str | None = Field(None, description="The current session: its CONTEXT-scope memories count.")
+    scopes: list[Scope] | None = None
+    with_ids: bool = Field(False, description="Put each memory's id in its line (for agents that edit memories).")
+    time_from: datetime | None = SearchBody.model_fields["time_from"]
+    time_to: datetime | None = SearchBody.model_fields["time_to"]
+    include_history: bool = SearchBody.model_fields["include_history"]
+    now: datetime | None = Field(None, description="Reference time for relative expressions in the message.")
     recipe: str | None = Field(None, description="A named retrieval recipe (default: the service's).")
 
 
@@ -60,7 +76,7 @@ class UpdateMemoryBody(_Strict):
 
 
 class MemoryOut(BaseModel):
-    id: str
+    id: str = Field(description="The memory's id (one per version).")
     user_id: str
     content: str
     category: Category
@@ -140,6 +156,20 @@ class SearchOut(BaseModel):
     degraded: list[str] = Field(default_factory=list, description="Stages skipped because a dependency failed.")
     query_analysis: dict[str, Any]
     explain: dict[str, Any] | None = None
+
+
+class ContextMemoryOut(BaseModel):
+    memory: MemoryOut
+    history: list[MemoryOut] = Field(default_factory=list, description="Earlier versions shown with it.")
+
+
+class ContextOut(BaseModel):
+    text: str = Field(description="The block for a system prompt; empty when nothing relevant is stored.")
+    tokens: int = Field(description="Estimated tokens of `text` (about 3.5 ASCII characters a token).")
+    memories: list[ContextMemoryOut] = Field(description="The memories in `text`, in its order.")
+    omitted: int = Field(description="Hits left out because the budget was spent.")
+    degraded: list[str] = Field(default_factory=list, description="Stages skipped because a dependency failed.")
+    query_analysis: dict[str, Any]
 
 
 class HistoryOut(BaseModel):
