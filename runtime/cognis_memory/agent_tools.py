@@ -206,8 +206,10 @@ def _recalled(result: ContextOut) -> ToolOutcome:
     return ToolOutcome(text=text, data={"memories": memories, "degraded": result.degraded})
 
 
-def _forgotten(result: MemoryOut) -> ToolOutcome:
-    return ToolOutcome(text=f"Forgotten (memory {result.id}).", data={"deleted_id": result.id})
+def _forgotten(tombstone: MemoryOut) -> ToolOutcome:
+    """Deleting writes a tombstone version on top of the memory; the forgotten id is the one it replaces."""
+    forgotten = tombstone.replaces_id or tombstone.id
+    return ToolOutcome(text=f"Forgotten (memory {forgotten}).", data={"forgotten_id": forgotten})
 
 
 class _ToolboxBase:

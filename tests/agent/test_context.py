@@ -1,0 +1,131 @@
+"""Context assembly: the packing rules on their own, then ``POST /context`` through the real app."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cognis_memory.client import InvalidRequest, MemoryClient
+from cognis_memory.domain import Category, Memory, MemoryKind
+from cognis_memory.prompt_context import HEADER, assemble_context, estimate_tokens
+
+T0 = datetime(2025, 3, 20, 10, tzinfo=UTC)
+
+
+def _memory(content: str, *, days: int = 0, version: int = 1, kind: MemoryKind = MemoryKind.FACT, **kw) -> Memory:
+    return Memory(
+        tenant_id="t", user_id="u", content=content, category=Category.PERSONAL_DETAILS, kind=kind,
+        event_time=T0 + timedelta(days=days), version=version, **kw,
+    )  # fmt: skip
+
+
+def test_estimate_tokens_errs_high_for_english_and_counts_cjk_per_character() -> None:
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("abcdefg") == 2  # 7 / 3.5
+    assert estimate_tokens("猫の名前") == 4
+    english = "The user adopted a grey cat called Pixel and feeds it salmon every morning."
+    assert estimate_tokens(english) >= len(english) / 4
+
+
+def test_lines_are_dated_ranked_and_raw_messages_name_their_speaker() -> None:
+    fact = _memory("Maya adopted a grey cat called Pixel.")
+    raw = _memory("I love hiking", days=3, kind=MemoryKind.RAW, speaker="Maya")
+    out = assemble_context([(fact, []), (raw, [])], max_tokens=500)
+    assert out.text.splitlines() == [
+        HEADER,
+        "- [2025-03-20] Maya adopted a grey cat called Pixel.",
+        "- [2025-03-23] Maya said: I love hiking",
+    ]
+    assert out.tokens == estimate_tokens(HEADER) + sum(estimate_tokens("\n" + line) for line in out.text.splitlines()[1:])
+    with_ids = assemble_context([(fact, [])], max_tokens=500, with_ids=True)
+    assert f"(id {fact.id})" in with_ids.text
+
+
+def test_history_follows_its_memory_newest_first_and_is_dropped_before_the_memory() -> None:
+    v1 = _memory("Noor lives in Lisbon", days=-400)
+    v2 = _memory("Noor lives in Coimbra", days=-100, version=2)
+    v3 = _memory("Noor lives in Porto", version=3)
+    full = assemble_context([(v3, [v1, v2])], max_tokens=500)
+    assert full.text.splitlines()[1:] == [
+        "- [2025-03-20] Noor lives in Porto",
+        "  earlier [2024-12-10]: Noor lives in Coimbra",
+        "  earlier [2024-02-14]: Noor lives in Lisbon",
+    ]
+    just_fits_main = estimate_tokens(HEADER) + estimate_tokens("\n- [2025-03-20] Noor lives in Porto")
+    tight = assemble_context([(v3, [v1, v2])], max_tokens=just_fits_main)
+    assert tight.text.splitlines()[1:] == ["- [2025-03-20] Noor lives in Porto"] and tight.items[0].history == []
+
+
+def test_a_memory_that_does_not_fit_is_skipped_and_smaller_ones_still_go_in() -> None:
+    big = _memory("word " * 100)
+    small = _memory("Pixel eats salmon.")
+    out = assemble_context([(big, []), (small, [])], max_tokens=40)
+    assert [i.memory.id for i in out.items] == [small.id] and out.omitted == 1
+    assert assemble_context([(big, [])], max_tokens=10).text == ""  # not even the header alone
+    assert assemble_context([], max_tokens=100).text == ""
+    with pytest.raises(ValueError):
+        assemble_context([(small, [])], max_tokens=0)
+
+
+def test_one_very_long_memory_is_clipped() -> None:
+    out = assemble_context([(_memory("x" * 5000), [])], max_tokens=5000)
+    assert len(out.text.splitlines()[1]) < 650 and out.text.endswith("…")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    contents=st.lists(st.text(min_size=1, max_size=300), min_size=0, max_size=15),
+    history_sizes=st.lists(st.integers(0, 3), min_size=15, max_size=15),
+    budget=st.integers(1, 600),
+)
+def test_the_budget_is_never_exceeded_and_rank_order_is_kept(contents, history_sizes, budget) -> None:
+    hits = []
+    for i, content in enumerate(contents):
+        history = [_memory(f"{content} (v{v})", days=-v, version=v) for v in range(1, history_sizes[i] + 1)]
+        hits.append((_memory(content, days=i, version=len(history) + 1), history))
+    out = assemble_context(hits, max_tokens=budget)
+    assert out.tokens <= budget
+    assert estimate_tokens(out.text) <= out.tokens  # the reported figure never under-counts
+    ranks = [next(r for r, (m, _) in enumerate(hits) if m is item.memory) for item in out.items]
+    assert ranks == sorted(ranks)
+    assert len(out.items) + out.omitted == len(hits)
+    assert (out.text == "") == (not out.items)
+
+
+async def test_context_endpoint_builds_the_block_from_the_users_memories(live_server) -> None:
+    def run() -> None:
+        with MemoryClient(live_server.url, "agent-key") as mem:
+            mem.add_messages("maya", [
+                {"content": "I just adopted a grey cat called Pixel.", "speaker": "Maya",
+                 "timestamp": "2025-03-20T10:00:00Z", "session_id": "s1"},
+                {"content": "Pixel only eats salmon-flavoured food.", "speaker": "Maya",
+                 "timestamp": "2025-03-20T10:01:00Z", "session_id": "s1"},
+                {"content": "My brother Tom lives in Leeds.", "speaker": "Maya",
+                 "timestamp": "2025-04-02T18:00:00Z", "session_id": "s2"},
+                {"content": "For this chat only: call me Captain.", "speaker": "Maya", "scope": "CONTEXT",
+                 "timestamp": "2025-04-03T18:00:00Z", "session_id": "s3"},
+            ])  # fmt: skip
+            mem.add("someone-else", "Someone else's cat is called Shadow.")
+            ctx = mem.context("maya", "What should I feed my cat?", session_id="s4")
+            assert ctx.text.startswith(HEADER)
+            lines = ctx.text.splitlines()[1:]
+            assert any("[2025-03-20] Maya: Pixel only eats salmon-flavoured food." in line for line in lines)
+            assert "Shadow" not in ctx.text and "Captain" not in ctx.text  # other user; other session's context
+            assert [m.memory.id for m in ctx.memories] and len(ctx.memories) == len(lines)
+            assert ctx.tokens == estimate_tokens(HEADER) + sum(estimate_tokens("\n" + line) for line in lines)
+            assert "Captain" in mem.context("maya", "What should you call me?", session_id="s3").text
+            small = mem.context("maya", "What should I feed my cat?", session_id="s4", max_tokens=50)
+            assert small.tokens <= 50 and small.omitted > 0 and len(small.memories) < len(ctx.memories)
+            assert mem.context("nobody", "What should I feed my cat?").text == ""
+            for bad, field in (({"max_tokens": 5}, "max_tokens"), ({"limit": 0}, "limit"), ({"colour": 1}, "colour")):
+                with pytest.raises(InvalidRequest) as e:
+                    mem.context("maya", "cat", **bad)
+                assert e.value.field == field
+        with MemoryClient(live_server.url, "agent-read") as ro:
+            assert "Pixel" in ro.context("maya", "What is my cat called?").text  # a read, allowed for read-only keys
+
+    await asyncio.to_thread(run)
