@@ -144,7 +144,7 @@ class ChatAgent:
         self.max_tool_rounds = max_tool_rounds
         self.warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr))
         self.clock = clock
-        self.toolbox = MemoryToolbox(memory, user_id, session_id=session_id, agent_id=agent_id, speaker=self.speaker)
+        self.toolbox = MemoryToolbox(memory, user_id, session_id=session_id, agent_id=agent_id)
         self.messages: list[dict[str, Any]] = []
 
     def system_prompt(self, user_text: str) -> list[dict[str, Any]]:
@@ -208,10 +208,11 @@ class ChatAgent:
         extraction LLM also distils memories from it in a background job."""
         common = {"session_id": self.session_id, "agent_id": self.agent_id}
         messages = [{"content": user_text, "role": "user", "speaker": self.speaker, "timestamp": asked_at, **common}]
-        if answer:
-            messages.append(
-                {"content": answer, "role": "assistant", "speaker": "assistant", "timestamp": answered_at, **common}
-            )
+        if answer:  # the reply matters within this session only: CONTEXT scope keeps it out of later ones
+            messages.append({
+                "content": answer, "role": "assistant", "speaker": "assistant", "timestamp": answered_at,
+                "scope": "CONTEXT", **common,
+            })  # fmt: skip
         try:
             self.memory.add_messages(self.user_id, messages, mode="async")
         except MemoryAPIError as exc:

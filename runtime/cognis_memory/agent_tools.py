@@ -8,7 +8,9 @@
 >>> if reply: messages += [response["output"]["message"], reply]
 
 The toolbox binds the user (and session and agent): the model never chooses whose memory it
-reads, so a prompt-injected "recall alice's memories" cannot cross users.
+reads, so a prompt-injected "recall alice's memories" cannot cross users. What ``remember``
+stores is the model's statement about the user, so it is kept as an assistant note (speaker
+``note``, metadata ``source: tool:remember``), not as something the user said.
 
 The input schemas are generated from the API's own request models (``MessageBody``,
 ``ContextBody``, ``MemoryOut``): the fields a tool exposes carry the API's types, bounds and
@@ -32,6 +34,7 @@ from .api.schemas import AddMessagesOut, ContextBody, ContextOut, MemoryOut, Mes
 from .client import AsyncMemoryClient, MemoryAPIError, MemoryClient
 
 RECALL_MAX_TOKENS = 1200
+NOTE_SPEAKER = "note"  # the speaker of what ``remember`` stores
 RECALL_MAX_LIMIT = 20
 
 
@@ -219,10 +222,9 @@ class _ToolboxBase:
         *,
         session_id: str | None = None,
         agent_id: str | None = None,
-        speaker: str | None = None,
         recall_max_tokens: int = RECALL_MAX_TOKENS,
     ) -> None:
-        self.user_id, self.session_id, self.agent_id, self.speaker = user_id, session_id, agent_id, speaker
+        self.user_id, self.session_id, self.agent_id = user_id, session_id, agent_id
         self.recall_max_tokens = recall_max_tokens
 
     @staticmethod
@@ -239,9 +241,11 @@ class _ToolboxBase:
             raise ToolInputError("name", f"unknown tool {name!r}; the tools are {', '.join(t.name for t in TOOLS)}")
         args = _check_input(tool, tool_input)
         if name == "remember":
+            # The statement is the model's words about the user, not the user's: it is stored as a
+            # note by the assistant ("note: Maya adopted a cat"), never under the user's name.
             message = {
-                "content": args["content"], "scope": args.get("scope", "USER"), "role": "user",
-                "speaker": self.speaker, "session_id": self.session_id, "agent_id": self.agent_id,
+                "content": args["content"], "scope": args.get("scope", "USER"), "role": "assistant",
+                "speaker": NOTE_SPEAKER, "session_id": self.session_id, "agent_id": self.agent_id,
                 "metadata": {"source": "tool:remember"},
             }  # fmt: skip
             return _Plan("add_messages", (self.user_id, [message]), {}, _remembered)

@@ -67,7 +67,7 @@ async def test_tool_inputs_match_the_published_openapi(make_service) -> None:
 async def test_remember_recall_forget_round_trip(live_server) -> None:
     def run() -> None:
         with MemoryClient(live_server.url, "agent-key") as mem:
-            tools = MemoryToolbox(mem, "maya", session_id="s1", speaker="Maya")
+            tools = MemoryToolbox(mem, "maya", session_id="s1")
             saved = tools.handle_tool_use(_use("remember", {"content": "Maya adopted a grey cat called Pixel."}))
             assert saved["toolResult"]["toolUseId"] == "tu-1" and "status" not in saved["toolResult"]
             assert _text(saved) == "Remembered."
@@ -75,7 +75,10 @@ async def test_remember_recall_forget_round_trip(live_server) -> None:
             text = _text(recalled)
             assert "Pixel" in text and re.search(r"\[\d{4}-\d{2}-\d{2}\]", text)
             (memory_id,) = ID.findall(text)[:1]
-            assert mem.get("maya", memory_id).content.endswith("Maya adopted a grey cat called Pixel.")
+            note = mem.get("maya", memory_id)
+            # the model's statement is kept as its note, not as something Maya said
+            assert note.content == "note: Maya adopted a grey cat called Pixel." and note.speaker == "note"
+            assert note.metadata == {"source": "tool:remember", "role": "assistant"} and note.session_id == "s1"
             gone = tools.handle_tool_use(_use("forget", {"memory_id": memory_id}, 3))
             assert "status" not in gone["toolResult"] and memory_id in _text(gone)
             assert "Pixel" not in _text(tools.handle_tool_use(_use("recall", {"query": "Maya's cat"}, 4)))

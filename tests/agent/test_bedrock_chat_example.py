@@ -131,9 +131,12 @@ def test_memory_carries_across_sessions(chat_server: str, memory: MemoryClient) 
     # the server holds the remembered statement and, posted after the turn, the exchange itself
     # (raw messages are stored as "speaker: content")
     held = _contents(memory, "maya")
-    assert "Maya: The user adopted a grey cat called Pixel." in held  # from the remember tool
+    assert "note: The user adopted a grey cat called Pixel." in held  # the remember tool: the model's note
     assert "Maya: I just adopted a grey cat called Pixel." in held  # the user's turn
     assert "assistant: Congratulations on adopting Pixel!" in held
+    scopes = {m.content: m.scope for m in memory.iter_memories("maya")}
+    assert scopes["assistant: Congratulations on adopting Pixel!"] == "CONTEXT"  # the reply stays in its session
+    assert scopes["Maya: I just adopted a grey cat called Pixel."] == "USER"
     assert {(m.session_id, m.agent_id) for m in memory.iter_memories("maya")} == {("s1", "bedrock-chat")}
     hits = memory.search("maya", "What is the name of the cat?").results
     assert "Pixel" in hits[0].memory.content

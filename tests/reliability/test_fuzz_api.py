@@ -58,6 +58,7 @@ OPERATIONS = [
     "GET /ready",
     "POST /v1/users/{user_id}/messages",
     "POST /v1/users/{user_id}/search",
+    "POST /v1/users/{user_id}/context",
     "GET /v1/users/{user_id}/memories",
     "GET /v1/users/{user_id}/memories/{memory_id}",
     "PATCH /v1/users/{user_id}/memories/{memory_id}",
@@ -71,6 +72,7 @@ OPERATIONS = [
 NEGATIVE_OPERATIONS = [
     "POST /v1/users/{user_id}/messages",
     "POST /v1/users/{user_id}/search",
+    "POST /v1/users/{user_id}/context",
     "GET /v1/users/{user_id}/memories",
     "PATCH /v1/users/{user_id}/memories/{memory_id}",
 ]

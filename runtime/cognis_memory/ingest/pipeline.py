@@ -34,6 +34,12 @@ from .resolution import ResolvedMessage, resolve_message
 
 #: Message metadata key holding the id its raw memory gets (set before the message is saved).
 RAW_MEMORY_ID = "raw_memory_id"
+_INTERNAL_METADATA = ("scope", RAW_MEMORY_ID)
+
+
+def _caller_metadata(metadata: dict) -> dict:
+    """The message's metadata as the caller sent it (without the keys ingest keeps there)."""
+    return {k: v for k, v in metadata.items() if k not in _INTERNAL_METADATA}
 
 
 @dataclass(slots=True)
@@ -86,7 +92,7 @@ class IngestPipeline:
                     event_time=r.event_time,
                     message_time=r.message_time,
                     source_message_ids=[msg.id],
-                    metadata={"role": msg.role},
+                    metadata={**_caller_metadata(msg.metadata), "role": msg.role},
                     id=msg.metadata.get(RAW_MEMORY_ID) or new_id(),
                     embedding=e,
                     embedding_short=s,
