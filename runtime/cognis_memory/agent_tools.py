@@ -77,8 +77,9 @@ TOOLS: tuple[ToolDefinition, ...] = (
             "each with its id; questions about the past also show earlier versions."
         ),
         fields=(
-            ToolField(ContextBody, "message", required=True,
-                      overrides={"description": "What to look for, in plain words."}),
+            ToolField(
+                ContextBody, "message", required=True, overrides={"description": "What to look for, in plain words."}
+            ),
             ToolField(ContextBody, "limit", overrides={"default": 10, "maximum": RECALL_MAX_LIMIT}),
             ToolField(ContextBody, "time_from"),
             ToolField(ContextBody, "time_to"),
@@ -93,8 +94,9 @@ TOOLS: tuple[ToolDefinition, ...] = (
             "Earlier versions stay in its history."
         ),
         fields=(
-            ToolField(MemoryOut, "id", required=True,
-                      overrides={"description": "The memory's id, as shown by recall."}),
+            ToolField(
+                MemoryOut, "id", required=True, overrides={"description": "The memory's id, as shown by recall."}
+            ),
         ),  # fmt: skip
         input_names={"memory_id": "id"},
     ),

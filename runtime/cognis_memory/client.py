@@ -344,7 +344,9 @@ class MemoryClient:
         while True:
             result: httpx.Response | Exception
             try:
-                result = self._http.request(req.method, req.path, json=req.json, params=req.params, headers=self._headers)
+                result = self._http.request(
+                    req.method, req.path, json=req.json, params=req.params, headers=self._headers
+                )
             except httpx.TransportError as exc:
                 result = exc
             wait = _outcome(self.retry, req, attempt, result)
@@ -399,7 +401,9 @@ class MemoryClient:
         """One page; pass ``next_after`` of a page as ``after`` to get the next."""
         return self._send(_list(user_id, include_history, limit, after))
 
-    def iter_memories(self, user_id: str, *, include_history: bool = False, page_size: int = 100) -> Iterator[MemoryOut]:
+    def iter_memories(
+        self, user_id: str, *, include_history: bool = False, page_size: int = 100
+    ) -> Iterator[MemoryOut]:
         """Every memory of the user, page by page."""
         after: str | None = None
         while True:
@@ -440,7 +444,9 @@ class AsyncMemoryClient:
         transport: httpx.AsyncBaseTransport | None = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        self._http = http_client or httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
+        self._http = http_client or httpx.AsyncClient(
+            base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport
+        )
         self._headers = _headers(api_key)
         self.retry = retry or RetryPolicy()
 
@@ -458,7 +464,9 @@ class AsyncMemoryClient:
         while True:
             result: httpx.Response | Exception
             try:
-                result = await self._http.request(req.method, req.path, json=req.json, params=req.params, headers=self._headers)
+                result = await self._http.request(
+                    req.method, req.path, json=req.json, params=req.params, headers=self._headers
+                )
             except httpx.TransportError as exc:
                 result = exc
             wait = _outcome(self.retry, req, attempt, result)
@@ -514,9 +522,7 @@ class AsyncMemoryClient:
     async def job(self, user_id: str, job_id: str) -> JobOut:
         return await self._send(_job(user_id, job_id))
 
-    async def wait_for_job(
-        self, user_id: str, job_id: str, *, timeout_s: float = 60.0, poll_s: float = 0.2
-    ) -> JobOut:
+    async def wait_for_job(self, user_id: str, job_id: str, *, timeout_s: float = 60.0, poll_s: float = 0.2) -> JobOut:
         deadline = time.monotonic() + timeout_s
         while True:
             job = await self.job(user_id, job_id)

@@ -429,7 +429,11 @@ class MemoryService:
         """The memories relevant to ``message`` as a text block of at most ``max_tokens`` (estimated)
         tokens, for a system prompt; history questions bring the earlier versions along
         (see :mod:`cognis_memory.prompt_context`). Also returns the search it was built from."""
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= MAX_CONTEXT_TOKENS:
+        if (
+            isinstance(max_tokens, bool)
+            or not isinstance(max_tokens, int)
+            or not 50 <= max_tokens <= MAX_CONTEXT_TOKENS
+        ):
             raise InvalidInputError("max_tokens", f"must be between 50 and {MAX_CONTEXT_TOKENS}")
         response = await self.search(
             tenant_id, user_id, message, limit=limit, session_id=session_id, scopes=scopes, time_from=time_from,

@@ -40,7 +40,9 @@ def test_lines_are_dated_ranked_and_raw_messages_name_their_speaker() -> None:
         "- [2025-03-20] Maya adopted a grey cat called Pixel.",
         "- [2025-03-23] Maya said: I love hiking",
     ]
-    assert out.tokens == estimate_tokens(HEADER) + sum(estimate_tokens("\n" + line) for line in out.text.splitlines()[1:])
+    assert out.tokens == estimate_tokens(HEADER) + sum(
+        estimate_tokens("\n" + line) for line in out.text.splitlines()[1:]
+    )
     with_ids = assemble_context([(fact, [])], max_tokens=500, with_ids=True)
     assert f"(id {fact.id})" in with_ids.text
 

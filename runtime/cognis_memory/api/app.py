@@ -214,7 +214,9 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
 
     @app.exception_handler(DependencyUnavailable)
     async def _unavailable(_: Request, exc: DependencyUnavailable) -> JSONResponse:
-        return _error(503, "dependency_unavailable", f"{exc.dependency} is unavailable; retry later", **{"Retry-After": "2"})
+        return _error(
+            503, "dependency_unavailable", f"{exc.dependency} is unavailable; retry later", **{"Retry-After": "2"}
+        )
 
     @app.exception_handler(RecursionError)
     async def _too_deep(_: Request, exc: RecursionError) -> JSONResponse:
@@ -414,8 +416,6 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
         return JobOut.of(await service.get_job(key.tenant_id, user_id, job_id))
 
     return app
-
-
 
 
 def app_from_env() -> FastAPI:

@@ -187,7 +187,9 @@ class IngestPipeline:
                 return {"skipped": "messages no longer exist"}
             return await self.apply(owner, extraction, resolved)
 
-    async def apply(self, owner: Owner, extraction: ExtractionResult, resolved: list[ResolvedMessage]) -> dict[str, Any]:
+    async def apply(
+        self, owner: Owner, extraction: ExtractionResult, resolved: list[ResolvedMessage]
+    ) -> dict[str, Any]:
         """Write the decided operations; each UPDATE/DELETE is one atomic version write."""
         source_ids = [r.message.id for r in resolved]
         first = resolved[0] if resolved else None
