@@ -301,6 +301,53 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     return 1 if drift and not args.repair else 0
 
 
+MCP_INSTALL_HINT = "the MCP server needs the MCP Python SDK: pip install 'cognis-memory[mcp]'"
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    import os
+
+    user = args.user or os.environ.get("COGNIS_MCP_USER")
+    if not user:
+        print("error: give the user whose memory this server serves: --user USER (or COGNIS_MCP_USER)", file=sys.stderr)
+        return 2
+    if args.api_key and not args.url:
+        print("error: --api-key is for a remote server; give --url too", file=sys.stderr)
+        return 2
+    try:
+        from . import mcp_server
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        print(f"error: {MCP_INSTALL_HINT}", file=sys.stderr)
+        return 2
+    options = mcp_server.McpOptions(
+        user_id=user,
+        session_id=args.session_id,
+        agent_id=args.agent_id,
+        transport=args.transport,
+        host=args.mcp_host,
+        port=args.mcp_port,
+        url=args.url,
+        api_key=(args.api_key or os.environ.get("COGNIS_API_KEY")) if args.url else None,
+        settings=None if args.url else _settings(args),
+    )
+    if options.transport == "http" and options.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"warning: the MCP endpoint has no authentication; anyone who can reach {options.host}:{options.port} "
+            f"reads and writes the memory of user {user!r}",
+            file=sys.stderr,
+        )
+    try:
+        asyncio.run(mcp_server.run(options))
+    except mcp_server.StartupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if exc.status in (400, 422) else 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cognis-memory",
@@ -365,6 +412,42 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--name")
     s.add_argument("--key", help="the key to revoke")
     s.set_defaults(func=cmd_api_key)
+
+    s = sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve the memory tools (remember, recall, forget) to MCP clients",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Serve the memory tools remember, recall and forget over the Model Context Protocol, bound to one\n"
+            "user: the model never chooses whose memory it reads or writes.\n\n"
+            "Backend: the configured store in this process (store flags / COGNIS_* env; default ./.cognis),\n"
+            "or with --url a running 'cognis-memory serve' (then the store flags are not used).\n"
+            "Transport: stdio (the MCP client starts this command; stdout carries only the protocol), or\n"
+            "streamable HTTP at http://HOST:PORT/mcp (no authentication: keep it on 127.0.0.1).\n"
+            "Logs and metrics go to stderr. Needs the MCP SDK: pip install 'cognis-memory[mcp]'."
+        ),
+        epilog=(
+            "examples:\n"
+            "  cognis-memory mcp --user alice\n"
+            "  cognis-memory mcp --user alice --data-dir ~/.cognis --transport http --port 8765\n"
+            "  COGNIS_API_KEY=... cognis-memory mcp --user alice --url http://127.0.0.1:8080\n"
+            "see docs/mcp.md for MCP client configuration"
+        ),
+    )
+    s.add_argument("--user", help="the user whose memory is served (COGNIS_MCP_USER); required")
+    s.add_argument(
+        "--session-id", dest="session_id", metavar="ID", help="session of the conversation (CONTEXT-scope memories)"
+    )
+    s.add_argument("--agent-id", dest="agent_id", metavar="ID", help="agent id recorded on remembered messages")
+    s.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default: stdio")
+    s.add_argument(
+        "--host", dest="mcp_host", metavar="HOST", default="127.0.0.1", help="http: bind address (default 127.0.0.1)"
+    )
+    s.add_argument("--port", dest="mcp_port", metavar="PORT", type=int, default=8765, help="http: port (default 8765)")
+    s.add_argument("--url", help="use a running cognis-memory API at this URL instead of an in-process store")
+    s.add_argument("--api-key", dest="api_key", metavar="KEY", help="API key for --url (COGNIS_API_KEY)")
+    s.set_defaults(func=cmd_mcp)
 
     s = sub.add_parser("recipes", help="list the named retrieval recipes")
     s.add_argument("--verbose", "-v", action="store_true")
