@@ -1,8 +1,9 @@
 """``cognis-memory mcp``: the memory tools over MCP, driven by the official SDK's own client.
 
 Real processes throughout: the MCP server over stdio (in-process store, and a remote
-``cognis-memory serve``) and over streamable HTTP. That the stdio sessions work at all shows
-stdout carries nothing but the protocol (a stray line would break the client's parsing).
+``cognis-memory serve``) and over streamable HTTP. Every stdio session also checks that the
+server's stdout carried nothing but the protocol (the SDK client skips a stray line with a log
+message; the session's message handler sees it) and that its stderr has no traceback.
 """
 
 from __future__ import annotations
@@ -65,11 +66,21 @@ def _no_traceback(log: Path) -> None:
 async def stdio_session(args: list[str], log: Path, env: dict[str, str]) -> AsyncIterator[ClientSession]:
     """An initialized SDK client session with ``cognis-memory mcp ARGS`` over stdio; stderr to ``log``."""
     params = StdioServerParameters(command=str(CLI), args=["mcp", *args], env=env, cwd=str(log.parent))
+    stray: list[Exception] = []  # stdout lines that are not JSON-RPC (the SDK client logs and skips them)
+
+    async def on_message(message) -> None:
+        if isinstance(message, Exception):
+            stray.append(message)
+
     with open(log, "w", encoding="utf-8") as errlog:  # noqa: ASYNC230 - the child's stderr needs a real file
         with anyio.fail_after(STARTUP_S + 60):
-            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write, message_handler=on_message) as session,
+            ):
                 await session.initialize()
                 yield session
+    assert stray == [], "the server wrote something other than the protocol to stdout"
 
 
 def _wait_http(proc: subprocess.Popen, url: str, log: Path) -> None:
