@@ -156,6 +156,7 @@ class ToolOutcome:
 class ToolInputError(ValueError):
     def __init__(self, field_name: str, message: str) -> None:
         super().__init__(f"{field_name}: {message}")
+        self.field = field_name
 
 
 @dataclass(slots=True)
@@ -262,7 +263,9 @@ class _ToolboxBase:
     def _failed(exc: Exception) -> ToolOutcome:
         if isinstance(exc, MemoryAPIError):
             return ToolOutcome(text=exc.message, data={"code": exc.code, "field": exc.field}, is_error=True)
-        return ToolOutcome(text=str(exc), data={"code": "invalid_input"}, is_error=True)
+        return ToolOutcome(
+            text=str(exc), data={"code": "invalid_input", "field": getattr(exc, "field", None)}, is_error=True
+        )
 
     @staticmethod
     def tool_result(tool_use: dict[str, Any], outcome: ToolOutcome) -> dict[str, Any]:

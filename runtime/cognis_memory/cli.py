@@ -331,6 +331,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         url=args.url,
         api_key=(args.api_key or os.environ.get("COGNIS_API_KEY")) if args.url else None,
         settings=None if args.url else _settings(args),
+        tenant=args.tenant,
     )
     if options.transport == "http" and options.host not in ("127.0.0.1", "localhost", "::1"):
         print(
@@ -436,6 +437,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     s.add_argument("--user", help="the user whose memory is served (COGNIS_MCP_USER); required")
+    s.add_argument(
+        "--tenant",
+        default="default",
+        help="in-process store: the tenant (default 'default'); with --url the key decides",
+    )
     s.add_argument(
         "--session-id", dest="session_id", metavar="ID", help="session of the conversation (CONTEXT-scope memories)"
     )

@@ -213,7 +213,15 @@ def _finish(req: _Request[T], result: httpx.Response | Exception) -> T:
         raise MemoryConnectionError(0, kind, f"{req.method} {req.path}: {result!r}") from result
     if result.status_code >= 400:
         raise error_from_response(result)
-    return req.parse(result.json())
+    try:
+        return req.parse(result.json())
+    except ValueError as exc:  # not JSON, or not the documented shape (pydantic's errors are ValueErrors)
+        raise ServerError(
+            result.status_code,
+            "invalid_response",
+            f"{req.method} {req.path}: the answer is not the API's: {exc}"[:500],
+            request_id=result.headers.get("x-request-id"),
+        ) from exc
 
 
 def _seg(value: str) -> str:

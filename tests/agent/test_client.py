@@ -229,3 +229,16 @@ def test_client_injected_http_client_is_used() -> None:
     with MemoryClient("http://ignored", "secret", http_client=http) as mem:
         assert mem.health() == {"status": "ok"}
     assert seen[0].headers["authorization"] == "Bearer secret" and str(seen[0].url) == "http://memory.test/health"
+
+
+def test_an_answer_that_is_not_the_apis_is_a_server_error() -> None:
+    """A proxy's HTML page with status 200 (or a body of the wrong shape) is reported, not parsed into garbage."""
+    from cognis_memory.client import ServerError
+
+    bodies = iter([httpx.Response(200, text="<html>captive portal</html>"), httpx.Response(200, json={"results": 7})])
+    http = httpx.Client(base_url="http://memory.test", transport=httpx.MockTransport(lambda request: next(bodies)))
+    with MemoryClient("http://ignored", "k", http_client=http) as mem:
+        for _ in range(2):
+            with pytest.raises(ServerError) as e:
+                mem.search("amy", "anything")
+            assert e.value.code == "invalid_response" and "/search" in e.value.message

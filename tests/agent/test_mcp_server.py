@@ -139,6 +139,24 @@ async def test_builder_in_process_reports_backend_failures_as_tool_errors():
     await down.aclose()
 
 
+async def test_in_process_backend_writes_to_the_chosen_tenant(tmp_path):
+    """In-process, requests carry no key; they belong to --tenant (here a tenant the CLI imported into)."""
+    from cognis_memory.config import Settings
+    from cognis_memory.mcp_server import McpOptions, build_mcp_server, open_toolbox
+    from cognis_memory.service import MemoryService, MessageIn
+
+    settings = Settings(data_dir=tmp_path, run_worker=False, metrics_enabled=False)
+    async with MemoryService.from_settings(settings) as svc:
+        await svc.add_messages("acme", "ines", [MessageIn("I keep bees on my roof in Porto.", speaker="Ines")])
+    options = McpOptions(user_id="ines", settings=settings, tenant="acme")
+    async with open_toolbox(options) as toolbox, Client(build_mcp_server(toolbox)) as client:
+        assert "bees" in _text(await client.call_tool("recall", {"query": "What does Ines keep on her roof?"}))
+        await client.call_tool("remember", {"content": "Ines sells honey at the Saturday market."})
+    async with MemoryService.from_settings(settings) as svc:
+        assert any(["honey" in m.content async for m in svc.export("acme", "ines")])
+        assert [m async for m in svc.export("default", "ines")] == []
+
+
 # -- stdio, in-process store -------------------------------------------------------------------
 async def test_stdio_remember_recall_forget(tmp_path):
     log = tmp_path / "mcp-stdio.err"

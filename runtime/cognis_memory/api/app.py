@@ -138,7 +138,7 @@ async def api_key(
     if authorization and authorization.lower().startswith("bearer "):
         key = authorization[7:].strip()
     if service.settings.auth_disabled and not key:
-        return ApiKeyRecord(key_hash="", tenant_id="default")
+        return ApiKeyRecord(key_hash="", tenant_id=service.settings.auth_disabled_tenant)
     record = await service.authenticate(key or "")
     if record is None:
         raise _Unauthorized()
