@@ -48,14 +48,15 @@ from .api.schemas import (
     JobOut,
     MemoryListOut,
     MemoryOut,
+    MessageBody,
     SearchOut,
 )
 
 __all__ = [
     "AddMessagesOut", "AsyncMemoryClient", "AuthenticationError", "Conflict", "ContextOut", "ForgetOut",
     "InvalidRequest", "JobOut", "MemoryAPIError", "MemoryClient", "MemoryConnectionError", "MemoryListOut",
-    "MemoryOut", "NotFound", "PayloadTooLarge", "PermissionDenied", "RateLimited", "RetryPolicy", "SearchOut",
-    "ServerError", "ServiceUnavailable",
+    "MemoryOut", "MessageBody", "NotFound", "PayloadTooLarge", "PermissionDenied", "RateLimited", "RetryPolicy",
+    "SearchOut", "ServerError", "ServiceUnavailable",
 ]  # fmt: skip
 
 T = TypeVar("T")
