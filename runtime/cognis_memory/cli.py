@@ -117,14 +117,7 @@ async def _with_service(args: argparse.Namespace, fn, *, run_worker: bool = Fals
 
     settings = _settings(args)
     # Logs and metrics go to stderr: stdout carries the command's own output (JSON, JSONL).
-    telemetry = Telemetry(
-        service=settings.service_name,
-        namespace=settings.metrics_namespace,
-        metrics_enabled=settings.metrics_enabled,
-        log_level=settings.log_level,
-        log_stream=sys.stderr,
-        metrics_stream=sys.stderr,
-    )
+    telemetry = Telemetry.from_settings(settings, stream=sys.stderr)
     svc = MemoryService.from_settings(settings, telemetry=telemetry)
     await svc.start(run_worker=run_worker)
     try:

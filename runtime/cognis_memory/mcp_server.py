@@ -150,14 +150,7 @@ def _telemetry(settings: Settings) -> Any:
     from .telemetry.emitter import Telemetry
 
     # stdout belongs to the protocol (stdio): logs and metrics go to stderr.
-    return Telemetry(
-        service=settings.service_name,
-        namespace=settings.metrics_namespace,
-        metrics_enabled=settings.metrics_enabled,
-        log_level=settings.log_level,
-        log_stream=sys.stderr,
-        metrics_stream=sys.stderr,
-    )
+    return Telemetry.from_settings(settings, stream=sys.stderr)
 
 
 @asynccontextmanager

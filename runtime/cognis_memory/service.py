@@ -156,12 +156,7 @@ class MemoryService:
         self.settings = settings
         self.store = store
         self.cache = cache or NullCache()
-        self.telemetry = telemetry or Telemetry(
-            service=settings.service_name,
-            namespace=settings.metrics_namespace,
-            metrics_enabled=settings.metrics_enabled,
-            log_level=settings.log_level,
-        )
+        self.telemetry = telemetry or Telemetry.from_settings(settings)
         self.encoder = MatryoshkaEncoder(
             embedder,
             dim_short=settings.embedding_dim_short,

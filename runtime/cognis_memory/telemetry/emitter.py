@@ -60,6 +60,20 @@ class Telemetry:
         self._metrics_stream = metrics_stream
         self._write_lock = threading.Lock()
 
+    @classmethod
+    def from_settings(cls, settings: Any, *, stream: IO[str] | None = None) -> Telemetry:
+        """Telemetry as ``settings`` (a :class:`~cognis_memory.config.Settings`) name it; ``stream`` sends
+        logs and EMF metrics there instead of stdout (the CLI and the MCP stdio server keep stdout for
+        their own output)."""
+        return cls(
+            service=settings.service_name,
+            namespace=settings.metrics_namespace,
+            metrics_enabled=settings.metrics_enabled,
+            log_level=settings.log_level,
+            log_stream=stream,
+            metrics_stream=stream,
+        )
+
     # -- logs ---------------------------------------------------------------------------
     def log_request(self, event: str, rec: StageRecorder, *, request_id: str | None, **fields: Any) -> dict[str, Any]:
         """Log the request's JSON line and return the record (for tests and explain mode)."""
