@@ -16,7 +16,9 @@ echo "demo: importing examples/demo_conversation.jsonl for tenant 'demo', user '
 "$cli" import examples/demo_conversation.jsonl --tenant demo --user demo-user --quiet
 echo "demo: a sample search"
 "$cli" search --tenant demo --user demo-user --limit 3 "Where does the user live now?" \
-  | .venv/bin/python -c 'import json,sys; [print(f"  {r[\"score\"]:.3f}  {r[\"content\"]}") for r in json.load(sys.stdin)["results"]]'
+  | .venv/bin/python -c 'import json, sys
+for r in json.load(sys.stdin)["results"]:
+    print("  %.3f  %s" % (r["score"], r["content"]))'
 
 key=${COGNIS_API_KEYS%%=*}
 cat <<MSG
