@@ -24,6 +24,8 @@ The same tools back the MCP server (:mod:`cognis_memory.mcp_server`):
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,7 +124,15 @@ def _resolve(schema: Any, defs: dict[str, Any]) -> Any:
 
 
 def input_schema(tool: ToolDefinition) -> dict[str, Any]:
-    """The tool's input as a JSON schema object, built from the API models' schemas."""
+    """The tool's input as a JSON schema object, built from the API models' schemas (a fresh copy)."""
+    return copy.deepcopy(_input_schema(tool.name))
+
+
+@functools.cache
+def _input_schema(tool_name: str) -> dict[str, Any]:
+    """Built once per tool: every tool call checks its input against it (pydantic's schema
+    generation costs milliseconds). Callers must not mutate it; ``input_schema`` hands out copies."""
+    tool = next(t for t in TOOLS if t.name == tool_name)
     properties: dict[str, Any] = {}
     required: list[str] = []
     for f in tool.fields:
@@ -174,7 +184,7 @@ def _check_input(tool: ToolDefinition, tool_input: Any) -> dict[str, Any]:
     the rest (types, sizes) and its 422 names the field."""
     if not isinstance(tool_input, dict):
         raise ToolInputError("input", "must be an object")
-    schema = input_schema(tool)
+    schema = _input_schema(tool.name)
     unknown = sorted(set(tool_input) - set(schema["properties"]))
     if unknown:
         raise ToolInputError(unknown[0], f"unknown field; this tool takes {', '.join(schema['properties'])}")
