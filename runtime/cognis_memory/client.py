@@ -382,7 +382,8 @@ class MemoryClient:
 
     def context(self, user_id: str, message: str, **options: Any) -> ContextOut:
         """The memories relevant to ``message`` as a text block for a system prompt; options:
-        max_tokens (default 800), limit, session_id, scopes, with_ids, now, recipe."""
+        max_tokens (default 800), limit (default 20), with_ids, and the search filters (session_id,
+        scopes, categories, kinds, agent_id, time_from, time_to, include_history, now, recipe)."""
         return self._send(_context(user_id, message, options))
 
     def get(self, user_id: str, memory_id: str) -> MemoryOut:

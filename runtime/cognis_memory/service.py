@@ -410,30 +410,22 @@ class MemoryService:
         message: str,
         *,
         max_tokens: int = 800,
-        limit: int = 20,
-        session_id: str | None = None,
-        scopes: Sequence[Scope | str] | None = None,
         with_ids: bool = False,
-        time_from: datetime | None = None,
-        time_to: datetime | None = None,
-        include_history: bool = False,
-        now: datetime | None = None,
-        recipe: str | None = None,
+        limit: int = 20,
         request_id: str | None = None,
+        **search_options: Any,
     ) -> tuple[AssembledContext, SearchResponse]:
         """The memories relevant to ``message`` as a text block of at most ``max_tokens`` (estimated)
         tokens, for a system prompt; history questions bring the earlier versions along
-        (see :mod:`cognis_memory.prompt_context`). Also returns the search it was built from."""
+        (see :mod:`cognis_memory.prompt_context`). ``search_options`` are :meth:`search`'s filters
+        and options (session_id, scopes, time_from, ...). Also returns the search it was built from."""
         if (
             isinstance(max_tokens, bool)
             or not isinstance(max_tokens, int)
             or not 50 <= max_tokens <= MAX_CONTEXT_TOKENS
         ):
             raise InvalidInputError("max_tokens", f"must be between 50 and {MAX_CONTEXT_TOKENS}")
-        response = await self.search(
-            tenant_id, user_id, message, limit=limit, session_id=session_id, scopes=scopes, time_from=time_from,
-            time_to=time_to, include_history=include_history, now=now, recipe=recipe, request_id=request_id,
-        )  # fmt: skip
+        response = await self.search(tenant_id, user_id, message, limit=limit, request_id=request_id, **search_options)
         assembled = assemble_context(
             [(h.memory, h.history) for h in response.hits], max_tokens=max_tokens, with_ids=with_ids
         )

@@ -283,22 +283,7 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     @app.post("/v1/users/{user_id}/search", tags=["search"], response_model=SearchOut, summary="Search memories")
     async def search(user_id: str, body: SearchBody, key: Key, request: Request):
         res = await service.search(
-            key.tenant_id,
-            user_id,
-            body.query,
-            limit=body.limit,
-            scopes=body.scopes,
-            session_id=body.session_id,
-            categories=body.categories,
-            kinds=body.kinds,
-            agent_id=body.agent_id,
-            time_from=body.time_from,
-            time_to=body.time_to,
-            include_history=body.include_history,
-            explain=body.explain,
-            now=body.now,
-            recipe=body.recipe,
-            request_id=rid(request),
+            key.tenant_id, user_id, body.query, request_id=rid(request), **body.model_dump(exclude={"query"})
         )
         return SearchOut(
             results=[
@@ -323,20 +308,7 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     )
     async def context(user_id: str, body: ContextBody, key: Key, request: Request):
         assembled, res = await service.context(
-            key.tenant_id,
-            user_id,
-            body.message,
-            max_tokens=body.max_tokens,
-            limit=body.limit,
-            session_id=body.session_id,
-            scopes=body.scopes,
-            with_ids=body.with_ids,
-            time_from=body.time_from,
-            time_to=body.time_to,
-            include_history=body.include_history,
-            now=body.now,
-            recipe=body.recipe,
-            request_id=rid(request),
+            key.tenant_id, user_id, body.message, request_id=rid(request), **body.model_dump(exclude={"message"})
         )
         return ContextOut(
             text=assembled.text,

@@ -37,11 +37,11 @@ class AddMessagesBody(_Strict):
     )
 
 
-class SearchBody(_Strict):
-    query: str = Field(..., examples=["Where does Alice live?"])
-    limit: int = Field(10, ge=1, le=100)
+class RetrievalOptions(_Strict):
+    """Filters and options shared by search and context."""
+
     scopes: list[Scope] | None = None
-    session_id: str | None = None
+    session_id: str | None = Field(None, description="The current session: its CONTEXT-scope memories are included.")
     categories: list[Category] | None = None
     kinds: list[MemoryKind] | None = None
     agent_id: str | None = None
@@ -50,23 +50,21 @@ class SearchBody(_Strict):
     include_history: bool = Field(
         False, description="Attach each memory's earlier versions (automatic for questions about the past)."
     )
-    explain: bool = False
-    now: datetime | None = Field(None, description="Reference time for relative expressions in the query.")
+    now: datetime | None = Field(None, description="Reference time for relative expressions in the text.")
     recipe: str | None = Field(None, description="A named retrieval recipe (default: the service's).")
 
 
-class ContextBody(_Strict):
+class SearchBody(RetrievalOptions):
+    query: str = Field(..., examples=["Where does Alice live?"])
+    limit: int = Field(10, ge=1, le=100)
+    explain: bool = False
+
+
+class ContextBody(RetrievalOptions):
     message: str = Field(..., description="The user's latest message.", examples=["Where should I take my cat?"])
     max_tokens: int = Field(800, ge=50, le=32000, description="Token budget of the text block (estimated).")
     limit: int = Field(20, ge=1, le=100, description="How many search hits to consider.")
-    session_id: str | None = Field(None, description="The current session: its CONTEXT-scope memories count.")
-    scopes: list[Scope] | None = None
     with_ids: bool = Field(False, description="Put each memory's id in its line (for agents that edit memories).")
-    time_from: datetime | None = SearchBody.model_fields["time_from"]
-    time_to: datetime | None = SearchBody.model_fields["time_to"]
-    include_history: bool = SearchBody.model_fields["include_history"]
-    now: datetime | None = Field(None, description="Reference time for relative expressions in the message.")
-    recipe: str | None = Field(None, description="A named retrieval recipe (default: the service's).")
 
 
 class UpdateMemoryBody(_Strict):
