@@ -27,7 +27,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from scripts.local_servers._base import free_port  # noqa: E402
+
 KEY, TENANT = "load-test-key-0123456789", "load"
 WORDS = (
     "coffee berlin guitar marathon sister python allergy salary lisbon tea dog promotion japan vegan piano "
@@ -53,12 +54,6 @@ CMID = re.compile(r"ld-\d+-\d+")
 
 
 # -- the server under test --------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class ServeProcess:
     """``python -m cognis_memory serve`` on 127.0.0.1 with the given COGNIS_* environment."""
 

@@ -11,26 +11,20 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.processes import free_port, wait_for_http
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow
 def test_demo_script_imports_searches_and_serves(tmp_path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "COGNIS_DATA_DIR": str(tmp_path / "data"), "COGNIS_PORT": str(port)}
     env.pop("COGNIS_API_KEYS", None)
     log = open(tmp_path / "demo.log", "w+", encoding="utf-8")
@@ -39,19 +33,7 @@ def test_demo_script_imports_searches_and_serves(tmp_path) -> None:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"demo.sh exited with {proc.returncode} before serving:\n{log.read()[-3000:]}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("demo.sh did not serve within 240 s")
-            time.sleep(0.3)
+        wait_for_http(proc, f"{base}/health", tmp_path / "demo.log", timeout_s=240)
         log.seek(0)
         out = log.read()
         sample = out.split("demo: a sample search", 1)[1].split("cognis-memory is starting", 1)[0]

@@ -11,10 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import pytest
 
 from cognis_memory.agent_tools import TOOLS, AsyncMemoryToolbox, input_schema
 from cognis_memory.client import NO_RETRIES, AsyncMemoryClient
+from tests.processes import free_port, wait_for_http
 
 try:
     from mcp import Client
@@ -45,12 +44,6 @@ def _env(**extra: str) -> dict[str, str]:
     for name in ("COGNIS_MCP_USER", "COGNIS_API_KEY", "COGNIS_API_KEYS", "COGNIS_DATA_DIR", "COGNIS_STORE"):
         env.pop(name, None)
     return env | extra
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _text(result) -> str:
@@ -83,21 +76,6 @@ async def stdio_session(args: list[str], log: Path, env: dict[str, str]) -> Asyn
     assert stray == [], "the server wrote something other than the protocol to stdout"
 
 
-def _wait_http(proc: subprocess.Popen, url: str, log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_S
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            httpx.get(url, timeout=1)  # any answer: it is listening
-            return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            pytest.fail(f"{url} did not answer within {STARTUP_S} s:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-
-
 @contextlib.contextmanager
 def background(cmd: list[str], log: Path, env: dict[str, str]):
     with open(log, "w", encoding="utf-8") as out:
@@ -125,7 +103,7 @@ def _assert_same_tools(tools) -> None:
 async def test_builder_in_process_reports_backend_failures_as_tool_errors():
     from cognis_memory.mcp_server import build_mcp_server
 
-    down = AsyncMemoryClient(f"http://127.0.0.1:{_free_port()}", retry=NO_RETRIES, timeout_s=5)
+    down = AsyncMemoryClient(f"http://127.0.0.1:{free_port()}", retry=NO_RETRIES, timeout_s=5)
     server = build_mcp_server(AsyncMemoryToolbox(down, "u0"))
     async with Client(server) as client:
         _assert_same_tools((await client.list_tools()).tools)
@@ -192,12 +170,12 @@ async def test_stdio_remember_recall_forget(tmp_path):
 
 # -- streamable HTTP ---------------------------------------------------------------------------
 async def test_streamable_http(tmp_path):
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     log = tmp_path / "mcp-http.log"
     cmd = [str(CLI), "mcp", "--transport", "http", "--port", str(port), "--user", "u2"]
     with background([*cmd, "--data-dir", str(tmp_path / "data")], log, _env()) as proc:
-        _wait_http(proc, url, log)
+        wait_for_http(proc, url, log, timeout_s=STARTUP_S, healthy=False)  # any answer: it is listening
         with anyio.fail_after(60):
             async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
@@ -214,11 +192,11 @@ async def test_streamable_http(tmp_path):
 
 # -- remote backend: a real `cognis-memory serve` --------------------------------------------
 async def test_remote_backend_and_user_isolation(tmp_path):
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = _env(COGNIS_DATA_DIR=str(tmp_path / "data"), COGNIS_API_KEYS="mcp-key=acme")
     with background([str(CLI), "serve", "--port", str(port)], tmp_path / "serve.log", env) as proc:
-        _wait_http(proc, f"{base}/health", tmp_path / "serve.log")
+        wait_for_http(proc, f"{base}/health", tmp_path / "serve.log", timeout_s=STARTUP_S)
 
         client_env = _env(COGNIS_API_KEY="mcp-key")  # the key from the environment
         alice, bob = tmp_path / "alice.err", tmp_path / "bob.err"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -18,20 +17,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.processes import free_port, wait_for_http
+
 REPO = Path(__file__).resolve().parents[2]
 CLI = Path(sys.executable).with_name("cognis-memory")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("server")
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -43,19 +38,11 @@ def server(tmp_path_factory):
         [str(CLI), "serve", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            out.seek(0)
-            pytest.fail(f"server exited with {proc.returncode}:\n{out.read()[-3000:]}")
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("server did not become healthy within 120 s")
+    try:
+        wait_for_http(proc, f"{base}/health", tmp / "server.out")
+    except BaseException:
+        proc.kill()
+        raise
         time.sleep(0.2)
     try:
         yield {"base": base, "proc": proc, "out": out, "db": tmp / "data" / "memory.db"}
