@@ -181,7 +181,7 @@ class _Plan:
 
 def _check_input(tool: ToolDefinition, tool_input: Any) -> dict[str, Any]:
     """Required fields, unknown fields and bounds, checked against the tool's own schema; the API checks
-    the rest (types, sizes) and its 422 names the field."""
+    the rest (types, sizes) and its 422 names the field. Omitted fields take the schema's defaults."""
     if not isinstance(tool_input, dict):
         raise ToolInputError("input", "must be an object")
     schema = _input_schema(tool.name)
@@ -201,7 +201,9 @@ def _check_input(tool: ToolDefinition, tool_input: Any) -> dict[str, Any]:
                 raise ToolInputError(name, f"must be between {prop.get('minimum')} and {prop.get('maximum')}")
         if "enum" in prop and value is not None and value not in prop["enum"]:
             raise ToolInputError(name, f"must be one of {', '.join(map(str, prop['enum']))}")
-    return {t: tool_input[t] for t in tool_input if tool_input[t] is not None}
+    given = {name: value for name, value in tool_input.items() if value is not None}
+    defaults = {name: prop["default"] for name, prop in schema["properties"].items() if "default" in prop}
+    return defaults | given
 
 
 def _remembered(result: AddMessagesOut) -> ToolOutcome:
@@ -257,14 +259,13 @@ class _ToolboxBase:
             # The statement is the model's words about the user, not the user's: it is stored as a
             # note by the assistant ("note: Maya adopted a cat"), never under the user's name.
             message = {
-                "content": args["content"], "scope": args.get("scope", "USER"), "role": "assistant",
+                "content": args["content"], "scope": args["scope"], "role": "assistant",
                 "speaker": NOTE_SPEAKER, "session_id": self.session_id, "agent_id": self.agent_id,
                 "metadata": {"source": "tool:remember"},
             }  # fmt: skip
             return _Plan("add_messages", (self.user_id, [message]), {}, _remembered)
         if name == "recall":
             options = {k: v for k, v in args.items() if k != "query"}
-            options.setdefault("limit", 10)
             options.update(max_tokens=self.recall_max_tokens, with_ids=True, session_id=self.session_id)
             return _Plan("context", (self.user_id, args["query"]), options, _recalled)
         return _Plan("delete", (self.user_id, args["memory_id"]), {}, _forgotten)
