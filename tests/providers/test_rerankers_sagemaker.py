@@ -229,14 +229,19 @@ async def test_one_failing_chunk_fails_the_call(client: Any) -> None:
 async def test_moto_results_api(aws_env: None) -> None:
     moto = pytest.importorskip("moto")
     requests = pytest.importorskip("requests")
+    # moto keeps one queue of results per account and region, and while mock_aws is active it answers
+    # every InvokeEndpoint in the process. A region no other test uses keeps a late call from an
+    # earlier test's worker thread from taking this test's result (seen once in a full CI run: the
+    # reranker got moto's default b"body").
+    region = "ap-southeast-2"
     with moto.mock_aws():
         answer = json.dumps([{"index": 1, "score": 0.8}, {"index": 0, "score": 0.3}])
         resp = requests.post(
             "http://motoapi.amazonaws.com/moto-api/static/sagemaker/endpoint-results",
-            json={"region": "us-east-1", "results": [{"Body": answer, "ContentType": "application/json"}]},
+            json={"region": region, "results": [{"Body": answer, "ContentType": "application/json"}]},
         )
         assert resp.status_code == 201
-        reranker = SageMakerReranker(ENDPOINT, region="us-east-1")
+        reranker = SageMakerReranker(ENDPOINT, region=region)
         assert await reranker.rerank("q", ["a", "b"]) == [0.3, 0.8]
 
 
