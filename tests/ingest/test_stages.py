@@ -94,7 +94,7 @@ def test_variance_rotation_preserves_full_cosines_and_puts_variance_first() -> N
     assert rotated[:, :2].var(0).sum() > 0.9 * rotated.var(0).sum()
 
 
-def test_categorizer_uses_keywords_then_nearest_description(embedder) -> None:
+async def test_categorizer_uses_keywords_then_nearest_description(embedder) -> None:
     enc = MatryoshkaEncoder(embedder, dim_short=128)
     cat = EmbeddingCategorizer(enc)
     texts = [
@@ -105,7 +105,7 @@ def test_categorizer_uses_keywords_then_nearest_description(embedder) -> None:
         "My sister and my husband came over",
     ]
     full, _ = enc.encode(texts)
-    got = cat.categorize_many(texts, full)
+    got = await cat.categorize_many(texts, full)
     assert got[:3] == [Category.HEALTH, Category.TRAVEL, Category.TECHNICAL_SKILLS]
     assert got[3] == Category.EMOTIONAL
     assert got[4] == Category.RELATIONSHIPS

@@ -46,20 +46,35 @@ _WORDS = re.compile(r"[a-z']+(?: [a-z']+)?")
 
 
 class EmbeddingCategorizer:
-    """Nearest category description by cosine, overridden by an explicit keyword match."""
+    """Nearest category description by cosine, overridden by an explicit keyword match.
+
+    The descriptions are embedded on first use, through the encoder's queue like every other text.
+    """
 
     def __init__(self, encoder: MatryoshkaEncoder) -> None:
+        self._encoder = encoder
         self._categories = list(CATEGORY_DESCRIPTIONS)
-        full, _ = encoder.encode([CATEGORY_DESCRIPTIONS[c] for c in self._categories])
-        self._prototypes = full
+        self._prototypes: np.ndarray | None = None
 
-    def categorize(self, text: str, embedding: np.ndarray) -> Category:
+    async def prototypes(self) -> np.ndarray:
+        """The full vectors of the category descriptions (embedded on first use; two first uses at
+        once both embed them, which is harmless and needs no lock bound to one event loop)."""
+        if self._prototypes is None:
+            full, _ = await self._encoder.encode_async([CATEGORY_DESCRIPTIONS[c] for c in self._categories])
+            self._prototypes = full
+        return self._prototypes
+
+    async def categorize(self, text: str, embedding: np.ndarray) -> Category:
+        return (await self.categorize_many([text], embedding[None, :]))[0]
+
+    async def categorize_many(self, texts: list[str], embeddings: np.ndarray) -> list[Category]:
+        prototypes = await self.prototypes()
+        return [self._categorize(prototypes, t, e) for t, e in zip(texts, embeddings, strict=True)]
+
+    def _categorize(self, prototypes: np.ndarray, text: str, embedding: np.ndarray) -> Category:
         lowered = f" {text.lower()} "
         votes = {c: sum(1 for k in kws if f" {k}" in lowered) for c, kws in _KEYWORDS.items()}
         best_kw = max(votes, key=lambda c: votes[c])
         if votes[best_kw] > 0:
             return best_kw
-        return self._categories[int(np.argmax(self._prototypes @ embedding))]
-
-    def categorize_many(self, texts: list[str], embeddings: np.ndarray) -> list[Category]:
-        return [self.categorize(t, e) for t, e in zip(texts, embeddings, strict=True)]
+        return self._categories[int(np.argmax(prototypes @ embedding))]

@@ -7,15 +7,23 @@ example one that orders dimensions by variance, fitted offline with
 :func:`fit_variance_rotation`) can be applied before truncation so that the prefix keeps
 more of the signal. Rotations preserve cosine similarity of the full vectors.
 
-CPU threads: the local embedder serialises forward passes behind a lock, so torch's
-intra-op threads are its only parallelism. On small or shared machines those threads
-spin-wait for each other: on the benchmark machine (2 shared vCPUs) a one-query forward
-pass took a median 240 ms with 2 threads and 31 ms with 1, and batches of 128 ran at 34
-vs 70 texts/s; numpy's BLAS behaves alike (the 40x40 similarity matrix of the dedup stage:
-2.4 ms with 2 threads, 0.04 ms with 1; a 100k x 128 prefix scan: 19 vs 7 ms median)
-(docs/benchmarks.md). The encoder therefore sets the process's torch intra-op threads and,
-when ``threadpoolctl`` is importable, its BLAS threads once, to ``cpu_threads`` (default 1;
-``None`` leaves the libraries' defaults).
+Model work never runs on the event loop: :meth:`MatryoshkaEncoder.encode_async` hands the
+texts to the :class:`~cognis_memory.ingest.batching.EmbeddingBatcher` (worker threads that
+micro-batch concurrent requests, by priority), or awaits the embedder's own ``embed_async``
+when it has one (a remote embedder). :meth:`MatryoshkaEncoder.encode` (synchronous) is for
+scripts and offline tools only. The encoder also holds the in-memory query cache
+(:class:`~cognis_memory.ingest.query_cache.QueryVectorCache`, bounded per tenant) that retrieval
+keys by :meth:`MatryoshkaEncoder.input_key`, so queries that tokenise alike are embedded once.
+
+CPU threads: on small or shared machines a model's intra-op threads spin-wait for each other:
+on the benchmark machine (2 shared vCPUs) a one-query torch forward pass took a median 240 ms
+with 2 threads and 31 ms with 1, and batches of 128 ran at 34 vs 70 texts/s; numpy's BLAS
+behaves alike (the 40x40 similarity matrix of the dedup stage: 2.4 ms with 2 threads, 0.04 ms
+with 1; a 100k x 128 prefix scan: 19 vs 7 ms median) (docs/benchmarks.md). The encoder
+therefore sets the process's torch intra-op threads (when torch is loaded) and, when
+``threadpoolctl`` is importable, its BLAS threads once, to ``cpu_threads`` (default 1; ``None``
+leaves the libraries' defaults). Parallelism comes from the batcher's ``workers`` instead:
+one model call per worker thread, each on its own core.
 """
 
 from __future__ import annotations
@@ -23,10 +31,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..providers.base import Embedder
+from ..providers.base import AsyncEmbedder, Embedder
+from .batching import EmbeddingBatcher, Priority
+from .query_cache import QueryVectorCache
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 
 def normalise_rows(x: np.ndarray) -> np.ndarray:
@@ -68,6 +82,8 @@ class MatryoshkaEncoder:
         dim_full: int | None = None,
         rotation: np.ndarray | str | Path | None = None,
         cpu_threads: int | None = 1,
+        batcher: EmbeddingBatcher | None = None,
+        query_cache: QueryVectorCache | None = None,
     ) -> None:
         self.embedder = embedder
         limit_cpu_threads(cpu_threads)
@@ -82,6 +98,29 @@ class MatryoshkaEncoder:
         if rotation is not None and rotation.shape != (embedder.dim, embedder.dim):
             raise ValueError(f"rotation: expected a {embedder.dim}x{embedder.dim} matrix, got {rotation.shape}")
         self.rotation = None if rotation is None else rotation.astype(np.float32)
+        self.batcher = batcher or EmbeddingBatcher(embedder)
+        self.query_cache = query_cache or QueryVectorCache()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, embedder: Embedder) -> MatryoshkaEncoder:
+        """The encoder, its embedding queue and its query cache as the ``embedding_*`` and
+        ``query_cache_*`` settings say."""
+        return cls(
+            embedder,
+            dim_short=settings.embedding_dim_short,
+            dim_full=settings.embedding_dim_full,
+            rotation=settings.embedding_rotation_path,
+            cpu_threads=settings.embedding_threads,
+            batcher=EmbeddingBatcher(
+                embedder,
+                workers=settings.embedding_workers,
+                max_batch=2 * settings.embedding_batch_size,
+                max_tokens=settings.embedding_batch_tokens,
+            ),
+            query_cache=QueryVectorCache(
+                per_tenant=settings.query_cache_per_tenant, total=settings.query_cache_entries
+            ),
+        )
 
     @property
     def name(self) -> str:
@@ -95,4 +134,25 @@ class MatryoshkaEncoder:
         return full, short
 
     def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Synchronous: for scripts and offline tools, never on a request path (use :meth:`encode_async`)."""
         return self.split(self.embedder.embed(texts))
+
+    async def encode_async(
+        self, texts: Sequence[str], priority: Priority = Priority.INGEST
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(full, short) vectors of ``texts``, the model run off the event loop."""
+        if isinstance(self.embedder, AsyncEmbedder):
+            vectors = await self.embedder.embed_async(texts)
+        else:
+            vectors = await self.batcher.embed(texts, priority)
+        return self.split(vectors)
+
+    def input_key(self, text: str) -> str:
+        """What the model sees of ``text``: texts with equal keys get equal vectors (the text itself
+        when the embedder cannot tell)."""
+        key = getattr(self.embedder, "input_key", None)
+        return key(text) if key is not None else text
+
+    def close(self) -> None:
+        """Stop the batcher's worker threads (they start again on the next call)."""
+        self.batcher.close()

@@ -26,6 +26,7 @@ import numpy as np
 from ..domain import Category, Memory, Owner, Scope, as_utc
 from ..providers.base import LLM, LLMOutputError
 from ..stores.base import MemoryStore, SearchFilter
+from .batching import Priority
 from .embedding import MatryoshkaEncoder
 from .resolution import ResolvedMessage
 
@@ -144,12 +145,16 @@ class ContextAwareExtractor:
     def __init__(self, llm: LLM, store: MemoryStore, encoder: MatryoshkaEncoder, context_size: int = CONTEXT_SIZE):
         self.llm, self.store, self.encoder, self.context_size = llm, store, encoder, context_size
 
-    async def extract(self, owner: Owner, messages: list[ResolvedMessage]) -> ExtractionResult:
+    async def extract(
+        self, owner: Owner, messages: list[ResolvedMessage], *, priority: Priority = Priority.INGEST
+    ) -> ExtractionResult:
+        """Candidate facts and the decision on each; ``priority`` is the embedding queue's (a request
+        waiting, or a background job)."""
         facts = await self._extract_facts(messages)
         result = ExtractionResult(candidates=len(facts))
         if not facts:
             return result
-        full, short = self.encoder.encode([f.content for f in facts])
+        full, short = await self.encoder.encode_async([f.content for f in facts], priority)
         for f, e, s in zip(facts, full, short, strict=True):
             f.embedding, f.embedding_short = e, s
         # Context: the most similar current memories of this user, per candidate, under aliases.
@@ -176,6 +181,7 @@ class ContextAwareExtractor:
             schema_name="memory_decisions",
         )
         decided: set[int] = set()
+        rewritten: list[CandidateFact] = []  # UPDATEs whose merged content needs its own vectors
         for d in answer.get("decisions", []):
             idx = d.get("fact")
             if not isinstance(idx, int) or not 0 <= idx < len(facts) or idx in decided:
@@ -200,10 +206,14 @@ class ContextAwareExtractor:
                             scope=fact.scope,
                             event_time=fact.event_time,
                         )
-                        fact.embedding, fact.embedding_short = (a[0] for a in self.encoder.encode([content]))
+                        rewritten.append(fact)
                 result.operations.append(Operation(action, fact, target))
             else:  # ADD, or NONE (kept so that it is counted)
                 result.operations.append(Operation(action, fact))
+        if rewritten:
+            full, short = await self.encoder.encode_async([f.content for f in rewritten], priority)
+            for f, e, s in zip(rewritten, full, short, strict=True):
+                f.embedding, f.embedding_short = e, s
         for i, f in enumerate(facts):  # candidates the LLM forgot are added rather than lost
             if i not in decided:
                 result.operations.append(Operation(Action.ADD, f))

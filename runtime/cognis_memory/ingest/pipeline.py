@@ -27,6 +27,7 @@ from ..stores.base import MemoryStore
 from ..stores.cache import Cache
 from ..telemetry.recorder import StageRecorder
 from .categorizer import EmbeddingCategorizer
+from .batching import Priority
 from .embedding import MatryoshkaEncoder
 from .extraction import Action, ContextAwareExtractor, ExtractionResult
 from .resolution import ResolvedMessage, resolve_message
@@ -67,14 +68,14 @@ class IngestPipeline:
         self.job_max_attempts = job_max_attempts
 
     # -- stage helpers ------------------------------------------------------------------
-    def build_raw_memories(self, resolved: list[ResolvedMessage], rec: StageRecorder) -> list[Memory]:
+    async def build_raw_memories(self, resolved: list[ResolvedMessage], rec: StageRecorder) -> list[Memory]:
         """Stage 4 for raw messages: embed the speaker-prefixed, date-annotated text."""
         if not resolved:
             return []
         texts = [r.display_text for r in resolved]
         with rec.stage("embedding"):
-            full, short = self.encoder.encode(texts)
-        categories = self.categorizer.categorize_many(texts, full)
+            full, short = await self.encoder.encode_async(texts, Priority.INGEST)
+        categories = await self.categorizer.categorize_many(texts, full)
         memories = []
         for r, text, e, s, cat in zip(resolved, texts, full, short, categories, strict=True):
             msg = r.message
@@ -122,7 +123,7 @@ class IngestPipeline:
         new_msgs += await self._unfinished(owner, earlier)
         with rec.stage("resolution"):
             resolved = [resolve_message(m) for m in new_msgs]
-        raw = self.build_raw_memories(resolved, rec)
+        raw = await self.build_raw_memories(resolved, rec)
         result = IngestResult(messages=[m for m, _ in stored], created=[c for _, c in stored], raw_memories=raw)
         job = Job(
             tenant_id=owner.tenant_id,
@@ -181,7 +182,7 @@ class IngestPipeline:
         with rec.stage("resolution"):
             resolved = [resolve_message(m) for m in messages]
         with rec.stage("extraction"):
-            extraction = await self.extractor.extract(owner, resolved)
+            extraction = await self.extractor.extract(owner, resolved, priority=Priority.BACKGROUND)
             # The LLM calls take seconds: a forget of the user meanwhile must not be undone by the writes.
             if not await self.store.get_messages(owner, job.message_ids):
                 return {"skipped": "messages no longer exist"}

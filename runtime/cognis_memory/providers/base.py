@@ -25,6 +25,21 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
+class AsyncEmbedder(Protocol):
+    """An embedder that is awaited rather than run on a thread (a remote embedding service).
+
+    The encoder awaits ``embed_async`` directly instead of queueing the texts for its worker
+    threads; the contract of the rows is :class:`Embedder`'s.
+    """
+
+    name: str
+    dim: int
+
+    async def embed_async(self, texts: Sequence[str]) -> np.ndarray:
+        """An ``(len(texts), dim)`` float32 array whose rows have unit L2 norm."""
+
+
+@runtime_checkable
 class Reranker(Protocol):
     """Scores (query, document) pairs; higher is more relevant."""
 

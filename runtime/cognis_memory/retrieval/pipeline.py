@@ -22,6 +22,7 @@ import numpy as np
 
 from ..domain import Category, Memory, MemoryKind, Owner, Scope, utcnow
 from ..errors import DependencyUnavailable
+from ..ingest.batching import Priority
 from ..ingest.embedding import MatryoshkaEncoder, normalise_rows
 from ..providers.base import Reranker
 from ..stores.base import MemoryStore, ScoredMemory, SearchFilter, VectorSearchResult
@@ -104,14 +105,22 @@ class RetrievalPipeline:
             return []
 
     async def embed_query(self, owner: Owner, text: str) -> tuple[np.ndarray, np.ndarray]:
-        cached = await self.cache.get_query_embedding(owner, self.encoder.name, text)
-        if cached is not None and cached.shape == (self.encoder.dim,):
-            full = cached.astype(np.float32)
-            short = normalise_rows(full[None, : self.encoder.dim_short])[0]
-            return full, short
-        full, short = await asyncio.to_thread(self.encoder.encode, [text])
-        await self.cache.set_query_embedding(owner, self.encoder.name, text, full[0])
-        return full[0], short[0]
+        """The query's vectors: from the encoder's in-process query cache, else the shared cache, else the
+        model (off the event loop, ahead of ingest work). Both caches are keyed by what the model sees
+        of the text, so a query that only differs in case or spacing (a query whose speaker names were
+        stripped, say) is not embedded again."""
+        enc = self.encoder
+        key = enc.input_key(text)
+        full = enc.query_cache.get(owner.tenant_id, owner.user_id, key)
+        if full is None:
+            shared = await self.cache.get_query_embedding(owner, enc.name, key)
+            if shared is not None and shared.shape == (enc.dim,):
+                full = shared.astype(np.float32)
+            else:
+                full = (await enc.encode_async([text], Priority.QUERY))[0][0]
+                await self.cache.set_query_embedding(owner, enc.name, key, full)
+            enc.query_cache.put(owner.tenant_id, owner.user_id, key, full)
+        return full, normalise_rows(full[None, : enc.dim_short])[0]
 
     async def search(
         self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None
