@@ -363,7 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--llm", choices=["none", "bedrock", "openai"], help="extraction LLM (COGNIS_LLM)")
     common.add_argument("--reranker", choices=["none", "local", "sagemaker"], help="reranker (COGNIS_RERANKER)")
     common.add_argument(
-        "--embedder", choices=["onnx", "sentence-transformers"], help="embedding runtime (COGNIS_EMBEDDER, default onnx)"
+        "--embedder",
+        choices=["onnx", "sentence-transformers"],
+        help="embedding runtime (COGNIS_EMBEDDER, default onnx)",
     )
     common.add_argument(
         "--embedder-path", dest="embedder_path", help="embedding model: .onnx file or sentence-transformers dir"

@@ -171,7 +171,9 @@ def test_embedder_path_must_exist(tmp_path: Path) -> None:
 def test_an_onnx_file_of_ones_own_needs_its_tokenizer() -> None:
     with pytest.raises(ValueError, match="embedder_tokenizer .COGNIS_EMBEDDER_TOKENIZER."):
         build_embedder(Settings(embedder_path=default_model.onnx_file()))
-    named = build_embedder(Settings(embedder_path=default_model.onnx_file(), embedder_tokenizer=default_model.tokenizer_file()))
+    named = build_embedder(
+        Settings(embedder_path=default_model.onnx_file(), embedder_tokenizer=default_model.tokenizer_file())
+    )
     assert named.name == "model-int8"
 
 

@@ -15,10 +15,12 @@ it) runs each text on its own instead: such a run scales all its rows together, 
 would make a text's vector depend on its neighbours (measured: cosine down to 0.979 between a
 text embedded alone and in a batch of 32), while alone its vector depends on the text only. On
 CPU this costs little: with one text per run the default int8 model embedded LoCoMo turns at
-0.76x and long LongMemEval turns at 1.1x the CPU-time rate of batches of 16. One ``InferenceSession`` is safe for concurrent ``run``
-calls, so several worker threads may share an embedder (see
-:class:`cognis_memory.ingest.batching.EmbeddingBatcher`); each call uses ``threads`` intra-op
-threads, without spin-waiting (on shared vCPUs spinning threads slow each other down).
+0.76x and long LongMemEval turns at 1.04-1.18x the CPU-time rate of batches of 4-16.
+
+One ``InferenceSession`` is safe for concurrent ``run`` calls, so several worker threads may
+share an embedder (see :class:`cognis_memory.ingest.batching.EmbeddingBatcher`); each call uses
+``threads`` intra-op threads, without spin-waiting (on shared vCPUs spinning threads slow each
+other down).
 """
 
 from __future__ import annotations
