@@ -12,7 +12,7 @@ An entry that does not match (no ``=``, a second ``=`` or ``:``, an unknown mode
 stops the service at start with :class:`ApiKeyListError`, which names the entry by its position and
 a masked form of its key, never the key itself.
 
-Lifecycle (docs/deploy.md, "Rotating an API key"):
+Lifecycle (rotation: docs/deploy.md, "The first API key"):
 
 * The list is authoritative for its own keys. A process holds them in memory (as SHA-256 hashes)
   and never writes them to the store, so a key removed from the list stops working in every

@@ -55,9 +55,9 @@ from .api.schemas import (
 
 __all__ = [
     "AddMessagesOut", "AsyncMemoryClient", "AuthenticationError", "Conflict", "ContextOut", "ForgetOut",
-    "InvalidRequest", "JobListOut", "JobOut", "MemoryAPIError", "MemoryClient", "MemoryConnectionError", "MemoryListOut",
-    "MemoryOut", "MessageBody", "NotFound", "PayloadTooLarge", "PermissionDenied", "RateLimited", "RetryPolicy",
-    "SearchOut", "ServerError", "ServiceUnavailable",
+    "InvalidRequest", "JobListOut", "JobOut", "MemoryAPIError", "MemoryClient", "MemoryConnectionError",
+    "MemoryListOut", "MemoryOut", "MessageBody", "NotFound", "PayloadTooLarge", "PermissionDenied", "RateLimited",
+    "RetryPolicy", "SearchOut", "ServerError", "ServiceUnavailable",
 ]  # fmt: skip
 
 T = TypeVar("T")

@@ -279,7 +279,8 @@ async def test_dead_jobs_are_listed_per_tenant_and_paged(api):
     _, svc, client = api
     run = uuid.uuid4().hex[:8]
     ta, tb = f"jobs-a-{run}", f"jobs-b-{run}"
-    ka, kb, ro = await svc.create_api_key(ta), await svc.create_api_key(tb), await svc.create_api_key(ta, read_only=True)
+    ka, kb = await svc.create_api_key(ta), await svc.create_api_key(tb)
+    ro = await svc.create_api_key(ta, read_only=True)
     plan = [(ta, "u1", JobStatus.DEAD), (ta, "u2", JobStatus.DEAD), (ta, "u1", JobStatus.DONE),
             (ta, "u2", JobStatus.FAILED), (ta, "u2", JobStatus.DEAD), (tb, "u1", JobStatus.DEAD),
             (tb, "u1", JobStatus.QUEUED)]  # fmt: skip
@@ -330,7 +331,8 @@ def failing_llm(schema: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def probe(url: str, key: str) -> int:
-    return httpx.post(f"{url}/v1/users/u/search", headers={"X-API-Key": key}, json={"query": "x"}, timeout=30).status_code
+    r = httpx.post(f"{url}/v1/users/u/search", headers={"X-API-Key": key}, json={"query": "x"}, timeout=30)
+    return r.status_code
 
 
 def test_real_serve_rotation_revocation_and_dead_letters(tmp_path, monkeypatch, capsys):
@@ -345,21 +347,22 @@ def test_real_serve_rotation_revocation_and_dead_letters(tmp_path, monkeypatch, 
     monkeypatch.setenv("COGNIS_DATA_DIR", data)
     with ScriptedLLMServer(failing_llm) as llm:
         env = {"COGNIS_DATA_DIR": data, "COGNIS_LLM": "openai", "COGNIS_OPENAI_BASE_URL": llm.base_url,
-               "COGNIS_OPENAI_MODEL": "scripted", "COGNIS_JOB_MAX_ATTEMPTS": "1", "COGNIS_LLM_TIMEOUT_S": "5"}  # fmt: skip
-        first = ServeProcess({**env, "COGNIS_API_KEYS": f"{old}={tenant},{spare}={tenant}"}, log_path=tmp_path / "a.log")
+               "COGNIS_OPENAI_MODEL": "scripted", "COGNIS_JOB_MAX_ATTEMPTS": "1"}  # fmt: skip
+        first_keys, second_keys = f"{old}={tenant},{spare}={tenant}", f"{new}={tenant},{spare}={tenant}"
+        first = ServeProcess({**env, "COGNIS_API_KEYS": first_keys}, log_path=tmp_path / "a.log")
         try:
             first.start()
             with MemoryClient(first.url, api_key=old) as mem:
                 job = mem.add("dana", "I got a dog", mode="async").job
                 assert job is not None and mem.wait_for_job("dana", job.id, timeout_s=60).status == "dead"
-            monkeypatch.setenv("COGNIS_API_KEYS", f"{old}={tenant},{spare}={tenant}")
+            monkeypatch.setenv("COGNIS_API_KEYS", first_keys)
             assert main(["api-key", "revoke", "--key", spare]) == 0
             assert json.loads(capsys.readouterr().out) == {"revoked": True}
             assert probe(first.url, spare) == 401  # at once
         finally:
             first.stop()
 
-        second = ServeProcess({**env, "COGNIS_API_KEYS": f"{new}={tenant},{spare}={tenant}"}, log_path=tmp_path / "b.log")
+        second = ServeProcess({**env, "COGNIS_API_KEYS": second_keys}, log_path=tmp_path / "b.log")
         try:
             second.start()
             assert [probe(second.url, key) for key in (old, spare, new)] == [401, 401, 200]

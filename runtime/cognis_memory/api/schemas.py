@@ -117,7 +117,7 @@ class MessageOut(BaseModel):
 
 class JobOut(BaseModel):
     id: str
-    user_id: str
+    user_id: str | None = Field(None, description="The job's user (set by every server that lists jobs).")
     status: str
     attempts: int
     max_attempts: int
