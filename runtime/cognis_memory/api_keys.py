@@ -5,7 +5,7 @@ The list is comma separated; whitespace around an entry is ignored, none is allo
     entry  = key "=" tenant [ ":" mode ]
     mode   = "read" | "write"                 lower case; no mode means "write" (read-write)
     key    = 1-512 visible ASCII characters, no "," or "=" (what clients send as the Bearer token)
-    tenant = an id as the service checks every id, without ":"
+    tenant = an id as the service checks every id, without ":" (and without "=", the separator)
 
 An entry that does not match (no ``=``, a second ``=`` or ``:``, an unknown mode such as ``READ``,
 ``readonly`` or ``ro``, an empty entry, whitespace inside, a key listed twice, an invalid tenant)
