@@ -91,8 +91,6 @@ class MessageIn:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-
-
 class MemoryService:
     """Builds and owns the pipelines, the store, the cache and the worker."""
 
