@@ -256,8 +256,12 @@ def test_dev_profile_is_small(dev_run):
     assert len(dev_run.of_type("aws:ec2/natGateway:NatGateway")) == 1
     endpoints = [e for e in dev_run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") if e["vpcEndpointType"] == "Interface"]
     assert endpoints == []
-    cc = dev_run.one("aws:opensearch/domain:Domain")["clusterConfig"]
+    domain = dev_run.one("aws:opensearch/domain:Domain")
+    cc = domain["clusterConfig"]
     assert cc["instanceCount"] == 1 and cc["zoneAwarenessEnabled"] is False
+    assert cc["instanceType"].startswith("t3.")
+    # The OpenSearch API rejects Auto-Tune on t2/t3 instance types.
+    assert domain["autoTuneOptions"]["desiredState"] == "DISABLED"
     assert dev_run.one("aws:elasticache/replicationGroup:ReplicationGroup")["numCacheClusters"] == 1
     assert not [r for r in dev_run.resources if r.type.startswith("aws:sagemaker/")]
     assert len(dev_run.of_type("aws:rds/clusterInstance:ClusterInstance")) == 1

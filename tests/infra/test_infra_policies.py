@@ -328,7 +328,9 @@ BAD_CASES = [
             p,
             "aws:iam/rolePolicy:RolePolicy",
             "api-task",
-            policy=json.dumps({"Statement": [{"Sid": "P", "Effect": "Allow", "Action": "iam:PassRole", "Resource": "*"}]}),
+            policy=json.dumps(
+                {"Statement": [{"Sid": "P", "Effect": "Allow", "Action": "iam:PassRole", "Resource": "*"}]}
+            ),
         ),
         "iam:PassRole",
     ),
@@ -338,8 +340,9 @@ BAD_CASES = [
             p,
             "aws:iam/rolePolicy:RolePolicy",
             "reranker-role",
-            policy=json.dumps({"Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "iam:Pass*"],
-                                              "Resource": ["*"]}]}),  # fmt: skip
+            policy=json.dumps(
+                {"Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "iam:Pass*"], "Resource": ["*"]}]}
+            ),  # fmt: skip
         ),
         "iam:PassRole",
     ),

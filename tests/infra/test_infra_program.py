@@ -81,7 +81,9 @@ def test_infra_extra_and_requirements_agree():
     import tomllib
 
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["infra"]
-    assert sorted(str(Requirement(r)) for r in extra) == sorted(str(r) for r in _requirements(INFRA / "requirements.txt"))
+    assert sorted(str(Requirement(r)) for r in extra) == sorted(
+        str(r) for r in _requirements(INFRA / "requirements.txt")
+    )
 
 
 def test_pulumi_project_points_at_the_program_and_its_own_venv():

@@ -170,7 +170,8 @@ async def test_app_role_privileges_cover_tables_of_later_migrations(postgres_ser
 
 def test_app_role_dsn_keeps_the_owners_server_and_drops_its_credentials() -> None:
     settings = Settings(
-        store="dual", postgres_dsn="postgresql://admin:s3cret@db.internal:6432/cognis?sslmode=require",
+        store="dual",
+        postgres_dsn="postgresql://admin:s3cret@db.internal:6432/cognis?sslmode=require",
         postgres_app_user="cognis_app",
     )
     params = conninfo_to_dict(postgres_app_dsn(settings)())  # type: ignore[misc]
