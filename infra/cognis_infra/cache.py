@@ -126,12 +126,10 @@ class Cache(CognisComponent):
             tags=self.tags(f"{name}-subnets"),
             opts=self.child_opts(),
         )
-        slow_log = aws.cloudwatch.LogGroup(
+        slow_log = self.log_group(
             f"{name}-slow-log",
-            retention_in_days=s.log_retention_days,
-            kms_key_id=args.log_kms_key_arn,
-            tags=self.tags(f"{name}-slow-log"),
-            opts=self.child_opts(),
+            retention_days=s.log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
         )
         group = aws.elasticache.ReplicationGroup(
             f"{name}-group",

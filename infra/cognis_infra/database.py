@@ -132,13 +132,11 @@ class Database(CognisComponent):
             opts=self.child_opts(),
         )
         # Created before the cluster so RDS writes into a group with retention and the stack's key.
-        logs = aws.cloudwatch.LogGroup(
+        logs = self.log_group(
             f"{name}-postgresql-log",
-            name=postgresql_log_group(args.cluster_identifier),
-            retention_in_days=s.log_retention_days,
-            kms_key_id=args.log_kms_key_arn,
-            tags=self.tags(f"{name}-postgresql-log"),
-            opts=self.child_opts(),
+            retention_days=s.log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
+            physical_name=postgresql_log_group(args.cluster_identifier),
         )
         cluster = aws.rds.Cluster(
             f"{name}-cluster",

@@ -297,12 +297,10 @@ class Network(CognisComponent):
             endpoint_ids[svc] = ep.id
 
         # --- flow logs (rejected traffic) ------------------------------------------------
-        flow_group = aws.cloudwatch.LogGroup(
+        flow_group = self.log_group(
             f"{name}-flow-logs",
-            retention_in_days=s.flow_log_retention_days,
-            kms_key_id=args.log_kms_key_arn,
-            tags=self.tags(f"{name}-flow-logs"),
-            opts=self.child_opts(),
+            retention_days=s.flow_log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
         )
         flow_role = aws.iam.Role(
             f"{name}-flow-logs",

@@ -227,13 +227,11 @@ class Reranker(CognisComponent):
         physical = endpoint_name(args.prefix, s.instance_type)
         bucket_arn = f"arn:{ctx.partition}:s3:::{s.model_bucket}"
 
-        logs = aws.cloudwatch.LogGroup(
+        logs = self.log_group(
             f"{name}-logs",
-            name=endpoint_log_group(physical),
-            retention_in_days=s.log_retention_days,
-            kms_key_id=args.log_kms_key_arn,
-            tags=self.tags(f"{name}-logs"),
-            opts=self.child_opts(),
+            retention_days=s.log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
+            physical_name=endpoint_log_group(physical),
         )
         role = aws.iam.Role(
             f"{name}-role",
@@ -341,20 +339,11 @@ class Reranker(CognisComponent):
             # target is deregistered before the old endpoint is deleted.
             opts=self.child_opts(replace_on_changes=["resourceId"], delete_before_replace=False),
         )
-        aws.appautoscaling.Policy(
+        self.target_tracking_policy(
             f"{name}-invocations",
-            policy_type="TargetTrackingScaling",
-            service_namespace=target.service_namespace,
-            scalable_dimension=target.scalable_dimension,
-            resource_id=target.resource_id,
-            target_tracking_scaling_policy_configuration=aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationArgs(
-                target_value=float(s.invocations_per_instance),
-                predefined_metric_specification=aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationPredefinedMetricSpecificationArgs(
-                    predefined_metric_type="SageMakerVariantInvocationsPerInstance",
-                ),
-                scale_in_cooldown=300,
-                scale_out_cooldown=60,
-            ),
+            target,
+            target_value=s.invocations_per_instance,
+            metric_type="SageMakerVariantInvocationsPerInstance",
             opts=self.child_opts(replace_on_changes=["resourceId"]),
         )
 

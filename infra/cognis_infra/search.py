@@ -118,13 +118,11 @@ class Search(CognisComponent):
         groups = {}
         for log_type in LOG_TYPES:
             short = log_type.lower().replace("_logs", "").replace("_", "-")
-            groups[log_type] = aws.cloudwatch.LogGroup(
+            groups[log_type] = self.log_group(
                 f"{name}-{short}",
-                name=f"/aws/opensearch/{args.domain_name}/{short}",
-                retention_in_days=s.log_retention_days,
-                kms_key_id=args.log_kms_key_arn,
-                tags=self.tags(f"{name}-{short}"),
-                opts=self.child_opts(),
+                retention_days=s.log_retention_days,
+                kms_key_arn=args.log_kms_key_arn,
+                physical_name=f"/aws/opensearch/{args.domain_name}/{short}",
             )
         log_policy = aws.cloudwatch.LogResourcePolicy(
             f"{name}-logs",

@@ -383,13 +383,11 @@ class Service(CognisComponent):
             opts=self.child_opts(),
         )
 
-        log_group = aws.cloudwatch.LogGroup(
+        log_group = self.log_group(
             f"{name}-logs",
-            name=args.log_group_name,
-            retention_in_days=s.log_retention_days,
-            kms_key_id=args.log_kms_key_arn,
-            tags=self.tags(f"{name}-logs"),
-            opts=self.child_opts(),
+            retention_days=s.log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
+            physical_name=args.log_group_name,
         )
 
         # --- IAM: grant the roles exactly what they use -------------------------------------
@@ -525,13 +523,11 @@ class Service(CognisComponent):
 
         # --- cluster (its Container Insights log group first: retention and the stack's key) ----
         cluster_name = physical_name(args.prefix, "api", max_len=255)
-        insights_logs = aws.cloudwatch.LogGroup(
+        insights_logs = self.log_group(
             f"{name}-insights-logs",
-            name=container_insights_log_group(cluster_name),
-            retention_in_days=s.log_retention_days,
-            kms_key_id=args.log_kms_key_arn,
-            tags=self.tags(f"{name}-insights-logs"),
-            opts=self.child_opts(),
+            retention_days=s.log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
+            physical_name=container_insights_log_group(cluster_name),
         )
         cluster = aws.ecs.Cluster(
             f"{name}-cluster",
@@ -606,38 +602,18 @@ class Service(CognisComponent):
             tags=self.tags(f"{name}-scaling"),
             opts=self.child_opts(),
         )
-        tracking = aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationArgs
-        predefined = aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationPredefinedMetricSpecificationArgs
-        aws.appautoscaling.Policy(
+        self.target_tracking_policy(
             f"{name}-cpu",
-            policy_type="TargetTrackingScaling",
-            service_namespace=scaling.service_namespace,
-            scalable_dimension=scaling.scalable_dimension,
-            resource_id=scaling.resource_id,
-            target_tracking_scaling_policy_configuration=tracking(
-                target_value=float(s.cpu_target_percent),
-                predefined_metric_specification=predefined(predefined_metric_type="ECSServiceAverageCPUUtilization"),
-                scale_in_cooldown=300,
-                scale_out_cooldown=60,
-            ),
-            opts=self.child_opts(),
+            scaling,
+            target_value=s.cpu_target_percent,
+            metric_type="ECSServiceAverageCPUUtilization",
         )
-        aws.appautoscaling.Policy(
+        self.target_tracking_policy(
             f"{name}-requests",
-            policy_type="TargetTrackingScaling",
-            service_namespace=scaling.service_namespace,
-            scalable_dimension=scaling.scalable_dimension,
-            resource_id=scaling.resource_id,
-            target_tracking_scaling_policy_configuration=tracking(
-                target_value=float(s.requests_per_target),
-                predefined_metric_specification=predefined(
-                    predefined_metric_type="ALBRequestCountPerTarget",
-                    resource_label=pulumi.Output.concat(alb.arn_suffix, "/", target_group.arn_suffix),
-                ),
-                scale_in_cooldown=300,
-                scale_out_cooldown=60,
-            ),
-            opts=self.child_opts(),
+            scaling,
+            target_value=s.requests_per_target,
+            metric_type="ALBRequestCountPerTarget",
+            resource_label=pulumi.Output.concat(alb.arn_suffix, "/", target_group.arn_suffix),
         )
 
         self.service_name = service.name

@@ -408,10 +408,8 @@ def test_unknown_values_are_not_silently_accepted(program):
 # --- what a preview with unknown values really does ---------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def analyzer():
-    """pulumi-policy's analyzer servicer (the gRPC service `pulumi preview --policy-pack` calls),
-    loaded with the policies exactly as infra/policies/__main__.py registers them."""
+def _registered_pack() -> dict[str, Any]:
+    """What infra/policies/__main__.py passes to ``PolicyPack``: name, policies, enforcement level."""
     captured: dict[str, Any] = {}
 
     class RecordingPack:
@@ -420,7 +418,15 @@ def analyzer():
 
     with mock.patch("pulumi_policy.PolicyPack", RecordingPack):
         runpy.run_path(str(POLICIES / "__main__.py"), run_name="__main__")
-    return _PolicyAnalyzerServicer(captured["name"], "0.0.1", captured["policies"], captured["level"])
+    return captured
+
+
+@pytest.fixture(scope="module")
+def analyzer():
+    """pulumi-policy's analyzer servicer (the gRPC service `pulumi preview --policy-pack` calls),
+    loaded with the policies exactly as infra/policies/__main__.py registers them."""
+    pack = _registered_pack()
+    return _PolicyAnalyzerServicer(pack["name"], "0.0.1", pack["policies"], pack["level"])
 
 
 def _analyze(analyzer, type_: str, properties: dict, *, protect: bool = True) -> list:
@@ -477,14 +483,7 @@ def test_protect_comes_from_the_resource_options_the_engine_sends(program, analy
 
 
 def test_pack_registers_every_rule_as_mandatory():
-    captured: dict[str, Any] = {}
-
-    class RecordingPack:
-        def __init__(self, name, policies, enforcement_level=None, **kwargs):
-            captured.update(name=name, policies=policies, level=enforcement_level)
-
-    with mock.patch("pulumi_policy.PolicyPack", RecordingPack):
-        runpy.run_path(str(POLICIES / "__main__.py"), run_name="__main__")
+    captured = _registered_pack()
     assert captured["name"] == "cognis-memory"
     assert captured["level"] == EnforcementLevel.MANDATORY
     names = [p.name for p in captured["policies"]]
