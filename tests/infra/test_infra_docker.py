@@ -141,8 +141,6 @@ def test_console_script_and_cli_exist():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["cognis-memory"] == "cognis_memory.cli:main"
     cli = PACKAGE / "cli.py"
-    if not cli.exists():  # pragma: no cover - the runtime is written in parallel
-        pytest.skip("runtime/cognis_memory/cli.py not written yet; pyproject entry checked")
     tree = ast.parse(cli.read_text())
     assert any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body)
     assert '"serve"' in cli.read_text()
@@ -152,12 +150,10 @@ def test_console_script_and_cli_exist():
 def test_lambda_target_names_the_handler(stages):
     (stage,) = [s for s in stages if s.name == "lambda"]
     assert exec_form(stage.all("CMD")[0]) == ["cognis_memory.lambda_handler.handler"]
-    handler = PACKAGE / "lambda_handler.py"
-    if handler.exists():
-        tree = ast.parse(handler.read_text())
-        assigned = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-        assert "handler" in assigned | defined
+    tree = ast.parse((PACKAGE / "lambda_handler.py").read_text())
+    assigned = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert "handler" in assigned | defined
 
 
 def test_copied_sources_exist_and_are_not_docker_ignored(stages):
@@ -172,8 +168,6 @@ def test_copied_sources_exist_and_are_not_docker_ignored(stages):
         *sources, _dest = arg.split()
         for src in sources:
             assert src in allowed, f"{src} is excluded by .dockerignore"
-            if src == "README.md" and not (REPO / src).exists():  # pragma: no cover - README owned elsewhere
-                continue
             assert (REPO / src).exists(), src
     readme = tomllib.loads((REPO / "pyproject.toml").read_text())["project"].get("readme")
     assert readme in allowed  # setuptools reads it while building the wheel
