@@ -37,6 +37,14 @@ class Settings(BaseSettings):
     postgres_secret_arn: str | None = Field(
         None, description="Secrets Manager secret holding {username, password} (Aurora managed master secret)."
     )
+    postgres_app_user: str | None = Field(
+        None,
+        description="Least-privilege role the connection pool signs in as; the migration creates and grants it "
+        "(the postgres_dsn / postgres_secret_arn credentials then only run migrations).",
+    )
+    postgres_iam_auth: bool = Field(
+        False, description="Sign postgres_app_user in with RDS IAM tokens (needs postgres_host and aws_region)."
+    )
     postgres_pool_size: int = Field(10, description="Connections in the PostgreSQL pool.")
     postgres_sslmode: str = Field("prefer", description="libpq sslmode; 'require' on AWS.")
 
@@ -112,8 +120,18 @@ class Settings(BaseSettings):
 
     # --- pipelines ----------------------------------------------------------------------
     recipe: str = Field("default", description="Named retrieval recipe (see cognis-memory recipes).")
-    max_message_bytes: int = Field(32 * 1024, description="Largest accepted message content, UTF-8 bytes.")
+    max_message_bytes: int = Field(
+        512 * 1024,
+        description="Largest accepted message content, UTF-8 bytes. Messages longer than memory_max_bytes are "
+        "stored as several memories (parts), each pointing to the message.",
+    )
+    memory_max_bytes: int = Field(
+        32 * 1024,
+        description="Largest text of one memory, UTF-8 bytes: the size of a long message's parts and the limit "
+        "of an edited memory's content.",
+    )
     max_messages_per_request: int = Field(500, description="Most messages in one add request.")
+    max_request_bytes: int = Field(16 * 1024 * 1024, description="Largest accepted HTTP request body, bytes (413).")
     job_max_attempts: int = Field(5, description="Ingest job attempts before dead-letter.")
     job_backoff_s: float = Field(2.0, description="First retry delay; doubles per attempt.")
     job_lease_s: float = Field(
@@ -125,7 +143,11 @@ class Settings(BaseSettings):
     # --- API ----------------------------------------------------------------------------
     api_keys: SecretStr | None = Field(
         None,
-        description="Bootstrap API keys: 'key=tenant[:read]' entries separated by commas. Stored hashed.",
+        description=(
+            "API keys of this process: comma-separated 'key=tenant' (read-write) or 'key=tenant:read' entries; "
+            "grammar under README 'API keys'. Held in memory as hashes, never stored: a key dropped from the "
+            "list stops working at restart. A malformed entry stops the service at start."
+        ),
     )
     auth_disabled: bool = Field(
         False, description="Development only: accept requests without a key (as tenant `auth_disabled_tenant`)."
