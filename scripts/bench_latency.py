@@ -1,5 +1,8 @@
 """Search and ingest latency (issue #2): p50/p95/p99 in-process and over HTTP.
 
+The embedder is the configured one (``COGNIS_EMBEDDER``, default the ONNX int8 model; set
+``COGNIS_EMBEDDER=sentence-transformers`` for torch). scripts/bench_embedding.py compares them.
+
 For each size N (``--sizes``, default 10000,100000) a fresh embedded store is loaded with N
 synthetic memories of ONE user, and again with N memories spread over ``--users`` users;
 then ``--queries`` searches (the service's default recipe, real all-MiniLM-L6-v2 query
@@ -190,9 +193,9 @@ def _torch_threads() -> int | None:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from cognis_memory.providers.embedders import SentenceTransformerEmbedder
+    from cognis_memory.providers.factory import build_embedder
 
-    embedder = SentenceTransformerEmbedder()
+    embedder = build_embedder(Settings())  # the configured embedder (COGNIS_EMBEDDER; default: ONNX int8)
     synth = bc.SyntheticVectors(embedder, vocab=args.vocab)
     sizes = [int(s) for s in args.sizes.split(",")]
     layouts = ["one_user"] + ([] if args.users <= 1 else ["many_users"])
