@@ -203,3 +203,25 @@ async def test_close_lets_queued_work_finish_and_a_later_call_starts_again() -> 
     batcher.close()
     assert (await batcher.embed(["two"])).shape == (1, 8)
     batcher.close()
+
+
+async def test_an_async_embedder_is_awaited_directly() -> None:
+    class RemoteEmbedder:  # a remote embedding service: no thread needed
+        name, dim = "remote", 8
+
+        def __init__(self) -> None:
+            self.requests: list[list[str]] = []
+
+        async def embed_async(self, texts):
+            self.requests.append(list(texts))
+            await asyncio.sleep(0)
+            return np.stack([vector(t) for t in texts])
+
+        def embed(self, texts):
+            raise AssertionError("the encoder must not run a remote embedder on a thread")
+
+    remote = RemoteEmbedder()
+    enc = MatryoshkaEncoder(remote, dim_short=4, cpu_threads=None)
+    full, _ = await enc.encode_async(["hello", "world"])
+    np.testing.assert_allclose(full[0], vector("hello"), atol=1e-6)
+    assert remote.requests == [["hello", "world"]] and enc.batcher.calls == 0
