@@ -36,13 +36,18 @@ CMID = re.compile(r"cmid-\d+-\d+")
 
 
 class SlowExtractor:
-    """One fact per message (``Fact about cmid-b-i``); NONE for a fact already listed. 0.25 s per call."""
+    """One fact per message (``Fact about cmid-b-i``); NONE for a fact already listed. 0.25 s per call,
+    and calls wait while ``open`` is cleared (so jobs are surely in flight when the server is killed:
+    the job worker no longer waits for the imports' embedding, and would otherwise finish them first)."""
 
     def __init__(self) -> None:
         self.calls = 0
+        self.open = threading.Event()
+        self.open.set()
 
     def __call__(self, schema: str, body: dict[str, Any]) -> dict[str, Any]:
         self.calls += 1
+        assert self.open.wait(timeout=120), "the test never let the model answer"
         time.sleep(0.25)
         prompt = body["messages"][-1]["content"]
         if schema == "extracted_facts":
@@ -136,6 +141,7 @@ def test_kill_9_during_import_and_extraction_loses_and_doubles_nothing(tmp_path)
             #    kill -9 in the middle of the next request, with extraction jobs in flight
             a = ServeProcess(env, log_path=tmp_path / "serve-a.log").start()
             servers.append(a)
+            extractor.open.clear()
             for b in range(BATCHES // 2):
                 assert imp.post(a.url, b)
             deadline = time.monotonic() + 30
@@ -148,6 +154,7 @@ def test_kill_9_during_import_and_extraction_loses_and_doubles_nothing(tmp_path)
             calls_before = extractor.calls
             a.kill()
             inflight.join()
+            extractor.open.set()
             assert calls_before > 0 and in_flight_jobs["done"] < len(imp.jobs), in_flight_jobs
 
             # 2. restart: the client re-sends everything (it cannot know what landed); the jobs of
