@@ -276,10 +276,14 @@ async def quality_longmemeval(args: argparse.Namespace) -> dict[str, Any]:
                 found = {mid for h in res.hits for mid in h.memory.source_message_ids if mid in where}
                 sessions = {where[mid][0] for mid in found}
                 rows.append({
+                    "question_id": user,
                     "type": item["question_type"],
                     "turn_recall@10": sum(1 for m in found if where[m][1]) / evidence if evidence else None,
                     "session_any@10": float(bool(sessions & set(item["answer_session_ids"]))),
                 })  # fmt: skip
+                if args.rows:  # one line per question as it finishes, so a partial run can be compared
+                    with open(args.rows, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(rows[-1]) + "\n")
 
         await asyncio.gather(*(one(item) for item in items))
         await svc.close()
@@ -383,6 +387,8 @@ def run_child(mode: str, env: dict[str, str], args: argparse.Namespace) -> dict[
     cmd = [sys.executable, str(Path(__file__).resolve()), "_child", mode, "--conversations", str(args.conversations),
            "--scale", str(args.scale), "--scale-queries", str(args.scale_queries),
            "--lme-questions", str(args.lme_questions), "--workers", str(args.workers)]  # fmt: skip
+    if getattr(args, "rows", None):
+        cmd += ["--rows", args.rows]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} failed ({env.get('PYTHONPATH')}):\n{proc.stderr[-3000:]}")
@@ -532,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--lme-questions", type=int, default=100, help="LongMemEval questions (0: skip)")
     q.add_argument("--skip-locomo", action="store_true")
     q.add_argument("--workers", type=int, default=2, help="LongMemEval questions ingested at once")
+    q.add_argument("--rows", default=None, help="append each LongMemEval question's scores to this JSONL file")
     m = sub.add_parser("models", help="ONNX files vs sentence-transformers: cosine and speed")
     m.add_argument("--files", default="", help="name=/path/file.onnx, comma-separated (the default model is added)")
     m.add_argument("--texts", type=int, default=2000)
@@ -539,6 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--rounds", type=int, default=5)
     c = sub.add_parser("_child")
     c.add_argument("mode")
+    c.add_argument("--rows", default=None)
     for a, d in (("--conversations", None), ("--scale", 0), ("--scale-queries", 200), ("--lme-questions", 100),
                  ("--workers", 2)):  # fmt: skip
         c.add_argument(a, type=lambda v: None if v == "None" else int(v), default=d)
@@ -548,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command is None:
         args = p.parse_args(["speed", *(argv or sys.argv[1:])])
-    for name in ("scale", "scale_queries", "lme_questions", "workers", "conversations"):
+    for name in ("scale", "scale_queries", "lme_questions", "workers", "conversations", "rows"):
         if not hasattr(args, name):
             setattr(args, name, {"scale": 0, "scale_queries": 200, "lme_questions": 0, "workers": 2}.get(name))
     if args.command == "speed":
