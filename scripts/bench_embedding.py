@@ -196,13 +196,14 @@ async def workload_scale(args: argparse.Namespace) -> dict[str, Any]:
         queries = bc.synthetic_queries(args.scale_queries, seed=5)
         for q in queries[:3]:
             await svc.search(TENANT, "big", q)
-        lat = []
+        lat, cpu = [], []
         for q in queries:
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             await svc.search(TENANT, "big", q)
             lat.append((time.perf_counter() - t0) * 1000)
+            cpu.append((time.process_time() - c0) * 1000)
         await svc.close()
-        return {"scale_search": bc.latency_summary(lat)}
+        return {"scale_search": bc.latency_summary(lat), "scale_search_cpu": bc.latency_summary(cpu)}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -238,7 +239,7 @@ async def quality_longmemeval(args: argparse.Namespace) -> dict[str, Any]:
     from cognis_memory.service import MemoryService, MessageIn
     from cognis_memory.stores.embedded import EmbeddedStore
 
-    items = json.load(gzip.open(LONGMEMEVAL, "rt", encoding="utf-8"))[: args.lme_questions]
+    items = json.load(gzip.open(LONGMEMEVAL, "rt", encoding="utf-8"))[args.lme_offset : args.lme_questions]
     tmp = Path(tempfile.mkdtemp(prefix="bench-lme-"))
     try:
         # LongMemEval has turns over the default 32 KB message limit; the model reads their start only.
@@ -389,6 +390,8 @@ def run_child(mode: str, env: dict[str, str], args: argparse.Namespace) -> dict[
            "--lme-questions", str(args.lme_questions), "--workers", str(args.workers)]  # fmt: skip
     if getattr(args, "rows", None):
         cmd += ["--rows", args.rows]
+    if getattr(args, "lme_offset", 0):
+        cmd += ["--lme-offset", str(args.lme_offset)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} failed ({env.get('PYTHONPATH')}):\n{proc.stderr[-3000:]}")
@@ -408,6 +411,8 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
             "torch": child_env(here, {"COGNIS_EMBEDDER": "sentence-transformers"}),
             "onnx": child_env(here, {}),
         }
+        if args.configs:
+            configs = {n: e for n, e in configs.items() if n in args.configs.split(",")}
         for r in range(args.rounds):
             for name, env in configs.items():
                 row = run_child("service", env, args) if not args.scale_only else {}
@@ -436,6 +441,8 @@ METRICS = [
     ("import, msg/s", ("import_msg_s",)),
     ("search p50 at scale, ms", ("scale_search", "p50_ms")),
     ("search p95 at scale, ms", ("scale_search", "p95_ms")),
+    ("search CPU ms p50 at scale", ("scale_search_cpu", "p50_ms")),
+    ("search CPU ms p95 at scale", ("scale_search_cpu", "p95_ms")),
 ]
 
 
@@ -532,6 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--scale", type=int, default=0, help="memories of the scale workload (0: skip)")
     s.add_argument("--scale-queries", type=int, default=200)
     s.add_argument("--scale-only", action="store_true", help="only the scale workload (with --scale)")
+    s.add_argument("--configs", default="", help="only these configurations (comma-separated names)")
     q = sub.add_parser("quality", help="LoCoMo and LongMemEval recall per embedder")
     q.add_argument("--embedders", default="torch,onnx", help="torch, onnx, or name=/path/file.onnx, comma-separated")
     q.add_argument("--conversations", type=int, default=None, help="LoCoMo conversations (default: all)")
@@ -539,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--skip-locomo", action="store_true")
     q.add_argument("--workers", type=int, default=2, help="LongMemEval questions ingested at once")
     q.add_argument("--rows", default=None, help="append each LongMemEval question's scores to this JSONL file")
+    q.add_argument("--lme-offset", type=int, default=0, help="skip the first N LongMemEval questions (split a run)")
     m = sub.add_parser("models", help="ONNX files vs sentence-transformers: cosine and speed")
     m.add_argument("--files", default="", help="name=/path/file.onnx, comma-separated (the default model is added)")
     m.add_argument("--texts", type=int, default=2000)
@@ -547,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("_child")
     c.add_argument("mode")
     c.add_argument("--rows", default=None)
+    c.add_argument("--lme-offset", type=int, default=0)
     for a, d in (("--conversations", None), ("--scale", 0), ("--scale-queries", 200), ("--lme-questions", 100),
                  ("--workers", 2)):  # fmt: skip
         c.add_argument(a, type=lambda v: None if v == "None" else int(v), default=d)
@@ -556,9 +566,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command is None:
         args = p.parse_args(["speed", *(argv or sys.argv[1:])])
-    for name in ("scale", "scale_queries", "lme_questions", "workers", "conversations", "rows"):
+    for name in ("scale", "scale_queries", "lme_questions", "workers", "conversations", "rows", "lme_offset"):
         if not hasattr(args, name):
-            setattr(args, name, {"scale": 0, "scale_queries": 200, "lme_questions": 0, "workers": 2}.get(name))
+            setattr(args, name, {"scale": 0, "scale_queries": 200, "lme_questions": 0, "workers": 2,
+                                 "lme_offset": 0}.get(name))  # fmt: skip
     if args.command == "speed":
         result = speed(args)
     elif args.command == "quality":
