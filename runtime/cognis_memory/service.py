@@ -15,12 +15,11 @@ the offending field. Telemetry (one JSON line and EMF metrics per request) is em
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import secrets
 import unicodedata
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -38,11 +37,10 @@ from .retrieval.config import RetrievalConfig, get_recipe
 from .retrieval.pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse
 from .retrieval.query_analysis import analyze_query
 from .serialization import memory_from_dict, memory_to_dict
-from .stores.base import ApiKeyRecord, MemoryStore
+from .stores.base import ApiKeyRecord, MemoryStore, UserSummary
 from .stores.cache import Cache, NullCache
 from .telemetry import names
 from .telemetry.emitter import Telemetry
-from .telemetry.recorder import StageRecorder
 
 MIN_TIME = datetime(1900, 1, 1, tzinfo=UTC)
 MAX_TIME = datetime(2200, 1, 1, tzinfo=UTC)
@@ -156,6 +154,7 @@ class MemoryService:
         self.settings = settings
         self.store = store
         self.cache = cache or NullCache()
+        self._owns_telemetry = telemetry is None  # then its trace exporter is flushed and stopped on close
         self.telemetry = telemetry or Telemetry.from_settings(settings)
         self.encoder = MatryoshkaEncoder(
             embedder,
@@ -228,6 +227,8 @@ class MemoryService:
         await self.worker.stop()
         await self.cache.close()
         await self.store.close()
+        if self._owns_telemetry:
+            self.telemetry.close()
         self._started = False
 
     async def __aenter__(self) -> MemoryService:
@@ -326,8 +327,10 @@ class MemoryService:
             raise InvalidInputError("messages", f"at most {self.settings.max_messages_per_request} per request")
         now = utcnow()
         msgs = [self._to_message(owner, i, m, now) for i, m in enumerate(messages)]
-        rec = StageRecorder()
-        with self._observed(names.OPERATION_INGEST, rec, request_id, tenant_id, user_id):
+        rec = self.telemetry.recorder()
+        with self.telemetry.request(
+            names.OPERATION_INGEST, rec, request_id=request_id, tenant_id=tenant_id, user_id=user_id
+        ):
             result = await self.ingest.ingest(owner, msgs, rec, background=background)
             if result.job is not None:
                 self.worker.notify()
@@ -390,8 +393,10 @@ class MemoryService:
             cfg = config or (get_recipe(recipe) if recipe else None)
         except ValueError as exc:
             raise InvalidInputError("recipe", str(exc).removeprefix("recipe: ")) from None
-        rec = StageRecorder()
-        with self._observed(names.OPERATION_SEARCH, rec, request_id, tenant_id, user_id):
+        rec = self.telemetry.recorder()
+        with self.telemetry.request(
+            names.OPERATION_SEARCH, rec, request_id=request_id, tenant_id=tenant_id, user_id=user_id
+        ):
             key = None if explain else _search_cache_key(q, cfg or self.retrieval_config)
             if key is not None:
                 cached = await self.cache.get_search(owner, key)
@@ -430,31 +435,6 @@ class MemoryService:
             [(h.memory, h.history) for h in response.hits], max_tokens=max_tokens, with_ids=with_ids
         )
         return assembled, response
-
-    _OPERATIONS = {
-        names.OPERATION_INGEST: (names.EVENT_INGEST, names.INGEST_LATENCY, names.PIPELINE_INGEST),
-        names.OPERATION_SEARCH: (names.EVENT_RETRIEVAL, names.RETRIEVAL_LATENCY, names.PIPELINE_RETRIEVAL),
-    }
-
-    @contextlib.contextmanager
-    def _observed(
-        self, operation: str, rec: StageRecorder, request_id: str | None, tenant_id: str, user_id: str
-    ) -> Iterator[None]:
-        """One JSON log line and the EMF metrics of a request, whether it succeeds or fails."""
-        event, latency_metric, pipeline = self._OPERATIONS[operation]
-        error = False
-        try:
-            yield
-        except Exception:
-            error = True
-            raise
-        finally:
-            self.telemetry.log_request(
-                event, rec, request_id=request_id, tenant_id=tenant_id, user_id=user_id, error=error
-            )
-            self.telemetry.emit_request_metrics(
-                operation=operation, latency_metric=latency_metric, pipeline=pipeline, rec=rec, error=error
-            )
 
     # -- memories -----------------------------------------------------------------------
     async def get_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
@@ -527,6 +507,14 @@ class MemoryService:
             raise InvalidInputError("limit", "must be between 1 and 1000")
         check_id("after", after, required=False)
         return await self.store.list_memories(owner, include_history=include_history, limit=limit, after_id=after)
+
+    async def list_users(self, tenant_id: str, *, limit: int = 100, after: str | None = None) -> list[UserSummary]:
+        """The tenant's users, ordered by user id, after the ``after`` user id (the paging cursor)."""
+        check_id("tenant_id", tenant_id)
+        if not 1 <= limit <= 1000:
+            raise InvalidInputError("limit", "must be between 1 and 1000")
+        check_id("after", after, required=False)
+        return await self.store.list_users(tenant_id, limit=limit, after_user_id=after)
 
     async def export(self, tenant_id: str, user_id: str, *, include_history: bool = True) -> AsyncIterator[Memory]:
         owner = self._owner(tenant_id, user_id)

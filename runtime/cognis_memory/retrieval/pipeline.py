@@ -146,9 +146,11 @@ class RetrievalPipeline:
                 return None
             with rec.stage("embed_query"):
                 full, short = await self.embed_query(q.owner, text)
-            return await self.store.vector_search(
+            result = await self.store.vector_search(
                 flt, full, short if cfg.two_stage else None, limit=cfg.vector_k, shortlist=cfg.shortlist
             )
+            rec.add_completed(result.timings_ms)  # timed inside the store, ended just now
+            return result
 
         async def keyword_side() -> list[ScoredMemory] | None:
             if not cfg.use_bm25:
@@ -163,8 +165,6 @@ class RetrievalPipeline:
         vec, kw = await asyncio.gather(vector_side(), keyword_side())
         lists: list[tuple[list[str], float]] = []
         if vec is not None:
-            for name, ms in vec.timings_ms.items():
-                rec.add(name, ms)
             rec.fields["candidates_short"] = vec.candidates_short
             rec.fields["candidates_full"] = len(vec.hits)
             ids = []
