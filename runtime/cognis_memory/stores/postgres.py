@@ -576,11 +576,14 @@ class PostgresStore:
     async def list_users(
         self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None
     ) -> list[UserSummary]:
-        # Walks memories_owner_id (tenant_id, user_id, id) in order, so a page reads only its users' rows.
+        # Code point order ("C" collation), as SQLite and OpenSearch sort, whatever the database's collation.
+        # A page aggregates the tenant's rows past the cursor (no index has that collation): an operator's
+        # listing, not a request path.
         async with self.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "SELECT user_id, count(*) FILTER (WHERE is_current AND NOT deleted), max(created_at) FROM memories"
-                " WHERE tenant_id = %s AND user_id > %s GROUP BY user_id ORDER BY user_id LIMIT %s",
+                ' WHERE tenant_id = %s AND user_id COLLATE "C" > %s'
+                ' GROUP BY user_id ORDER BY user_id COLLATE "C" LIMIT %s',
                 (tenant_id, after_user_id or "", limit),
             )
             return [UserSummary(u, int(n), last) for u, n, last in await cur.fetchall()]

@@ -1,6 +1,7 @@
-"""Structured logs (one JSON line per request) and CloudWatch EMF metrics."""
+"""Per-request telemetry: one log line (JSON or human, see :mod:`.modes`), CloudWatch EMF metrics,
+and OpenTelemetry spans when traces are on (:mod:`.tracing`)."""
 
-from .recorder import StageRecorder
 from .emitter import Telemetry
+from .recorder import StageRecorder
 
 __all__ = ["StageRecorder", "Telemetry"]

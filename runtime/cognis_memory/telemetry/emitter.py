@@ -28,8 +28,8 @@ from typing import IO, Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from . import names, text
 from ..config import TelemetryMode
+from . import names, text
 from .modes import resolve_mode
 from .recorder import StageRecorder
 from .tracing import Tracing, trace_id_of_current_span

@@ -23,8 +23,10 @@ STATIC_DIR = Path(__file__).with_name("static")
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (
         b"content-security-policy",
-        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-        b"base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        (
+            b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+            b"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        ),
     ),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
