@@ -24,6 +24,7 @@ key=${COGNIS_API_KEYS%%=*}
 cat <<MSG
 
 cognis-memory is starting on http://127.0.0.1:${COGNIS_PORT}  (docs: http://127.0.0.1:${COGNIS_PORT}/docs)
+Memory inspector: http://127.0.0.1:${COGNIS_PORT}/ui/  (API key: ${key})
 Try, from another terminal:
   curl -s -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' \\
        -d '{"query": "What did the user do last weekend?", "limit": 3}' \\

@@ -26,7 +26,7 @@ IMPORT_BATCH = 128
 
 def _settings(args: argparse.Namespace) -> Settings:
     overrides: dict[str, Any] = {}
-    for name in ("store", "data_dir", "recipe", "host", "port", "llm", "reranker", "embedder_path"):
+    for name in ("store", "data_dir", "recipe", "host", "port", "llm", "reranker", "embedder_path", "telemetry"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -134,6 +134,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     app = create_app(MemoryService.from_settings(settings))
+    base = f"http://{settings.host}:{settings.port}"
+    inspector = f", inspector {base}/ui/" if settings.inspector else ""
+    print(f"cognis-memory: serving {base} (API docs {base}/docs{inspector})", file=sys.stderr, flush=True)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
     return 0
 
@@ -354,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--llm", choices=["none", "bedrock", "openai"], help="extraction LLM (COGNIS_LLM)")
     common.add_argument("--reranker", choices=["none", "local", "sagemaker"], help="reranker (COGNIS_RERANKER)")
     common.add_argument("--embedder-path", dest="embedder_path", help="local embedding model dir")
+    common.add_argument(
+        "--telemetry",
+        choices=["auto", "emf", "json", "text", "off"],
+        help="per-request log output (COGNIS_TELEMETRY; auto: EMF on ECS/Lambda, text on a terminal, else JSON)",
+    )
     owner = argparse.ArgumentParser(add_help=False)
     owner.add_argument("--tenant", default="default", help="tenant id (default: 'default')")
     owner.add_argument("--user", required=True, help="user id")

@@ -143,9 +143,11 @@ async function loadEnums() {
     const res = await fetch(new URL("../openapi.json", API), { credentials: "omit" });
     const schemas = (await res.json()).components.schemas;
     const values = (name) => (schemas[name] && schemas[name].enum) || [];
-    state.enums = { category: values("Category"), scope: values("Scope"), kind: values("MemoryKind") };
+    state.enums = {
+      category: values("Category"), scope: values("Scope"), kind: values("MemoryKind"), jobStatus: values("JobStatus"),
+    };
   } catch {
-    state.enums = { category: [], scope: [], kind: [] };
+    state.enums = { category: [], scope: [], kind: [], jobStatus: [] };
   }
   const fill = (select, values) => {
     select.replaceChildren(select.options[0]);
@@ -155,6 +157,9 @@ async function loadEnums() {
   fill($("filter-scope"), state.enums.scope);
   fill($("filter-kind"), state.enums.kind);
   $("edit-category").replaceChildren(...state.enums.category.map((v) => el("option", { value: v }, v)));
+  const statuses = state.enums.jobStatus.length ? state.enums.jobStatus : ["dead"];
+  $("job-status").replaceChildren(el("option", { value: "" }, "every status"),
+    ...statuses.map((v) => el("option", { value: v, selected: v === "dead" }, v)));
 }
 
 // -- users -----------------------------------------------------------------------------------
@@ -341,10 +346,8 @@ async function runSearch(event) {
 
 function renderSearch(data, roundTripMs, requestId) {
   const stages = (data.explain && data.explain.stage_durations) || {};
-  const serverMs = Object.values(stages).reduce((a, b) => a + b, 0);
   const analysis = data.query_analysis || {};
-  const bits = [`${data.results.length} hit${data.results.length === 1 ? "" : "s"}`,
-    `stages ${num(serverMs)} ms`, `round trip ${num(roundTripMs)} ms`];
+  const bits = [`${data.results.length} hit${data.results.length === 1 ? "" : "s"}`, `round trip ${num(roundTripMs)} ms`];
   if (analysis.temporal && analysis.temporal !== "none") bits.push(`temporal query: ${analysis.temporal}`);
   if (analysis.history) bits.push("history query");
   const summary = [el("span", {}, bits.join(" · "))];
@@ -430,10 +433,46 @@ function timingChart(stages) {
   return chart;
 }
 
+// -- jobs ------------------------------------------------------------------------------------
+async function loadJobs(index, fresh = false) {
+  const j = state.jobs;
+  if (fresh) { j.pages = [null]; j.next = null; }
+  const status = $("job-status").value;
+  const after = j.pages[index];
+  const query = `?limit=${PAGE_SIZE}${status ? `&status=${encodeURIComponent(status)}` : ""}`
+    + `${after ? `&after=${encodeURIComponent(after)}` : ""}`;
+  let data;
+  try {
+    ({ data } = await api("GET", `jobs${query}`));
+  } catch (err) {
+    if (err.status === 404) { notice("This server has no tenant-wide job listing (GET /v1/jobs)."); return; }
+    fail(err);
+    return;
+  }
+  j.index = index;
+  j.next = data.next_after;
+  if (j.next && j.pages.length === index + 1) j.pages.push(j.next);
+  const body = $("jobs-table").tBodies[0];
+  body.replaceChildren(...data.jobs.map((job) => el("tr", { dataset: { job: job.id } },
+    el("td", { class: "mono", title: job.id }, job.id.slice(0, 12)),
+    el("td", {}, el("button", { type: "button", class: "link", onclick: () => { showTab("memories"); pickUser(job.user_id); } },
+      job.user_id)),
+    el("td", {}, el("span", { class: `badge job-${job.status}` }, job.status)),
+    el("td", {}, `${job.attempts} / ${job.max_attempts}`),
+    el("td", { class: "nowrap" }, when(job.updated_at)),
+    el("td", { class: "error-text" }, job.last_error || "—"))));
+  if (!data.jobs.length) {
+    body.append(el("tr", {}, el("td", { colspan: 6, class: "muted" }, status ? `No ${status} jobs.` : "No jobs.")));
+  }
+  $("jobs-first").disabled = index === 0;
+  $("jobs-next").disabled = !j.next;
+}
+
 // -- tabs and wiring -------------------------------------------------------------------------
 function showTab(name) {
   for (const b of document.querySelectorAll(".tabs button")) b.classList.toggle("active", b.dataset.tab === name);
   for (const t of document.querySelectorAll(".tab")) t.hidden = t.id !== `tab-${name}`;
+  if (name === "jobs") loadJobs(0, true);
 }
 
 function wire() {
@@ -447,8 +486,13 @@ function wire() {
   $("memories-first").addEventListener("click", () => loadMemories(0));
   $("memories-next").addEventListener("click", () => loadMemories(state.memories.index + 1));
   $("search-form").addEventListener("submit", runSearch);
+  $("job-status").addEventListener("change", () => loadJobs(0, true));
+  $("jobs-refresh").addEventListener("click", () => loadJobs(0, true));
+  $("jobs-first").addEventListener("click", () => loadJobs(0));
+  $("jobs-next").addEventListener("click", () => loadJobs(state.jobs.index + 1));
   $("edit-form").addEventListener("submit", saveEdit);
   $("edit-cancel").addEventListener("click", () => $("edit-dialog").close());
+  $("chain-close").addEventListener("click", () => { $("chain").hidden = true; });
   const saved = sessionStorage.getItem(KEY_STORAGE);
   if (saved !== null) connect(saved);
 }
