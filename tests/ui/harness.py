@@ -226,9 +226,7 @@ class Inspector:
             first = self.memory_rows()[0].get_attribute("data-memory")
             assert self.find("#memories-next").is_enabled(), f"memory {memory_id} is on no page"
             self.find("#memories-next").click()
-            self.until(
-                lambda: self.memory_rows()[0].get_attribute("data-memory") != first, "the next page did not load"
-            )
+            self.until(lambda first=first: self.memory_rows()[0].get_attribute("data-memory") != first, "no next page")
         self.find(f'tr[data-memory="{memory_id}"] button[data-action="history"]').click()
         self.visible("#chain")
         return self.until(lambda: self.find_all("#chain-versions .version"), "no versions shown")
