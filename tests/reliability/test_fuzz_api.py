@@ -66,6 +66,8 @@ OPERATIONS = [
     "GET /v1/users/{user_id}/memories/{memory_id}/history",
     "DELETE /v1/users/{user_id}",
     "GET /v1/users/{user_id}/jobs/{job_id}",
+    "GET /v1/users",
+    "GET /v1/key",
 ]
 #: Operations with a body or query parameters; the others have only string path parameters,
 #: which no value can violate (schemathesis cannot generate negative cases for them).
@@ -75,6 +77,7 @@ NEGATIVE_OPERATIONS = [
     "POST /v1/users/{user_id}/context",
     "GET /v1/users/{user_id}/memories",
     "PATCH /v1/users/{user_id}/memories/{memory_id}",
+    "GET /v1/users",
 ]
 CASES = [(op, GenerationMode.POSITIVE) for op in OPERATIONS] + [
     (op, GenerationMode.NEGATIVE) for op in NEGATIVE_OPERATIONS
