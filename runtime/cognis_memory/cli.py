@@ -137,7 +137,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     base = f"http://{settings.host}:{settings.port}"
     inspector = f", inspector {base}/ui/" if settings.inspector else ""
     print(f"cognis-memory: serving {base} (API docs {base}/docs{inspector})", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level="warning", access_log=False, server_header=False
+    )
     return 0
 
 

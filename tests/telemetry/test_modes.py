@@ -203,7 +203,7 @@ def test_serve_on_a_terminal_prints_one_human_line_per_request(tmp_path, termina
                 "/v1/users/ana/search", json={"query": "bees?"}, headers={"X-Request-Id": "tty-1"}
             ).raise_for_status()
         deadline = time.monotonic() + 30
-        while b"request_id=tty-1" not in b"".join(out) and time.monotonic() < deadline:
+        while b"client_request_id=tty-1" not in b"".join(out) and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         proc.terminate()
@@ -211,7 +211,7 @@ def test_serve_on_a_terminal_prints_one_human_line_per_request(tmp_path, termina
     lines = [line for line in b"".join(out).decode().splitlines() if line.strip()]
     assert len(lines) == 2, lines  # one per request: no EMF blobs, no JSON
     assert TEXT_LINE.match(lines[0]) and " memory_ingest " in lines[0]
-    assert TEXT_LINE.match(lines[1]) and "request_id=tty-1" in lines[1] and "user_id=ana" in lines[1]
+    assert TEXT_LINE.match(lines[1]) and "client_request_id=tty-1" in lines[1] and "user_id=ana" in lines[1]
 
 
 def _drain(fd: int, out: list[bytes]) -> None:

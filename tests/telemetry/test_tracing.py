@@ -112,6 +112,7 @@ async def test_a_search_is_a_server_span_an_operation_span_and_one_span_per_logg
             headers={"traceparent": TRACEPARENT, "X-Request-Id": "rid-trace-1"},
         )
         assert r.status_code == 200 and len(r.json()["results"]) == 1
+        request_id = r.headers["X-Request-Id"]  # the server's id; the caller's is client_request_id
     spans = traced.spans()
 
     server = _one(spans, "POST /v1/users/{user_id}/search")
@@ -120,17 +121,18 @@ async def test_a_search_is_a_server_span_an_operation_span_and_one_span_per_logg
     assert server.parent is not None and format(server.parent.span_id, "016x") == PARENT_SPAN
     assert server.attributes["http.route"] == "/v1/users/{user_id}/search"
     assert server.attributes["http.response.status_code"] == 200
-    assert server.attributes["cognis.request_id"] == "rid-trace-1"
+    assert server.attributes["cognis.request_id"] == request_id
 
     op = _one(spans, "search_memory")
     assert op.kind is SpanKind.INTERNAL and op.parent.span_id == server.context.span_id
     assert op.attributes["gen_ai.operation.name"] == "search_memory"
     assert op.attributes["gen_ai.memory.record.count"] == 1
-    assert op.attributes["cognis.tenant_id"] == TENANT and op.attributes["cognis.request_id"] == "rid-trace-1"
+    assert op.attributes["cognis.tenant_id"] == TENANT and op.attributes["cognis.request_id"] == request_id
     assert op.attributes["cognis.candidates_short"] == 1 and op.attributes["cognis.candidates_bm25"] >= 0
     assert op.attributes["cognis.results_final"] == 1 and op.attributes["cognis.degraded"] is False
 
-    (line,) = [x for x in traced.log_lines() if x.get("request_id") == "rid-trace-1"]
+    (line,) = [x for x in traced.log_lines() if x.get("request_id") == request_id]
+    assert line["client_request_id"] == "rid-trace-1"
     logged_stages = {k.removesuffix("_ms") for k in line["stage_durations"]}
     stages = _children(spans, op)
     assert {s.name for s in stages} == logged_stages  # the same names, every stage, nothing else

@@ -28,11 +28,9 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
             b"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
         ),
     ),
-    (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
-    (b"cache-control", b"no-cache"),
-)
+)  # the API's RequestContext adds nosniff and cache-control: no-store to every response
 
 
 class _WithHeaders:
