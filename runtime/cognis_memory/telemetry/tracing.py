@@ -196,7 +196,8 @@ class TraceRequests:
                     span.set_attribute("http.route", route)
                 if "code" in status:
                     span.set_attribute("http.response.status_code", status["code"])
-                    if status["code"] >= 500:
+                    if status["code"] >= 500:  # an answered failure: the status code is its error type
                         span.set_status(Status(StatusCode.ERROR))
+                        span.set_attribute("error.type", str(status["code"]))
                 if "request_id" in status:
                     span.set_attribute(f"{PREFIX}request_id", status["request_id"])
