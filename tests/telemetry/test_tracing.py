@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -290,6 +291,7 @@ class OtlpReceiver:
 
 
 async def test_traces_otlp_exports_the_spans_to_the_configured_endpoint(tmp_path, embedder):
+    started = int(time.time())
     with OtlpReceiver() as receiver:
         settings = Settings(
             data_dir=tmp_path, run_worker=False, traces="otlp", otlp_endpoint=receiver.url, service_name="cognis-t"
@@ -304,6 +306,8 @@ async def test_traces_otlp_exports_the_spans_to_the_configured_endpoint(tmp_path
     assert receiver.paths and set(receiver.paths) == {"/v1/traces"}
     exported = {s.name for s in receiver.spans}
     assert {"upsert_memory", "search_memory", "raw_store", "embed_query", "bm25", "rrf_fusion"} <= exported
+    for span in receiver.spans:  # X-Ray's shape: the trace id starts with the epoch second it began
+        assert started <= int.from_bytes(span.trace_id[:4], "big") <= int(time.time())
 
 
 def test_trace_settings_are_validated():

@@ -20,6 +20,7 @@ timings (``bm25``, ``rrf_fusion``, ...).
 from __future__ import annotations
 
 import contextlib
+import random
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,7 @@ class Tracing:
         provider = TracerProvider(
             resource=Resource.create({"service.name": settings.service_name}),
             sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio)),
+            id_generator=time_prefixed_ids(),
         )
         # No endpoint: the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, else localhost:4318.
         exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint) if settings.otlp_endpoint else OTLPSpanExporter()
@@ -107,6 +109,19 @@ def current_span(
             span.set_attribute("error.type", type(exc).__qualname__)
             span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
             raise
+
+
+def time_prefixed_ids() -> Any:
+    """Trace ids whose first 32 bits are the epoch second and the other 96 random, the shape AWS X-Ray
+    indexes (it refuses ids whose second is more than 30 days old); span ids stay random. Any other
+    backend takes them as ordinary 128-bit ids."""
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    class TimePrefixedIds(RandomIdGenerator):
+        def generate_trace_id(self) -> int:
+            return (int(time.time()) << 96) | random.getrandbits(96)
+
+    return TimePrefixedIds()
 
 
 def recorder_attributes(rec: StageRecorder) -> dict[str, Any]:
