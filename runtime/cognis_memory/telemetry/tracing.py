@@ -112,9 +112,9 @@ def current_span(
 
 
 def time_prefixed_ids() -> Any:
-    """Trace ids whose first 32 bits are the epoch second and the other 96 random, the shape AWS X-Ray
-    indexes (it refuses ids whose second is more than 30 days old); span ids stay random. Any other
-    backend takes them as ordinary 128-bit ids."""
+    """Trace ids whose first 32 bits are the epoch second and the other 96 random: the layout of an
+    AWS X-Ray trace id (``1-<8 hex digits of epoch seconds>-<24 hex digits>``); span ids stay random.
+    Any other backend takes them as ordinary 128-bit ids."""
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
     class TimePrefixedIds(RandomIdGenerator):
