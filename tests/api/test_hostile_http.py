@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from cognis_memory.api.app import create_app
-from cognis_memory.api.auth import read_access, write_access
 from cognis_memory.config import Settings
 from cognis_memory.service import MemoryService
 from cognis_memory.stores.embedded import EmbeddedStore
@@ -128,6 +127,8 @@ def test_a_keyless_request_is_refused_before_its_body_is_read(real_server) -> No
 
 async def test_every_route_declares_read_or_write_access(make_service) -> None:
     """Authorization is a dependency declared per route, not derived from the route's name or method."""
+    from cognis_memory.api.auth import read_access, write_access
+
     app = create_app(await make_service(start=False), manage_lifecycle=False)
     declared = {}
     for route in app.routes:
