@@ -108,7 +108,11 @@ class Settings(BaseSettings):
     # --- API ----------------------------------------------------------------------------
     api_keys: SecretStr | None = Field(
         None,
-        description="Bootstrap API keys: 'key=tenant[:read]' entries separated by commas. Stored hashed.",
+        description=(
+            "API keys of this process: comma-separated 'key=tenant' (read-write) or 'key=tenant:read' entries; "
+            "grammar under README 'API keys'. Held in memory as hashes, never stored: a key dropped from the "
+            "list stops working at restart. A malformed entry stops the service at start."
+        ),
     )
     auth_disabled: bool = Field(
         False, description="Development only: accept requests without a key (as tenant `auth_disabled_tenant`)."

@@ -68,6 +68,7 @@ OPERATIONS = [
     "GET /v1/users/{user_id}/jobs/{job_id}",
     "GET /v1/users",
     "GET /v1/key",
+    "GET /v1/jobs",
 ]
 #: Operations with a body or query parameters; the others have only string path parameters,
 #: which no value can violate (schemathesis cannot generate negative cases for them).
@@ -78,6 +79,7 @@ NEGATIVE_OPERATIONS = [
     "GET /v1/users/{user_id}/memories",
     "PATCH /v1/users/{user_id}/memories/{memory_id}",
     "GET /v1/users",
+    "GET /v1/jobs",
 ]
 CASES = [(op, GenerationMode.POSITIVE) for op in OPERATIONS] + [
     (op, GenerationMode.NEGATIVE) for op in NEGATIVE_OPERATIONS

@@ -765,6 +765,17 @@ class PostgresStore:
             row = await cur.fetchone()
             return _row_to_job(row) if row else None
 
+    async def list_jobs(
+        self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
+    ) -> list[Job]:
+        where, params = "tenant_id = %s AND id > %s", [tenant_id, after_id or ""]
+        if status is not None:
+            where += " AND status = %s"
+            params.append(status.value)
+        async with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(f"SELECT * FROM jobs WHERE {where} ORDER BY id LIMIT %s", (*params, limit))
+            return [_row_to_job(r) for r in await cur.fetchall()]
+
     # -- API keys ---------------------------------------------------------------------------------
     async def put_api_key(self, record: ApiKeyRecord) -> None:
         async with self.connection() as conn:
@@ -777,13 +788,25 @@ class PostgresStore:
 
     async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None:
         async with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute("SELECT key_hash, tenant_id, read_only, name FROM api_keys WHERE key_hash = %s", (key_hash,))
+            await cur.execute(
+                "SELECT key_hash, tenant_id, read_only, name FROM api_keys k WHERE key_hash = %s"
+                " AND NOT EXISTS (SELECT 1 FROM api_key_revocations r WHERE r.key_hash = k.key_hash)",
+                (key_hash,),
+            )
             r = await cur.fetchone()
         if r is None:
             return None
         return ApiKeyRecord(key_hash=r["key_hash"], tenant_id=r["tenant_id"], read_only=r["read_only"], name=r["name"])
 
-    async def delete_api_key(self, key_hash: str) -> bool:
-        async with self.connection() as conn:
+    async def revoke_api_key(self, key_hash: str) -> bool:
+        async with self.connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO api_key_revocations (key_hash) VALUES (%s) ON CONFLICT (key_hash) DO NOTHING", (key_hash,)
+            )
             cur = await conn.execute("DELETE FROM api_keys WHERE key_hash = %s", (key_hash,))
             return cur.rowcount > 0
+
+    async def api_key_revoked(self, key_hash: str) -> bool:
+        async with self.connection() as conn:
+            cur = await conn.execute("SELECT 1 FROM api_key_revocations WHERE key_hash = %s", (key_hash,))
+            return await cur.fetchone() is not None

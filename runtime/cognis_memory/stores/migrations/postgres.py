@@ -127,6 +127,27 @@ CREATE TABLE api_keys (
 );
 """,
     ),
+    Migration(
+        2,
+        "durable API-key revocations",
+        """
+-- A revoked key's hash, kept for good: the keys of COGNIS_API_KEYS are not stored rows, so their
+-- revocation can only live here, and a listed key whose hash is here is refused.
+CREATE TABLE api_key_revocations (
+    key_hash text PRIMARY KEY,
+    revoked_at timestamptz NOT NULL DEFAULT now()
+);
+""",
+    ),
+    Migration(
+        3,
+        "jobs listed per tenant",
+        """
+-- GET /v1/jobs: one tenant's jobs by id, all of them or those of one status (e.g. dead).
+CREATE INDEX jobs_tenant_id ON jobs (tenant_id, id);
+CREATE INDEX jobs_tenant_status_id ON jobs (tenant_id, status, id);
+""",
+    ),
 )
 
 
