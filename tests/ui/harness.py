@@ -182,6 +182,12 @@ class Inspector:
 
         return self.wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
 
+    def choose(self, css: str, value: str) -> None:
+        """Pick the option of the ``<select>`` at ``css`` whose value is ``value``."""
+        from selenium.webdriver.support.select import Select
+
+        Select(self.find(css)).select_by_value(value)
+
     def until(self, condition: Any, message: str = "") -> Any:
         return self.wait.until(lambda _: condition(), message)
 

@@ -4,6 +4,7 @@ chromedriver) against a real ``cognis-memory serve`` holding the README's demo c
 from __future__ import annotations
 
 import os
+import re
 
 import httpx
 import pytest
@@ -19,6 +20,7 @@ from tests.ui.harness import (
     chromium,
     seed,
     serve,
+    wait_for_dead_jobs,
 )
 
 pytestmark = pytest.mark.integration
@@ -89,7 +91,7 @@ def test_an_unknown_key_is_refused_and_not_kept(ui):
 def test_memories_are_browsed_in_pages_with_their_fields(ui, server):
     ui.connect(WRITE_KEY).pick_user(DEMO_USER)
     headers = [th.text for th in ui.find_all("#memories-table thead th")]
-    assert headers[:7] == ["Content", "Category", "Scope", "Kind", "Event time", "Written", "Version"]
+    assert headers[:6] == ["Content", "Category", "Scope · kind", "Event time (UTC)", "Written (UTC)", "Version"]
     first_page = [r.get_attribute("data-memory") for r in ui.memory_rows()]
     assert len(first_page) == 25 and "page 1" in ui.find("#page-info").text
     ui.find("#memories-next").click()
@@ -101,9 +103,11 @@ def test_memories_are_browsed_in_pages_with_their_fields(ui, server):
     assert not ui.find("#memories-next").is_enabled()
     row = ui.memory_rows()[0]
     cells = [td.text for td in row.find_elements("css selector", "td")]
-    assert cells[2] == "USER" and cells[3] in ("raw", "fact") and cells[5].endswith("UTC")
+    assert cells[2] in ("USER · raw", "USER · fact") and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", cells[4])
+    assert ui.driver.execute_script("const w = arguments[0]; return w.scrollWidth <= w.clientWidth;",
+                                    ui.find(".table-wrap"))  # the table fits: no sideways scrolling
 
-    ui.find("#filter-kind").send_keys("fact")  # the rewritten chain head is the only fact
+    ui.choose("#filter-kind", "fact")  # the rewritten chain head is the only fact
     ui.until(lambda: len(ui.memory_rows()) <= 1)
 
 
@@ -195,3 +199,24 @@ def test_stored_markup_is_shown_as_text_and_never_runs(ui):
     ui.search("img onerror script")
     assert MARKUP in ui.find("#hits .hit-content").text and ui.find_all("#hits img") == []
     assert ui.driver.title == title != "pwned"
+
+
+def test_dead_jobs_are_listed_with_their_errors(ui, server):
+    dead = wait_for_dead_jobs(server, len(server.seeded["jobs"]))
+    assert {j["id"] for j in dead} == set(server.seeded["jobs"])  # the LLM was unreachable for every one
+    ui.connect(READ_KEY).tab("jobs")
+    assert ui.find("#job-status").get_attribute("value") == "dead"  # the dead letters first
+    rows = ui.until(lambda: ui.find_all("#jobs-table tbody tr[data-job]"), "no jobs listed")
+    assert {r.get_attribute("data-job") for r in rows} == {j["id"] for j in dead}
+    row = next(r for r in rows if r.get_attribute("data-job") == server.seeded["jobs"][0])
+    cells = [td.text for td in row.find_elements("css selector", "td")]
+    assert cells[1] == DEMO_USER and cells[2] == "dead" and cells[3] == "1 / 1"
+    assert "llm unavailable" in cells[5] and "ConnectError" in cells[5]
+
+    ui.choose("#job-status", "done")  # nothing finished: an empty list that says so
+    ui.until(lambda: "No done jobs." in ui.find("#jobs-table tbody").text)
+    ui.choose("#job-status", "dead")
+    ui.until(lambda: len(ui.find_all("#jobs-table tbody tr[data-job]")) == len(dead))
+    row = next(r for r in ui.find_all("#jobs-table tbody tr[data-job]") if r.text.split()[1] == DEMO_USER)
+    row.find_element("css selector", "button").click()  # the job's user opens in the memories view
+    ui.until(lambda: ui.find("#memories-title").text == f"Memories of {DEMO_USER}")

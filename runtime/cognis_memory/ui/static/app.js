@@ -49,11 +49,11 @@ function svg(tag, attrs = {}, text) {
   return node;
 }
 
-function when(iso) {
+function when(iso, { zone = true } = {}) {
   if (!iso) return "—";
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return String(iso);
-  return d.toISOString().slice(0, 16).replace("T", " ") + " UTC";
+  return d.toISOString().slice(0, 16).replace("T", " ") + (zone ? " UTC" : "");
 }
 
 function num(v) {
@@ -183,7 +183,8 @@ function renderUsers() {
       type: "button", class: u.user_id === state.user ? "user active" : "user", dataset: { user: u.user_id },
       onclick: () => pickUser(u.user_id),
     }, el("span", { class: "uid" }, u.user_id),
-    el("span", { class: "meta" }, `${u.current_memories} current · ${when(u.last_memory_at)}`)),
+    el("span", { class: "meta", title: `last write ${when(u.last_memory_at)}` },
+      `${u.current_memories} current · ${when(u.last_memory_at).slice(0, 10)}`)),
   )));
   if (!state.users.length) list.append(el("li", { class: "muted" }, "No users in this tenant yet."));
   $("users-more").hidden = !state.usersNext;
@@ -224,7 +225,7 @@ function renderMemories() {
   const body = $("memories-table").tBodies[0];
   body.replaceChildren(...rows.map(memoryRow));
   if (!rows.length) {
-    body.append(el("tr", {}, el("td", { colspan: 8, class: "muted" },
+    body.append(el("tr", {}, el("td", { colspan: 7, class: "muted" },
       m.rows.length ? "No memory on this page matches the filters." : "No memories.")));
   }
   const first = m.index * PAGE_SIZE + 1;
@@ -250,12 +251,11 @@ function memoryRow(r) {
   return el("tr", { class: r.is_current ? "" : "old", dataset: { memory: r.id } },
     el("td", { class: "content" }, el("div", {}, r.content),
       r.speaker ? el("div", { class: "muted small" }, `speaker: ${r.speaker}`) : null),
-    el("td", {}, el("span", { class: `tag cat` }, r.category)),
-    el("td", {}, r.scope),
-    el("td", {}, r.kind),
-    el("td", { class: "nowrap" }, when(r.event_time)),
-    el("td", { class: "nowrap" }, when(r.created_at)),
-    el("td", { class: "nowrap" }, `v${r.version} `, el("span", { class: "muted small" }, status)),
+    el("td", {}, el("span", { class: "tag cat" }, r.category)),
+    el("td", { class: "nowrap" }, `${r.scope} · ${r.kind}`),
+    el("td", { class: "nowrap" }, when(r.event_time, { zone: false })),
+    el("td", { class: "nowrap" }, when(r.created_at, { zone: false })),
+    el("td", {}, `v${r.version}`, el("div", { class: "muted small" }, status)),
     actions);
 }
 
@@ -459,7 +459,7 @@ async function loadJobs(index, fresh = false) {
       job.user_id)),
     el("td", {}, el("span", { class: `badge job-${job.status}` }, job.status)),
     el("td", {}, `${job.attempts} / ${job.max_attempts}`),
-    el("td", { class: "nowrap" }, when(job.updated_at)),
+    el("td", { class: "nowrap" }, when(job.updated_at, { zone: false })),
     el("td", { class: "error-text" }, job.last_error || "—"))));
   if (!data.jobs.length) {
     body.append(el("tr", {}, el("td", { colspan: 6, class: "muted" }, status ? `No ${status} jobs.` : "No jobs.")));
