@@ -38,6 +38,14 @@ class Settings(BaseSettings):
     postgres_secret_arn: str | None = Field(
         None, description="Secrets Manager secret holding {username, password} (Aurora managed master secret)."
     )
+    postgres_app_user: str | None = Field(
+        None,
+        description="Least-privilege role the connection pool signs in as; the migration creates and grants it "
+        "(the postgres_dsn / postgres_secret_arn credentials then only run migrations).",
+    )
+    postgres_iam_auth: bool = Field(
+        False, description="Sign postgres_app_user in with RDS IAM tokens (needs postgres_host and aws_region)."
+    )
     postgres_pool_size: int = Field(10, description="Connections in the PostgreSQL pool.")
     postgres_sslmode: str = Field("prefer", description="libpq sslmode; 'require' on AWS.")
 

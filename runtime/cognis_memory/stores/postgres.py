@@ -271,7 +271,9 @@ class PostgresStore:
 
     ``dsn`` is a libpq connection string or URL, or a callable returning one (called for every new
     connection, so rotated credentials are picked up); ``dim``/``dim_short`` the vector sizes (part of
-    the schema). ``iterative_scan`` is the pgvector ``hnsw.iterative_scan`` mode used by the
+    the schema). ``migration_dsn`` (default: ``dsn``) is the schema owner's, used only by
+    :meth:`open` to migrate; with it the pool runs as the least-privilege ``app_role``, which the
+    migration creates and grants. ``iterative_scan`` is the pgvector ``hnsw.iterative_scan`` mode used by the
     shortlist stage (``"relaxed_order"``, ``"strict_order"`` or ``"off"`` — off exists for tests
     that show why it matters).
     """
@@ -290,10 +292,14 @@ class PostgresStore:
         pool_timeout_s: float = 10.0,
         statement_timeout_ms: int = 30_000,
         iterative_scan: str = "relaxed_order",
+        migration_dsn: str | Callable[[], str] | None = None,
+        app_role: str | None = None,
     ) -> None:
         if iterative_scan not in {"relaxed_order", "strict_order", "off"}:
             raise ValueError(f"iterative_scan: unknown mode {iterative_scan!r}")
         self.dsn = dsn
+        self.migration_dsn = migration_dsn if migration_dsn is not None else dsn
+        self.app_role = app_role
         self.dim, self.dim_short = dim, dim_short
         self.pool_min, self.pool_max = pool_min, pool_max
         self.connect_timeout_s = connect_timeout_s
@@ -319,10 +325,11 @@ class PostgresStore:
         if self._pool is not None:
             return
         try:
+            owner_dsn = self.migration_dsn() if callable(self.migration_dsn) else self.migration_dsn
             async with await psycopg.AsyncConnection.connect(
-                self._conninfo(), autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
+                owner_dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
             ) as conn:
-                applied = await apply_migrations(conn, dim=self.dim, dim_short=self.dim_short)
+                applied = await apply_migrations(conn, dim=self.dim, dim_short=self.dim_short, app_role=self.app_role)
             if applied:
                 log.info("postgres: applied migrations %s", applied)
             pool = AsyncConnectionPool(
