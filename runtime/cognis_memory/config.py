@@ -14,10 +14,11 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .telemetry.modes import TelemetryMode
+
 StoreKind = Literal["embedded", "dual", "opensearch"]
 LLMKind = Literal["none", "bedrock", "openai"]
 RerankerKind = Literal["none", "local", "sagemaker"]
-TelemetryMode = Literal["auto", "emf", "json", "text", "off"]
 TracesKind = Literal["off", "otlp"]
 
 

@@ -15,8 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import IO, Literal, get_args
 
-from ..config import TelemetryMode
-
+#: The setting (``COGNIS_TELEMETRY``) and what ``auto`` resolves to. Import-light: the infra reads it.
+TelemetryMode = Literal["auto", "emf", "json", "text", "off"]
 Mode = Literal["emf", "json", "text", "off"]
 MODES: tuple[str, ...] = get_args(TelemetryMode)
 
