@@ -291,15 +291,8 @@ class MemoryService:
             raise InvalidInputError("messages", f"at most {self.settings.max_messages_per_request} per request")
         now = utcnow()
         msgs = [self._to_message(owner, i, m, now) for i, m in enumerate(messages)]
-        rec = self.telemetry.recorder()
-        with self.telemetry.request(
-            names.OPERATION_INGEST,
-            rec,
-            request_id=request_id,
-            tenant_id=tenant_id,
-            user_id=user_id,
-            client_request_id=client_request_id,
-        ):
+        ids = {"request_id": request_id, "client_request_id": client_request_id}
+        with self.telemetry.request(names.OPERATION_INGEST, tenant_id=tenant_id, user_id=user_id, **ids) as rec:
             result = await self.ingest.ingest(owner, msgs, rec, background=background)
             if result.job is not None:
                 self.worker.notify()
@@ -356,15 +349,8 @@ class MemoryService:
             cfg = config or (get_recipe(recipe) if recipe else None)
         except ValueError as exc:
             raise InvalidInputError("recipe", str(exc).removeprefix("recipe: ")) from None
-        rec = self.telemetry.recorder()
-        with self.telemetry.request(
-            names.OPERATION_SEARCH,
-            rec,
-            request_id=request_id,
-            tenant_id=tenant_id,
-            user_id=user_id,
-            client_request_id=client_request_id,
-        ):
+        ids = {"request_id": request_id, "client_request_id": client_request_id}
+        with self.telemetry.request(names.OPERATION_SEARCH, tenant_id=tenant_id, user_id=user_id, **ids) as rec:
             key = None if explain else _search_cache_key(q, cfg or self.retrieval_config)
             if key is not None:
                 cached = await self.cache.get_search(owner, key)

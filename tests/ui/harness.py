@@ -66,7 +66,7 @@ def serve(tmp: Path) -> Iterator[Server]:
     job: messages posted in ``async`` mode are stored and searchable at once, and their
     extraction jobs end up dead with the connection error, as on a day the LLM is down.
     """
-    from tests.processes import free_port, wait_for_http
+    from tests.processes import free_port, stop, wait_for_http
 
     port, llm_port = free_port(), free_port()
     env = {
@@ -90,12 +90,7 @@ def serve(tmp: Path) -> Iterator[Server]:
             wait_for_http(proc, f"{server.base}/health", log)
             yield server
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop(proc)
 
 
 def seed(server: Server) -> dict[str, Any]:
@@ -160,10 +155,14 @@ class Inspector:
     """The inspector page as a person uses it: every step waits for what it expects to see."""
 
     def __init__(self, driver: Any, base: str, *, timeout_s: float = 30) -> None:
+        from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
         from selenium.webdriver.support.ui import WebDriverWait
 
         self.driver, self.base = driver, base
-        self.wait = WebDriverWait(driver, timeout_s)
+        # A condition may read an element the page is replacing at that moment: ask again.
+        self.wait = WebDriverWait(
+            driver, timeout_s, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
+        )
 
     # -- finding things -------------------------------------------------------------------------
     def find(self, css: str) -> Any:

@@ -127,16 +127,18 @@ class Telemetry:
 
     @contextlib.contextmanager
     def request(
-        self, operation: str, rec: StageRecorder, *, request_id: str | None, tenant_id: str, **fields: Any
-    ) -> Iterator[None]:
-        """One request of ``operation`` (names.OPERATION_*): its span, then its log line and metrics,
-        whether it succeeds or fails. ``fields`` go into the log line (those that are None are left out)."""
+        self, operation: str, *, request_id: str | None, tenant_id: str, **fields: Any
+    ) -> Iterator[StageRecorder]:
+        """One request of ``operation`` (names.OPERATION_*), yielding its stage recorder: its span, then
+        its log line and metrics, whether it succeeds or fails. ``fields`` go into the log line (those
+        that are None are left out)."""
         event, latency_metric, pipeline, _ = _OPERATIONS[operation]
         fields = {k: v for k, v in fields.items() if v is not None}
+        rec = self.recorder()
         error = False
         with self.operation_span(operation, rec, request_id=request_id, tenant_id=tenant_id):
             try:
-                yield
+                yield rec
             except Exception:
                 error = True
                 raise
