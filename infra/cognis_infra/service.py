@@ -384,7 +384,9 @@ def collector_config(region: str) -> dict[str, Any]:
         "receivers": {"otlp": {"protocols": {"http": {"endpoint": COLLECTOR_OTLP_HTTP}}}},
         "processors": {"batch": {}},
         "exporters": {"awsxray": {"region": region}},
-        "service": {"pipelines": {"traces": {"receivers": ["otlp"], "processors": ["batch"], "exporters": ["awsxray"]}}},
+        "service": {
+            "pipelines": {"traces": {"receivers": ["otlp"], "processors": ["batch"], "exporters": ["awsxray"]}}
+        },
     }
 
 

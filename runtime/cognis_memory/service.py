@@ -10,7 +10,8 @@
 
 Input validation lives here (not in the web layer), so the API, the CLI and Python callers
 get the same checks and the same :class:`~cognis_memory.errors.InvalidInputError`s naming
-the offending field. Telemetry (one JSON line and EMF metrics per request) is emitted here.
+the offending field. Telemetry (one log line, EMF metrics and, when traces are on, spans per request)
+is emitted here.
 """
 
 from __future__ import annotations
@@ -460,8 +461,7 @@ class MemoryService:
     async def list_users(self, tenant_id: str, *, limit: int = 100, after: str | None = None) -> list[UserSummary]:
         """The tenant's users, ordered by user id, after the ``after`` user id (the paging cursor)."""
         check_id("tenant_id", tenant_id)
-        if not 1 <= limit <= 1000:
-            raise InvalidInputError("limit", "must be between 1 and 1000")
+        check_int("limit", limit, 1, 1000)
         check_id("after", after, required=False)
         return await self.store.list_users(tenant_id, limit=limit, after_user_id=after)
 

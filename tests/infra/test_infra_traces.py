@@ -52,7 +52,8 @@ def test_traces_add_a_non_essential_collector_the_api_sends_to(traced):
     assert collector["essential"] is False  # a collector failure never stops the API
     assert collector["image"] == "public.ecr.aws/aws-observability/aws-otel-collector:v0.30.0"
     assert collector["command"] == ["--config=env:COGNIS_COLLECTOR_CONFIG"]
-    assert collector["logConfiguration"]["options"]["awslogs-group"] == api["logConfiguration"]["options"]["awslogs-group"]
+    group = api["logConfiguration"]["options"]["awslogs-group"]
+    assert collector["logConfiguration"]["options"]["awslogs-group"] == group  # the API's log group
     assert api["dependsOn"] == [{"containerName": COLLECTOR_CONTAINER_NAME, "condition": "START"}]
 
     config = json.loads(_env(collector)["COGNIS_COLLECTOR_CONFIG"])
