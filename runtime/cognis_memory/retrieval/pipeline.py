@@ -133,10 +133,10 @@ class RetrievalPipeline:
         if cfg.speaker_aware:
             with rec.stage("speaker_names"):
                 names, probed = await self.speakers.names_in_query(
-                    q.owner, q.text, lambda w: self._probe_speakers(q.owner, w)
+                    q.owner, q.text, lambda w: self._probe_speakers(q.owner, w), analysis.spans
                 )
                 if names:
-                    text = strip_names(q.text, names)
+                    text = strip_names(q.text, names, analysis.spans)
             rec.fields["speaker_probe"] = probed
         bm25_text = keyword_text(text, analysis) if cfg.keyword_cleanup else text
 
@@ -189,7 +189,7 @@ class RetrievalPipeline:
             for doc, s in fused.items():
                 explain[doc]["rrf"] = s
         if cfg.speaker_aware:
-            self.speakers.observe(q.owner, (m.speaker for m in candidates.values()))
+            self.speakers.observe(q.owner, candidates.values())
 
         base = fused  # fused score, adjusted by the speaker and context steps when enabled
         if names and cfg.speaker_boost > 0 and base:
