@@ -204,6 +204,27 @@ class CachingEmbedder:
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
+    def warm(self, texts: Sequence[str], *, batch: int = 64, progress: bool = False) -> int:
+        """Embed the texts not cached yet, longest first in batches of similar length (far less padding
+        than the ingest's per-request batches); returns how many were embedded."""
+        import hashlib
+
+        unique = {hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest(): t for t in texts}
+        keys = list(unique)
+        have: set[bytes] = set()
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                have.update(k for (k,) in self._db.execute(
+                    f"SELECT key FROM vec WHERE key IN ({','.join('?' * len(chunk))})", chunk))  # fmt: skip
+        todo = sorted((unique[k] for k in keys if k not in have), key=len, reverse=True)
+        t0 = time.perf_counter()
+        for i in range(0, len(todo), batch):
+            self.embed(todo[i : i + batch])
+            if progress and (i // batch) % 20 == 0:
+                print(f"  embedded {i + batch}/{len(todo)} texts ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+        return len(todo)
+
     def embed(self, texts: Sequence[str]) -> Any:
         import hashlib
 

@@ -30,6 +30,7 @@ from .categorizer import EmbeddingCategorizer
 from .embedding import MatryoshkaEncoder
 from .extraction import Action, ContextAwareExtractor, ExtractionResult
 from .resolution import ResolvedMessage, resolve_message
+from .supersession import mark_superseded
 
 
 #: Message metadata key holding the id its raw memory gets (set before the message is saved).
@@ -232,6 +233,7 @@ class IngestPipeline:
                     embedding=fact.embedding,
                     embedding_short=fact.embedding_short,
                 )
+                mark_superseded(op.target, new, source_ids, first.message_time if first else None)
             else:
                 new = op.target.tombstone()
                 new.source_message_ids = list(dict.fromkeys(op.target.source_message_ids + source_ids))

@@ -8,7 +8,15 @@
   but memories whose text carried a resolvable date are the ones that can answer; they get
   a small boost (see ``when_weight``).
 * **History intent** ("used to", "before", "previously", "changed", "no longer", ...): the
-  answer should include earlier versions of the matching memories.
+  answer should include earlier versions of the matching memories, and older statements
+  come before the ones that replaced them (see :mod:`.current_state`).
+* **Present-state intent** ("now", "currently", "still", "anymore", "these days", or a
+  question in the present tense: "where do I live?", "what is my dog called?"): the answer
+  is what holds *now*, so a newer statement about the same thing comes before the one it
+  replaced (see :mod:`.current_state`). It is told from grammar only (tense auxiliaries and
+  temporal adverbs), never from what the query is about. The adverbs say *when*, not
+  *what*: :func:`without_state_words` drops them from the searched text, as matching
+  "now" finds every message that says "now".
 * **Speaker names**: a name that is one of the user's conversation speakers says *whose*
   messages are wanted, but it occurs in (or is the speaker of) a large share of that user's
   memories, so as a search term it mostly adds noise: with all-MiniLM-L6-v2 the name
@@ -36,11 +44,20 @@ from typing import Literal
 from ..timeexpr import TimeSpan, find_time_spans
 
 _HISTORY = re.compile(
-    r"\b(used to|previously|formerly|originally|before|earlier|changed?|changes|history|no longer|anymore|"
-    r"any more|at first|in the past|former|prior)\b",
+    r"\b(used to|use to|previously|formerly|originally|before|earlier|changed?|changes|history|no longer|"
+    r"at first|in the past|former|prior)\b",
     re.I,
 )
-_RECENT = re.compile(r"\b(recently|lately|latest|these days|nowadays|currently|most recent|right now)\b", re.I)
+_RECENT = re.compile(r"\b(recently|lately|latest|most recent)\b", re.I)
+#: Adverbs that ask for the present state ("still" and "anymore" ask whether a state holds now).
+_PRESENT_WORDS = re.compile(
+    r"\b(right now|now|currently|current|still|anymore|any more|these days|nowadays|at the moment|at present)\b", re.I
+)
+#: A question in the present (or present perfect) tense: a present auxiliary or copula among its first words.
+_PRESENT_TENSE = re.compile(r"^\W*(?:\w+\W+){0,3}?(?:do|does|am|is|are|have|has|what's|where's|who's|how's)\b", re.I)
+_PAST_TENSE = re.compile(r"\b(did|was|were|had|went|used)\b", re.I)
+
+StateIntent = Literal["none", "present", "history"]
 _WHEN = re.compile(r"\b(when|what (?:date|day|time|year|month)|how long ago|since when|which (?:day|year|month))\b", re.I)
 
 TemporalKind = Literal["none", "explicit", "recent", "when"]
@@ -159,6 +176,25 @@ def strip_names(query: str, names: Iterable[str], spans: Iterable[TimeSpan] = ()
     return text if re.search(r"\w", text) else query
 
 
+def without_state_words(query: str) -> str:
+    """The query without its present-state adverbs ("now", "currently", "these days", ...); a query
+    that would become empty is returned unchanged."""
+    out = re.sub(r"\s+([?.!,;:])", r"\1", re.sub(r"\s+", " ", _PRESENT_WORDS.sub(" ", query))).strip()
+    return out if re.search(r"\w", out) else query
+
+
+def state_intent(query: str, *, history: bool, explicit_time: bool) -> StateIntent:
+    """``history`` for history questions; ``present`` for a present-state or recency adverb, or for a
+    present-tense question that names no time and no past; else ``none``."""
+    if history:
+        return "history"
+    if _PRESENT_WORDS.search(query) or _RECENT.search(query):
+        return "present"
+    if not explicit_time and _PRESENT_TENSE.search(query) and not _PAST_TENSE.search(query):
+        return "present"
+    return "none"
+
+
 @dataclass(slots=True, frozen=True)
 class QueryAnalysis:
     temporal: TemporalKind
@@ -167,6 +203,7 @@ class QueryAnalysis:
     window_days: float | None = None
     history: bool = False
     spans: tuple[TimeSpan, ...] = ()
+    state: StateIntent = "none"
 
     @property
     def is_temporal(self) -> bool:
@@ -179,6 +216,7 @@ class QueryAnalysis:
             "target_end": self.target_end.isoformat() if self.target_end else None,
             "window_days": self.window_days,
             "history": self.history,
+            "state": self.state,
             "expressions": [s.text for s in self.spans],
         }
 
@@ -186,15 +224,16 @@ class QueryAnalysis:
 def analyze_query(query: str, now: datetime, *, default_window_days: float) -> QueryAnalysis:
     history = bool(_HISTORY.search(query))
     spans = tuple(find_time_spans(query, now))
+    state = state_intent(query, history=history, explicit_time=bool(spans))
     if spans:
         start = min(s.start for s in spans)
         end = max(s.end for s in spans)
         span_days = (end - start).total_seconds() / 86400
         return QueryAnalysis(
-            "explicit", start, end, max(default_window_days, span_days), history=history, spans=spans
+            "explicit", start, end, max(default_window_days, span_days), history=history, spans=spans, state=state
         )
     if _RECENT.search(query):
-        return QueryAnalysis("recent", now, now, default_window_days, history=history)
+        return QueryAnalysis("recent", now, now, default_window_days, history=history, state=state)
     if _WHEN.search(query):
-        return QueryAnalysis("when", history=history)
-    return QueryAnalysis("none", history=history)
+        return QueryAnalysis("when", history=history, state="history" if history else "none")
+    return QueryAnalysis("none", history=history, state=state)
