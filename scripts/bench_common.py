@@ -198,7 +198,7 @@ class CachingEmbedder:
         directory = cache_dir or default_cache_dir()
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"embeddings-{inner.name}-{inner.dim}.sqlite"
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=120)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, v BLOB NOT NULL)")
         self._lock = threading.Lock()
@@ -247,7 +247,8 @@ class CachingEmbedder:
             with self._lock:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO vec (key, v) VALUES (?, ?)",
-                    [(keys[i], np.asarray(v, dtype=np.float32).tobytes()) for i, v in zip(missing, vectors, strict=True)],
+                    [(keys[i], np.asarray(v, dtype=np.float32).tobytes())
+                     for i, v in zip(missing, vectors, strict=True)],  # fmt: skip
                 )
             found.update((keys[i], np.asarray(v, dtype=np.float32)) for i, v in zip(missing, vectors, strict=True))
         if not texts:

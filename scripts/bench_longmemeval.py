@@ -100,6 +100,23 @@ def load_instances(path: Path, *, questions: int | None = None, types: set[str] 
     return out[: questions or None]
 
 
+def round_robin_by_type(instances: list[Instance]) -> list[Instance]:
+    """The instances interleaved over question types (each type in file order), so any prefix is a
+    sample of every type in about the file's proportions... of the types that have questions left."""
+    by_type: dict[str, list[Instance]] = {}
+    for inst in instances:
+        by_type.setdefault(inst.question_type, []).append(inst)
+    total = len(instances)
+    out: list[Instance] = []
+    taken = {t: 0 for t in by_type}
+    while len(out) < total:
+        # the type furthest behind its share of what has been taken so far goes next
+        t = min(by_type, key=lambda t: (taken[t] / len(by_type[t]) if taken[t] < len(by_type[t]) else 2.0, t))
+        out.append(by_type[t][taken[t]])
+        taken[t] += 1
+    return out
+
+
 def turn_message(sid: str, date: datetime, i: int, turn: dict[str, Any]) -> MessageIn:
     return MessageIn(
         content=str(turn["content"]),
@@ -128,14 +145,14 @@ def warm_cache(svc: MemoryService, instances: list[Instance]) -> int:
                     msg = Message(tenant_id=TENANT, user_id=inst.question_id, content=m.content,
                                   timestamp=m.timestamp, role=m.role)  # fmt: skip
                     texts.append(resolve_message(msg).display_text)
-    return embedder.warm(texts, progress=True)
+    return embedder.warm(texts)
 
 
 async def ingest(svc: MemoryService, instances: list[Instance]) -> dict[str, Any]:
-    total = created = 0
-    warmed = warm_cache(svc, instances)
+    total = created = warmed = 0
     t0 = time.perf_counter()
     for n, inst in enumerate(instances, start=1):
+        warmed += warm_cache(svc, [inst])  # per question, so an interrupted first run leaves whole questions
         for sid, date, turns in inst.sessions:
             keep = [(i, t) for i, t in enumerate(turns) if str(t.get("content", "")).strip()]
             if not keep:
@@ -146,7 +163,7 @@ async def ingest(svc: MemoryService, instances: list[Instance]) -> dict[str, Any
                 inst.msg_to_turn[m.id] = f"{sid}/{i}"
             total += len(msgs)
             created += sum(res.created)
-        if n % 10 == 0:
+        if n % 5 == 0:
             print(f"  ingested {n}/{len(instances)} questions ({total} turns, {time.perf_counter() - t0:.0f} s)",
                   file=sys.stderr)  # fmt: skip
     seconds = time.perf_counter() - t0
@@ -228,7 +245,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if not data.is_file():
         raise SystemExit(f"--data: no file at {data} (the LongMemEval file is not part of the project)")
     types = {t.strip() for t in args.types.split(",")} if args.types else None
-    instances = load_instances(data, questions=args.questions, types=types)
+    instances = load_instances(data, types=types)
+    if args.sample:
+        instances = round_robin_by_type(instances)[: args.sample]
+    instances = instances[: args.questions or None]
+    if args.warm_only:
+        svc = bc.quality_service(Path(tempfile.mkdtemp()) / "memory.db", max_message_bytes=1_000_000)
+        shard, shards = (int(x) for x in args.warm_only.split("/"))
+        for n, inst in enumerate(instances):
+            if n % shards == shard:
+                warm_cache(svc, [inst])
+                print(f"  warmed question {n + 1}/{len(instances)}", file=sys.stderr, flush=True)
+        return {"warmed": len(instances)}
     recipes = [r.strip() for r in args.recipes.split(",")] if args.recipes else list(RECIPES)
     unknown = [r for r in recipes if r not in RECIPES]
     if unknown:
@@ -291,9 +319,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default=str(DEFAULT_DATA), help="path of longmemeval_s_dev100.json.gz (default: %(default)s)")
+    p.add_argument("--data", default=str(DEFAULT_DATA), help="longmemeval_s_dev100.json.gz (default: %(default)s)")
     p.add_argument("--questions", type=int, default=None, help="only the first N questions")
     p.add_argument("--types", default=None, help="only these question types (comma-separated)")
+    p.add_argument("--sample", type=int, default=None,
+                   help="N questions taken round robin over the question types (each in file order)")
+    p.add_argument("--warm-only", default=None, metavar="I/N",
+                   help="only embed the turns of every N-th question from the I-th into the cache "
+                   "(parallel first runs)")
     p.add_argument("--recipes", default=None, help="comma-separated recipe names (default: every recipe)")
     p.add_argument("--db", default=None, help="keep the embedded store at this SQLite path (re-runs skip known turns)")
     p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")

@@ -361,7 +361,9 @@ def generate(users: int, seed: int = 1) -> list[UserHistory]:
 
 # --------------------------------------------------------------------------------------
 # ingest and scoring
-async def ingest(svc: MemoryService, histories: list[UserHistory], *, tenant: str = TENANT) -> dict[str, dict[str, str]]:
+async def ingest(
+    svc: MemoryService, histories: list[UserHistory], *, tenant: str = TENANT
+) -> dict[str, dict[str, str]]:
     """Every turn one message (speaker = the user's name on user turns of named users); per user,
     message id -> turn id (from the ingest response, never from text)."""
     maps: dict[str, dict[str, str]] = {}
@@ -393,7 +395,8 @@ def score(q: QuestionItem, ranked: list[set[str]]) -> dict[str, float]:
     gold, stale = set(q.gold), set(q.stale)
     first_gold = next((i for i, ids in enumerate(ranked) if ids & gold), None)
     first_stale = next((i for i, ids in enumerate(ranked) if ids & stale), None)
-    row: dict[str, float] = {"hit@1": float(first_gold == 0), "recall@5": len(gold & set().union(*ranked[:5])) / len(gold)}
+    top5: set[str] = set().union(*ranked[:5])
+    row: dict[str, float] = {"hit@1": float(first_gold == 0), "recall@5": len(gold & top5) / len(gold)}
     if q.kind == "current":
         row["stale_above"] = float(first_stale is not None and (first_gold is None or first_stale < first_gold))
     return row
@@ -466,12 +469,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         maps = await ingest(svc, histories)
         n_turns = sum(len(h.turns) for h in histories)
-        print(f"ingested {n_turns} turns of {len(histories)} users in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        print(f"ingested {n_turns} turns of {len(histories)} users in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)  # fmt: skip
         for name in recipes:
             results[name], per_question[name] = await evaluate(svc, histories, maps, name)
             r = results[name]
             print(f"  {name:28s} current@1 {r['current@1']:.3f}  stale>current {r['stale_above_current']:.3f}  "
-                  f"history R@5 {r['history_recall@5']:.3f}  unchanged@1 {r['unchanged@1']:.3f}", file=sys.stderr)  # fmt: skip
+                  f"history R@5 {r['history_recall@5']:.3f}  unchanged@1 {r['unchanged@1']:.3f}",
+                  file=sys.stderr)  # fmt: skip
     finally:
         await svc.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -39,7 +39,8 @@ def _mem(mid: str, vec: np.ndarray, days: float, speaker: str = "user", **kw) ->
 
 def _order(mems: list[Memory], intent: str = "present") -> tuple[list[str], dict[str, str]]:
     by_id = {m.id: m for m in mems}
-    return order_by_state([m.id for m in mems], by_id, intent, head=10, min_similarity=0.5, min_gap=GAP)  # type: ignore[arg-type]
+    ids = [m.id for m in mems]
+    return order_by_state(ids, by_id, intent, head=10, min_similarity=0.5, min_gap=GAP)  # type: ignore[arg-type]
 
 
 def test_present_puts_the_newest_statement_above_the_ones_it_replaced() -> None:
@@ -95,7 +96,8 @@ async def test_search_answers_the_present_with_the_newest_statement(make_service
         res = await svc.search(T, "u", q, now=now, explain=True)
         assert "electric car" in res.hits[0].memory.content, q
         assert res.analysis.state == "present"
-        assert [h.memory.content for h in res.hits].index("user: I drive an old red Fiat, it breaks down every winter.") == 1
+        stale = "user: I drive an old red Fiat, it breaks down every winter."
+        assert [h.memory.content for h in res.hits].index(stale) == 1  # directly below what replaced it
     old = await svc.search(T, "u", "What car did I drive before?", now=now)
     assert "old red Fiat" in old.hits[0].memory.content
     assert old.hits[0].memory.message_time == JAN  # the older statement, with its date
@@ -106,7 +108,8 @@ async def test_search_answers_the_present_with_the_newest_statement(make_service
 async def test_with_an_llm_the_replaced_fact_link_ranks_stale_messages_below_the_fact(make_service) -> None:
     with ScriptedLLMServer(model()) as server:
         svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "scripted"))
-        r1 = await svc.add_messages(T, "dana", [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=JAN)])
+        first = MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=JAN)
+        r1 = await svc.add_messages(T, "dana", [first])
         for i, f in enumerate(FILLER):
             await svc.add_messages(T, "dana", [MessageIn(f, speaker="Dana", timestamp=JAN + timedelta(days=5 + i))])
         later = JAN + timedelta(days=90)

@@ -39,7 +39,8 @@ def mark_superseded(
     """Record on ``new`` (the version replacing ``replaced``) which messages stated the replaced value,
     and date it by the new evidence. Returns ``new``."""
     evidence = set(evidence_ids)
-    stale = [m for m in dict.fromkeys([*superseded_sources(replaced), *replaced.source_message_ids]) if m not in evidence]
+    earlier = dict.fromkeys([*superseded_sources(replaced), *replaced.source_message_ids])
+    stale = [m for m in earlier if m not in evidence]
     new.metadata = {**new.metadata, SUPERSEDED_SOURCES: stale}
     if evidence_time is not None:
         new.message_time = evidence_time
