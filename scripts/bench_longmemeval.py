@@ -131,7 +131,6 @@ def warm_cache(svc: MemoryService, instances: list[Instance]) -> int:
     """Embed every turn's memory text (as ingest will build it) into the on-disk cache, in batches of
     similar length: the first run's cost is embedding ~46,000 long turns."""
     from cognis_memory.domain import Message
-    from cognis_memory.ingest.resolution import resolve_message
 
     embedder = svc.encoder.embedder
     if not isinstance(embedder, bc.CachingEmbedder):
@@ -144,7 +143,7 @@ def warm_cache(svc: MemoryService, instances: list[Instance]) -> int:
                     m = turn_message(sid, date, i, t)
                     msg = Message(tenant_id=TENANT, user_id=inst.question_id, content=m.content,
                                   timestamp=m.timestamp, role=m.role)  # fmt: skip
-                    texts.append(resolve_message(msg).display_text)
+                    texts += [r.display_text for r in svc.ingest.resolve([msg])]
     return embedder.warm(texts)
 
 
@@ -250,7 +249,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         instances = round_robin_by_type(instances)[: args.sample]
     instances = instances[: args.questions or None]
     if args.warm_only:
-        svc = bc.quality_service(Path(tempfile.mkdtemp()) / "memory.db", max_message_bytes=1_000_000)
+        svc = bc.quality_service(Path(tempfile.mkdtemp()) / "memory.db")
         shard, shards = (int(x) for x in args.warm_only.split("/"))
         for n, inst in enumerate(instances):
             if n % shards == shard:
@@ -268,9 +267,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         tmp = tempfile.mkdtemp(prefix="bench-lme-")
         db_path = Path(tmp) / "memory.db"
-    # Haystack turns can be long (up to ~77 KB): the benchmark keeps each turn one message.
-    svc = bc.quality_service(db_path, cache=not args.no_cache, max_message_bytes=1_000_000,
-                             embedding_threads=args.threads)  # fmt: skip
+    # Haystack turns can be long (up to ~77 KB): each is one message; ingest stores the longest as parts.
+    svc = bc.quality_service(db_path, cache=not args.no_cache, embedding_threads=args.threads)
     results: dict[str, Any] = {}
     per_question: dict[str, list] = {}
     try:

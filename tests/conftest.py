@@ -71,3 +71,29 @@ async def make_service(tmp_path, embedder, captured_telemetry):
     yield _make
     for svc in created:
         await svc.close()
+
+
+# -- the integration marker, applied automatically --------------------------------------------------
+#: Fixtures that start a real server (database, cache, search engine, or our own HTTP server).
+SERVER_FIXTURES = frozenset(
+    {"postgres_server", "redis_server", "opensearch_server", "any_store", "live_server", "real_server"}
+)
+#: Calls that start a server or a server process; a test module that makes one is an integration module.
+SERVER_CALLS = ("start_or_skip(", "serve_in_thread(", "ServeProcess(", "subprocess.Popen(", "open_store(")
+_module_starts_servers: dict[str, bool] = {}
+
+
+def _starts_servers(path) -> bool:
+    key = str(path)
+    if key not in _module_starts_servers:
+        text = path.read_text(encoding="utf-8") if path.suffix == ".py" else ""
+        _module_starts_servers[key] = any(call in text for call in SERVER_CALLS)
+    return _module_starts_servers[key]
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark every test that uses a server fixture or whose module starts servers as ``integration``,
+    so that ``-m "not integration"`` runs only what needs nothing but Python."""
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())) or _starts_servers(item.path):
+            item.add_marker(pytest.mark.integration)

@@ -102,7 +102,7 @@ def test_bad_input_on_the_command_line_names_the_field(data_dir, capsys):
     code, _, err = run(capsys, "add", "hi", "--user", "u", "--timestamp", "last tuesday")
     assert code == 2 and "timestamp: not an ISO 8601 time" in err
     code, _, err = run(capsys, "search", "hi", "--user", "u", "--limit", "0")
-    assert code == 2 and "limit: must be between 1 and 100" in err
+    assert code == 2 and "limit: must be an integer between 1 and 100" in err
     code, _, err = run(capsys, "search", "hi", "--user", "u", "--use-recipe", "magic")
     assert code == 2 and "recipe: unknown recipe 'magic'" in err
     code, _, err = run(capsys, "add", "hi", "--user", "u" * 200)
@@ -189,6 +189,25 @@ def test_import_is_all_or_nothing_across_batches(data_dir, tmp_path, capsys):
     assert code == 2
     assert "messages[150].content: must not be empty" in err  # the index in the file
     assert message_count(data_dir) == 0
+
+
+def test_import_keeps_long_messages_and_never_drops_one_silently(data_dir, tmp_path, capsys):
+    """A 42 KB turn (longer than the old 32 KB per-message limit, which failed the whole import) is imported
+    as several memories; a message over the per-message limit fails the import naming its line."""
+    long_turn = "\n\n".join(f"Step {i}: " + "check the configuration of the cluster node. " * 9 for i in range(100))
+    assert 40_000 < len(long_turn.encode()) < 48_000
+    lines = [json.dumps({"content": "short question", "role": "user"}),
+             json.dumps({"content": long_turn, "role": "assistant"})]  # fmt: skip
+    path = _write(tmp_path / "long.jsonl", "\n".join(lines) + "\n")
+    code, out, err = run(capsys, "import", str(path), "--user", "u", "--quiet")
+    assert code == 0, err
+    assert json.loads(out)["created"] == 2 and message_count(data_dir, "u") == 2
+    assert db_rows(data_dir, "SELECT count(*) FROM memories WHERE user_id = 'u'")[0][0] == 3  # 1 + 2 parts
+
+    too_long = _write(tmp_path / "too-long.jsonl", lines[0] + "\n" + json.dumps({"content": "x" * (513 * 1024)}))
+    code, out, err = run(capsys, "import", str(too_long), "--user", "v", "--quiet")
+    assert code == 2 and out == "" and "messages[1].content: is 525312 bytes; the limit is 524288 bytes" in err
+    assert message_count(data_dir, "v") == 0
 
 
 def test_import_of_a_missing_file_fails(data_dir, tmp_path, capsys):

@@ -49,7 +49,7 @@ def test_demo_script_imports_searches_and_serves(tmp_path) -> None:
         )
         assert found.status_code == 200 and found.json()["results"]
         ctx = httpx.post(f"{base}/v1/users/demo-user/context", json={"message": "Where do I live?"}, headers=headers)
-        assert ctx.status_code == 200 and ctx.json()["text"].startswith("What you remember about this user")
+        assert ctx.status_code == 200 and ctx.json()["text"].startswith("<memories>\nMemories of earlier conversations")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

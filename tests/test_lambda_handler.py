@@ -6,6 +6,7 @@ import asyncio
 import base64
 import importlib
 import json
+import re
 import sys
 from typing import Any
 
@@ -86,7 +87,7 @@ def test_add_and_search_with_a_key(lam, tmp_path):
     assert status == 200, body
     assert [h["memory"]["id"] for h in body["results"]] == [memory_id]
     assert body["results"][0]["memory"]["content"] == "Kim: I love green tea"
-    assert headers["x-request-id"] == "lam-1"
+    assert headers["x-client-request-id"] == "lam-1" and re.fullmatch(r"[0-9a-f]{32}", headers["x-request-id"])
 
     status, _, body = call(lam, http_event("POST", "/v1/users/u1/search", {"query": "tea"}))
     assert status == 401 and body["error"]["code"] == "unauthorized"

@@ -134,7 +134,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     app = create_app(MemoryService.from_settings(settings))
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level="warning", access_log=False, server_header=False
+    )
     return 0
 
 

@@ -83,8 +83,18 @@ class Settings(BaseSettings):
 
     # --- pipelines ----------------------------------------------------------------------
     recipe: str = Field("default", description="Named retrieval recipe (see cognis-memory recipes).")
-    max_message_bytes: int = Field(32 * 1024, description="Largest accepted message content, UTF-8 bytes.")
+    max_message_bytes: int = Field(
+        512 * 1024,
+        description="Largest accepted message content, UTF-8 bytes. Messages longer than memory_max_bytes are "
+        "stored as several memories (parts), each pointing to the message.",
+    )
+    memory_max_bytes: int = Field(
+        32 * 1024,
+        description="Largest text of one memory, UTF-8 bytes: the size of a long message's parts and the limit "
+        "of an edited memory's content.",
+    )
     max_messages_per_request: int = Field(500, description="Most messages in one add request.")
+    max_request_bytes: int = Field(16 * 1024 * 1024, description="Largest accepted HTTP request body, bytes (413).")
     job_max_attempts: int = Field(5, description="Ingest job attempts before dead-letter.")
     job_backoff_s: float = Field(2.0, description="First retry delay; doubles per attempt.")
     job_lease_s: float = Field(

@@ -229,7 +229,9 @@ async def serve_http(options: McpOptions) -> None:
         server = build_mcp_server(toolbox)
         # For a loopback host the SDK turns on DNS-rebinding protection (Host and Origin checks).
         app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=options.host)
-        config = uvicorn.Config(app, host=options.host, port=options.port, log_level="warning", access_log=False)
+        config = uvicorn.Config(
+            app, host=options.host, port=options.port, log_level="warning", access_log=False, server_header=False
+        )
         print(
             f"cognis-memory MCP server for user {options.user_id!r} at "
             f"http://{options.host}:{options.port}{HTTP_PATH} (streamable HTTP)",

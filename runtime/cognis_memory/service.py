@@ -19,23 +19,36 @@ import contextlib
 import hashlib
 import json
 import secrets
-import unicodedata
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from .config import Settings
-from .domain import Category, Job, Memory, MemoryKind, Message, Owner, Scope, as_utc, utcnow
+from .domain import (
+    Category,
+    Job,
+    Memory,
+    MemoryKind,
+    Message,
+    Owner,
+    Scope,
+    utcnow,
+)
 from .errors import InvalidInputError, NotFoundError
 from .ingest.categorizer import EmbeddingCategorizer
 from .ingest.embedding import MatryoshkaEncoder
-from .ingest.pipeline import IngestPipeline, IngestResult
+from .ingest.pipeline import RESERVED_METADATA_KEYS, IngestPipeline, IngestResult
 from .ingest.worker import JobWorker
 from .prompt_context import AssembledContext, assemble_context
 from .providers.base import LLM, Embedder, Reranker
 from .retrieval.config import RetrievalConfig, get_recipe
-from .retrieval.pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse
+from .retrieval.pipeline import (
+    RetrievalPipeline,
+    SearchHit,
+    SearchQuery,
+    SearchResponse,
+)
 from .retrieval.query_analysis import analyze_query
 from .serialization import memory_from_dict, memory_to_dict
 from .stores.base import ApiKeyRecord, MemoryStore
@@ -43,13 +56,22 @@ from .stores.cache import Cache, NullCache
 from .telemetry import names
 from .telemetry.emitter import Telemetry
 from .telemetry.recorder import StageRecorder
+from .validation import (
+    MAX_METADATA_DEPTH,
+    MAX_SPEAKER_CHARS,
+    check_id,
+    check_int,
+    check_name,
+    check_query,
+    check_text,
+    check_time,
+    enum_set,
+    enum_value,
+    metadata_depth,
+    unstorable_text,
+)
 
-MIN_TIME = datetime(1900, 1, 1, tzinfo=UTC)
-MAX_TIME = datetime(2200, 1, 1, tzinfo=UTC)
-MAX_ID_LENGTH = 128
-MAX_QUERY_CHARS = 4096
 MAX_CONTEXT_TOKENS = 32000
-MAX_METADATA_DEPTH = 16
 
 
 @dataclass(slots=True)
@@ -69,73 +91,6 @@ class MessageIn:
 
 def hash_api_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
-
-
-def check_id(field_name: str, value: str | None, *, required: bool = True) -> None:
-    if value is None:
-        if required:
-            raise InvalidInputError(field_name, "is required")
-        return
-    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
-        raise InvalidInputError(field_name, f"must be 1-{MAX_ID_LENGTH} characters")
-    if any(unicodedata.category(ch)[0] in "CZ" and ch != " " for ch in value) or value != value.strip():
-        raise InvalidInputError(field_name, "must not contain control characters or surrounding whitespace")
-
-
-def check_time(field_name: str, value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    v = as_utc(value)
-    if not MIN_TIME <= v <= MAX_TIME:
-        raise InvalidInputError(field_name, f"must be between {MIN_TIME.date()} and {MAX_TIME.date()}")
-    return v
-
-
-def _depth(value: Any, limit: int = MAX_METADATA_DEPTH + 1) -> int:
-    """Levels of nested objects/arrays in a JSON-like value, counted up to ``limit`` (no recursion)."""
-    depth, level = 0, [value]
-    while depth < limit:
-        level = [x for x in level if isinstance(x, (dict, list))]
-        if not level:
-            break
-        depth += 1
-        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x)]
-    return depth
-
-
-def _unstorable_text(value: Any) -> str | None:
-    """Why a JSON-like value cannot be stored by every store (a NUL or an unpaired surrogate in a key
-    or string), or None. Iterative, so any depth is safe."""
-    stack = [value]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            stack.extend(x.keys())
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
-        elif isinstance(x, str):
-            if "\x00" in x:
-                return "must not contain NUL characters"
-            try:
-                x.encode("utf-8")
-            except UnicodeEncodeError:
-                return "is not valid Unicode (unpaired surrogate)"
-    return None
-
-
-def check_text(field_name: str, value: str, max_bytes: int) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(field_name, "must not be empty")
-    if "\x00" in value:
-        raise InvalidInputError(field_name, "must not contain NUL characters")
-    try:
-        size = len(value.encode("utf-8", errors="strict"))
-    except UnicodeEncodeError:
-        raise InvalidInputError(field_name, "is not valid Unicode (unpaired surrogate)") from None
-    if size > max_bytes:
-        raise InvalidInputError(field_name, f"is {size} bytes; the limit is {max_bytes} bytes")
-    return value
 
 
 class MemoryService:
@@ -172,6 +127,7 @@ class MemoryService:
             categorizer=EmbeddingCategorizer(self.encoder),
             llm=llm,
             job_max_attempts=settings.job_max_attempts,
+            memory_max_bytes=settings.memory_max_bytes,
         )
         self.retrieval = RetrievalPipeline(
             store,
@@ -271,8 +227,6 @@ class MemoryService:
     def _owner(self, tenant_id: str, user_id: str) -> Owner:
         check_id("tenant_id", tenant_id)
         check_id("user_id", user_id)
-        if "/" in user_id or user_id in (".", ".."):  # a path segment of the HTTP API: never addressable
-            raise InvalidInputError("user_id", "must not contain '/' or be '.' or '..'")
         return Owner(tenant_id, user_id)
 
     def _to_message(self, owner: Owner, i: int, m: MessageIn, now: datetime) -> Message:
@@ -282,16 +236,18 @@ class MemoryService:
         check_id(f"{f}.session_id", m.session_id, required=False)
         check_id(f"{f}.agent_id", m.agent_id, required=False)
         if m.speaker is not None:
-            if not isinstance(m.speaker, str) or len(m.speaker) > 200 or not m.speaker.strip():
-                raise InvalidInputError(f"{f}.speaker", "must be 1-200 characters")
-            check_text(f"{f}.speaker", m.speaker, 800)
+            check_name(f"{f}.speaker", m.speaker)
+            check_text(f"{f}.speaker", m.speaker, 4 * MAX_SPEAKER_CHARS)
         if m.scope is Scope.CONTEXT and not m.session_id:
             raise InvalidInputError(f"{f}.session_id", "is required for CONTEXT scope")
         if not isinstance(m.metadata, dict):
             raise InvalidInputError(f"{f}.metadata", "must be an object")
-        if _depth(m.metadata) > MAX_METADATA_DEPTH:
+        for k in m.metadata:  # in the caller's order, so the error names the first one
+            if k in RESERVED_METADATA_KEYS:
+                raise InvalidInputError(f"{f}.metadata.{k}", "is reserved for the service; use another key")
+        if metadata_depth(m.metadata) > MAX_METADATA_DEPTH:
             raise InvalidInputError(f"{f}.metadata", f"is nested deeper than {MAX_METADATA_DEPTH} levels")
-        if (why := _unstorable_text(m.metadata)) is not None:  # PostgreSQL jsonb refuses both (a 500 before)
+        if (why := unstorable_text(m.metadata)) is not None:  # PostgreSQL jsonb refuses both (a 500 before)
             raise InvalidInputError(f"{f}.metadata", why)
         metadata = dict(m.metadata)
         if len(json.dumps(metadata, default=str)) > 8192:
@@ -318,6 +274,7 @@ class MemoryService:
         *,
         background: bool = False,
         request_id: str | None = None,
+        client_request_id: str | None = None,
     ) -> IngestResult:
         owner = self._owner(tenant_id, user_id)
         if not messages:
@@ -327,7 +284,7 @@ class MemoryService:
         now = utcnow()
         msgs = [self._to_message(owner, i, m, now) for i, m in enumerate(messages)]
         rec = StageRecorder()
-        with self._observed(names.OPERATION_INGEST, rec, request_id, tenant_id, user_id):
+        with self._observed(names.OPERATION_INGEST, rec, request_id, tenant_id, user_id, client_request_id):
             result = await self.ingest.ingest(owner, msgs, rec, background=background)
             if result.job is not None:
                 self.worker.notify()
@@ -355,17 +312,11 @@ class MemoryService:
         recipe: str | None = None,
         config: RetrievalConfig | None = None,
         request_id: str | None = None,
+        client_request_id: str | None = None,
     ) -> SearchResponse:
         owner = self._owner(tenant_id, user_id)
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("query", "must not be empty")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidInputError("query", f"must be at most {MAX_QUERY_CHARS} characters")
-        if "\x00" in query:
-            raise InvalidInputError("query", "must not contain NUL characters")
-        check_text("query", query, 4 * MAX_QUERY_CHARS)
-        if not 1 <= limit <= 100:
-            raise InvalidInputError("limit", "must be between 1 and 100")
+        check_query("query", query)
+        check_int("limit", limit, 1, 100)
         check_id("session_id", session_id, required=False)
         check_id("agent_id", agent_id, required=False)
         t_from, t_to = check_time("time_from", time_from), check_time("time_to", time_to)
@@ -375,10 +326,10 @@ class MemoryService:
             owner=owner,
             text=query,
             limit=limit,
-            scopes=_enum_set("scopes", Scope, scopes),
+            scopes=enum_set("scopes", Scope, scopes),
             session_id=session_id,
-            categories=_enum_set("categories", Category, categories),
-            kinds=_enum_set("kinds", MemoryKind, kinds),
+            categories=enum_set("categories", Category, categories),
+            kinds=enum_set("kinds", MemoryKind, kinds),
             agent_id=agent_id,
             time_from=t_from,
             time_to=t_to,
@@ -391,7 +342,7 @@ class MemoryService:
         except ValueError as exc:
             raise InvalidInputError("recipe", str(exc).removeprefix("recipe: ")) from None
         rec = StageRecorder()
-        with self._observed(names.OPERATION_SEARCH, rec, request_id, tenant_id, user_id):
+        with self._observed(names.OPERATION_SEARCH, rec, request_id, tenant_id, user_id, client_request_id):
             key = None if explain else _search_cache_key(q, cfg or self.retrieval_config)
             if key is not None:
                 cached = await self.cache.get_search(owner, key)
@@ -419,12 +370,8 @@ class MemoryService:
         tokens, for a system prompt; history questions bring the earlier versions along
         (see :mod:`cognis_memory.prompt_context`). ``search_options`` are :meth:`search`'s filters
         and options (session_id, scopes, time_from, ...). Also returns the search it was built from."""
-        if (
-            isinstance(max_tokens, bool)
-            or not isinstance(max_tokens, int)
-            or not 50 <= max_tokens <= MAX_CONTEXT_TOKENS
-        ):
-            raise InvalidInputError("max_tokens", f"must be between 50 and {MAX_CONTEXT_TOKENS}")
+        check_int("max_tokens", max_tokens, 50, MAX_CONTEXT_TOKENS)
+        check_query("message", message)
         response = await self.search(tenant_id, user_id, message, limit=limit, request_id=request_id, **search_options)
         assembled = assemble_context(
             [(h.memory, h.history) for h in response.hits], max_tokens=max_tokens, with_ids=with_ids
@@ -438,7 +385,13 @@ class MemoryService:
 
     @contextlib.contextmanager
     def _observed(
-        self, operation: str, rec: StageRecorder, request_id: str | None, tenant_id: str, user_id: str
+        self,
+        operation: str,
+        rec: StageRecorder,
+        request_id: str | None,
+        tenant_id: str,
+        user_id: str,
+        client_request_id: str | None = None,
     ) -> Iterator[None]:
         """One JSON log line and the EMF metrics of a request, whether it succeeds or fails."""
         event, latency_metric, pipeline = self._OPERATIONS[operation]
@@ -450,7 +403,13 @@ class MemoryService:
             raise
         finally:
             self.telemetry.log_request(
-                event, rec, request_id=request_id, tenant_id=tenant_id, user_id=user_id, error=error
+                event,
+                rec,
+                request_id=request_id,
+                tenant_id=tenant_id,
+                user_id=user_id,
+                error=error,
+                **({"client_request_id": client_request_id} if client_request_id else {}),
             )
             self.telemetry.emit_request_metrics(
                 operation=operation, latency_metric=latency_metric, pipeline=pipeline, rec=rec, error=error
@@ -488,11 +447,11 @@ class MemoryService:
         current = await self.get_memory(tenant_id, user_id, memory_id)
         changes: dict[str, Any] = {}
         if content is not None:
-            changes["content"] = check_text("content", content, self.settings.max_message_bytes)
+            changes["content"] = check_text("content", content, self.settings.memory_max_bytes)
             full, short = self.encoder.encode([changes["content"]])
             changes["embedding"], changes["embedding_short"] = full[0], short[0]
         if category is not None:
-            changes["category"] = _enum_value("category", Category, category)
+            changes["category"] = enum_value("category", Category, category)
         if event_time is not None:
             changes["event_time"] = check_time("event_time", event_time)
         if not changes:
@@ -523,8 +482,7 @@ class MemoryService:
         self, tenant_id: str, user_id: str, *, include_history: bool = False, limit: int = 100, after: str | None = None
     ) -> list[Memory]:
         owner = self._owner(tenant_id, user_id)
-        if not 1 <= limit <= 1000:
-            raise InvalidInputError("limit", "must be between 1 and 1000")
+        check_int("limit", limit, 1, 1000)
         check_id("after", after, required=False)
         return await self.store.list_memories(owner, include_history=include_history, limit=limit, after_id=after)
 
@@ -607,17 +565,3 @@ def _response_from_cache(cached: dict[str, Any], q: SearchQuery, cfg: RetrievalC
         for h in cached["hits"]
     ]
     return SearchResponse(hits=hits, analysis=analysis)
-
-
-def _enum_value(field_name: str, enum: type, value: Any) -> Any:
-    try:
-        return enum(value)
-    except ValueError:
-        allowed = ", ".join(e.value for e in enum)
-        raise InvalidInputError(field_name, f"unknown value {str(value)[:64]!r}; allowed: {allowed}") from None
-
-
-def _enum_set(field_name: str, enum: type, values: Sequence[Any] | None) -> frozenset[Any] | None:
-    if values is None:
-        return None
-    return frozenset(_enum_value(field_name, enum, v) for v in values)

@@ -11,19 +11,17 @@ what reached it.
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cognis_memory.api.app import create_app
 from cognis_memory.config import Settings
 from cognis_memory.service import MemoryService
 from cognis_memory.stores.embedded import EmbeddedStore
+from tests.http_server import serve_in_thread
 
 API_KEYS = "agent-key=acme,agent-read=acme:read,other-key=globex"
 
@@ -86,15 +84,5 @@ def live_server(tmp_path, embedder) -> Iterator[LiveServer]:
     store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
     service = MemoryService(settings, store=store, embedder=embedder)
     front = FaultFront(create_app(service))
-    server = uvicorn.Server(uvicorn.Config(front, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            pytest.fail("the test server did not start")
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield LiveServer(f"http://127.0.0.1:{port}", front)
-    server.should_exit = True
-    thread.join(timeout=20)
+    with serve_in_thread(front) as url:
+        yield LiveServer(url, front)

@@ -45,13 +45,14 @@ def _nested(depth: int) -> bytes:
 MSGS = f"/v1/users/{USER}/messages"
 SEARCH = f"/v1/users/{USER}/search"
 MEMORY = f"/v1/users/{USER}/memories/{{memory_id}}"
+CONTEXT = f"/v1/users/{USER}/context"
 
 # (id, method, path, json body or raw bytes, status, field named in the error)
 CASES: list[tuple[str, str, str, Any, int, str]] = [
     ("empty-content", "POST", MSGS, _msg(content=""), 422, "messages[0].content"),
     ("whitespace-content", "POST", MSGS, _msg(content=" \n\t  "), 422, "messages[0].content"),
-    ("oversized-content", "POST", MSGS, _msg(content="a" * (32 * 1024 + 1)), 422, "messages[0].content"),
-    ("oversized-multibyte", "POST", MSGS, _msg(content="é" * (16 * 1024 + 1)), 422, "messages[0].content"),
+    ("oversized-content", "POST", MSGS, _msg(content="a" * (512 * 1024 + 1)), 422, "messages[0].content"),
+    ("oversized-multibyte", "POST", MSGS, _msg(content="é" * (256 * 1024 + 1)), 422, "messages[0].content"),
     ("nul-in-content", "POST", MSGS, _msg(content="a\x00b"), 422, "messages[0].content"),
     ("lone-surrogate", "POST", MSGS, b'{"messages":[{"content":"\\ud800 x"}]}', 422, "messages[0].content"),
     ("surrogate-speaker", "POST", MSGS, b'{"messages":[{"content":"x","speaker":"\\udfff"}]}', 422,
@@ -103,7 +104,7 @@ CASES: list[tuple[str, str, str, Any, int, str]] = [
     ("metadata-not-object", "POST", MSGS, _msg(metadata=[1, 2]), 422, "messages[0].metadata"),
     ("metadata-too-large", "POST", MSGS, _msg(metadata={"k": "v" * 9000}), 422, "messages[0].metadata"),
     ("metadata-nested-deep", "POST", MSGS, _nested(40), 422, "messages[0].metadata"),
-    ("body-nested-very-deep", "POST", MSGS, _nested(5000), 400, "body"),
+    ("body-nested-very-deep", "POST", MSGS, _nested(5000), 422, "messages[0].metadata"),
     ("invalid-utf8", "POST", MSGS, b'{"messages":[{"content":"caf\xe9 \xff\xfe"}]}', 400, "body"),
     ("not-json", "POST", MSGS, b"messages=hello", 422, "body"),
     ("truncated-json", "POST", MSGS, b'{"messages":[{"content":"x"', 422, "body"),
@@ -111,6 +112,36 @@ CASES: list[tuple[str, str, str, Any, int, str]] = [
     ("content-wrong-type", "POST", MSGS, _msg(content=["a", "b"]), 422, "messages[0].content"),
     ("patch-nothing", "PATCH", MEMORY, {}, 422, "body"),
     ("patch-empty-content", "PATCH", MEMORY, {"content": "  "}, 422, "content"),
+    # -- issue 11: reserved metadata keys (the server owns ids), strict types, speakers, identifiers, context
+    ("metadata-raw-memory-id", "POST", MSGS, _msg(metadata={"raw_memory_id": "../../etc/passwd x"}), 422,
+     "messages[0].metadata.raw_memory_id"),
+    ("metadata-scope", "POST", MSGS, _msg(metadata={"scope": "CONTEXT"}), 422, "messages[0].metadata.scope"),
+    ("metadata-role", "POST", MSGS, _msg(metadata={"role": "system"}), 422, "messages[0].metadata.role"),
+    ("metadata-part", "POST", MSGS, _msg(metadata={"part": 1, "parts": 9}), 422, "messages[0].metadata.part"),
+    ("search-limit-true", "POST", SEARCH, {"query": "x", "limit": True}, 422, "limit"),
+    ("search-limit-numeric-string", "POST", SEARCH, {"query": "x", "limit": "5"}, 422, "limit"),
+    ("search-limit-float", "POST", SEARCH, {"query": "x", "limit": 5.0}, 422, "limit"),
+    ("search-explain-string", "POST", SEARCH, {"query": "x", "explain": "yes"}, 422, "explain"),
+    ("search-history-number", "POST", SEARCH, {"query": "x", "include_history": 1}, 422, "include_history"),
+    ("search-query-number", "POST", SEARCH, {"query": 42}, 422, "query"),
+    ("context-with-ids-string", "POST", CONTEXT, {"message": "x", "with_ids": "yes"}, 422, "with_ids"),
+    ("context-max-tokens-string", "POST", CONTEXT, {"message": "x", "max_tokens": "500"}, 422, "max_tokens"),
+    ("context-empty-message", "POST", CONTEXT, {"message": "  "}, 422, "message"),
+    ("context-message-too-long", "POST", CONTEXT, {"message": "word " * 1000}, 422, "message"),
+    ("timestamp-unix-seconds", "POST", MSGS, _msg(timestamp=1_700_000_000), 422, "messages[0].timestamp"),
+    ("speaker-number", "POST", MSGS, _msg(speaker=7), 422, "messages[0].speaker"),
+    ("speaker-bidi-override", "POST", MSGS, _msg(speaker="Ma\u202eya"), 422, "messages[0].speaker"),
+    ("speaker-zero-width", "POST", MSGS, _msg(speaker="\u200bMaya"), 422, "messages[0].speaker"),
+    ("speaker-newline", "POST", MSGS, _msg(speaker="Maya\nSystem"), 422, "messages[0].speaker"),
+    ("speaker-surrounding-space", "POST", MSGS, _msg(speaker=" Maya"), 422, "messages[0].speaker"),
+    ("user-id-cyrillic-lookalike", "POST", "/v1/users/%D0%B0lice/messages", _msg(), 422, "user_id"),
+    ("user-id-accented", "POST", "/v1/users/%C3%A0lice/messages", _msg(), 422, "user_id"),
+    ("user-id-inner-space", "POST", "/v1/users/al%20ice/messages", _msg(), 422, "user_id"),
+    ("session-id-fullwidth", "POST", MSGS, _msg(session_id="ｓ1"), 422, "messages[0].session_id"),
+    ("client-id-wildcard", "POST", MSGS, _msg(client_message_id="c*"), 422, "messages[0].client_message_id"),
+    ("metadata-nested-1000", "POST", MSGS, _nested(1000), 422, "messages[0].metadata"),
+    ("search-filter-nested-deep", "POST", SEARCH, b'{"query":"x","scopes":' + b"[" * 200 + b"]" * 200 + b"}", 422,
+     "scopes"),
 ]
 
 
@@ -138,8 +169,8 @@ async def test_bad_input_is_rejected_naming_the_field_and_changes_nothing(
 
 async def test_error_messages_say_what_is_wrong(api_env, seeded):
     async with api_env.client() as c:
-        r = await c.post(MSGS, json=_msg(content="a" * 40000))
-        assert r.json()["error"]["message"] == "messages[0].content: is 40000 bytes; the limit is 32768 bytes"
+        r = await c.post(MSGS, json=_msg(content="a" * 600000))
+        assert r.json()["error"]["message"] == "messages[0].content: is 600000 bytes; the limit is 524288 bytes"
         r = await c.post(MSGS, json=_msg(timestamp="0001-01-01T00:00:00Z"))
         assert "between 1900-01-01 and 2200-01-01" in r.json()["error"]["message"]
         r = await c.post(MSGS, json=_msg(colour="red"))
@@ -158,7 +189,7 @@ async def test_content_at_the_limit_is_accepted(api_env, seeded):
 
 async def test_huge_body_with_content_length_is_413(api_env, seeded):
     before = await _state(api_env)
-    big = b'{"messages":[{"content":"' + b"a" * (18 << 20) + b'"}]}'  # over 500 x 32 KB + 1 MB
+    big = b'{"messages":[{"content":"' + b"a" * (18 << 20) + b'"}]}'  # over the 16 MB default
     async with api_env.client() as c:
         r = await c.post(MSGS, content=big, headers={"Content-Type": "application/json"})
     assert r.status_code == 413
@@ -204,7 +235,12 @@ async def test_operator_words_still_match_as_words(api_env, seeded):
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def small_env(tmp_path_factory, embedder):
     env = await build_env(
-        tmp_path_factory.mktemp("small"), embedder, max_message_bytes=64, max_messages_per_request=3
+        tmp_path_factory.mktemp("small"),
+        embedder,
+        max_message_bytes=64,
+        memory_max_bytes=64,
+        max_messages_per_request=3,
+        max_request_bytes=1 << 20,
     )
     yield env
     await env.service.close()
@@ -230,7 +266,7 @@ async def test_configurable_message_size_limit(small_env):
 
 
 async def test_streamed_body_over_the_limit_is_413(small_env):
-    # small_env's body limit is 1 MB (the floor); no Content-Length header is sent
+    # small_env's body limit is 1 MB; no Content-Length header is sent
     async def chunks():
         yield b'{"messages":[{"content":"'
         for _ in range(20):

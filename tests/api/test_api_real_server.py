@@ -70,7 +70,10 @@ def test_real_server_over_http(server):
             headers={"Authorization": "Bearer real-key", "X-Request-Id": "real-req-ingest"},
         )  # fmt: skip
         assert r.status_code == 201, r.text
-        assert r.headers["X-Request-Id"] == "real-req-ingest"
+        assert r.headers["X-Client-Request-Id"] == "real-req-ingest"
+        ingest_id = r.headers["X-Request-Id"]  # the server's own
+        assert "server" not in r.headers  # no banner naming the server software
+        assert (r.headers["X-Content-Type-Options"], r.headers["Cache-Control"]) == ("nosniff", "no-store")
         memory = r.json()["memories"][0]
         assert memory["event_time"].startswith("2025-04")
 
@@ -80,7 +83,7 @@ def test_real_server_over_http(server):
             headers={"X-API-Key": "real-read", "X-Request-Id": "real-req-search"},
         )
         assert r.status_code == 200, r.text
-        assert r.headers["X-Request-Id"] == "real-req-search"
+        search_id = r.headers["X-Request-Id"]
         assert [h["memory"]["id"] for h in r.json()["results"]] == [memory["id"]]
 
         r = c.delete("/v1/users/alice", headers={"X-API-Key": "real-read"})
@@ -120,7 +123,7 @@ def test_real_server_over_http(server):
     server["out"].seek(0)
     lines = [json.loads(line) for line in server["out"].read().splitlines() if line.startswith("{")]
     logs = {r["request_id"]: r for r in lines if "event" in r}
-    assert logs["real-req-ingest"]["event"] == "memory_ingest"
-    assert logs["real-req-search"]["event"] == "memory_retrieval"
-    assert logs["real-req-search"]["results_final"] == 1
+    assert (logs[ingest_id]["event"], logs[ingest_id]["client_request_id"]) == ("memory_ingest", "real-req-ingest")
+    assert (logs[search_id]["event"], logs[search_id]["client_request_id"]) == ("memory_retrieval", "real-req-search")
+    assert logs[search_id]["results_final"] == 1
     assert any(r.get("_aws", {}).get("CloudWatchMetrics") for r in lines)

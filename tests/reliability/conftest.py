@@ -124,19 +124,20 @@ def isolation_llm(truth: Truth) -> Iterator[tuple[ScriptedLLMServer, IsolationLL
 
 # -- stores on the shared session servers ------------------------------------------------------------
 async def open_store(kind: str, request: pytest.FixtureRequest, tmp_dir, dim: int, **kwargs: Any) -> StoreHandle:
-    """A fresh, opened store of ``kind`` in a private namespace of the shared servers."""
-    if kind == "embedded":
-        handle = build_embedded(tmp_dir / f"{unique_prefix('e')}.db", dim)
-    elif kind == "dual":
+    """A fresh, opened store of ``kind`` (one of STORE_KINDS) in a private namespace of the shared servers."""
+
+    def embedded() -> StoreHandle:
+        return build_embedded(tmp_dir / f"{unique_prefix('e')}.db", dim)
+
+    def dual() -> StoreHandle:
         pg = request.getfixturevalue("postgres_server")
         os_ = request.getfixturevalue("opensearch_server")
-        dsn = pg.create_database(unique_prefix("db"))
-        handle = build_dual(dsn, os_.url, dim, **kwargs)
-    elif kind == "opensearch":
-        os_ = request.getfixturevalue("opensearch_server")
-        handle = build_opensearch(os_.url, dim, **kwargs)
-    else:  # pragma: no cover
-        raise ValueError(kind)
+        return build_dual(pg.create_database(unique_prefix("db")), os_.url, dim, **kwargs)
+
+    def opensearch() -> StoreHandle:
+        return build_opensearch(request.getfixturevalue("opensearch_server").url, dim, **kwargs)
+
+    handle = {"embedded": embedded, "dual": dual, "opensearch": opensearch}[kind]()
     await handle.store.open()
     return handle
 

@@ -25,7 +25,8 @@ from cognis_memory.service import MemoryService
 from cognis_memory.telemetry.emitter import Telemetry
 
 DIM_SHORT = 128
-TOKEN_RE = re.compile(r"zq[0-9a-f]{10}")
+#: An owner's random token ("zq" + 10 hex) or speaker name (the same, capitalised: "Zq" + 10 hex).
+TOKEN_RE = re.compile(r"[zZ]q[0-9a-f]{10}")
 HEX32_RE = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
 
 #: Words every owner uses, so that BM25 and vectors would match other owners' rows if a filter were missing.
@@ -179,12 +180,22 @@ class Truth:
     memory_ids_of: dict[Owner, dict[str, None]] = field(default_factory=dict)
     job_ids_of: dict[Owner, list[str]] = field(default_factory=dict)
     forgotten: set[Owner] = field(default_factory=set)
+    speaker_of: dict[Owner, str] = field(default_factory=dict)
 
     def token(self, owner: Owner) -> str:
         tok = new_token()
         self.token_owner[tok] = owner
         self.tokens_of.setdefault(owner, []).append(tok)
         return tok
+
+    def speaker(self, owner: Owner) -> str:
+        """The owner's speaker name: a capitalised token, so that the speaker directory is exercised and a
+        name that reaches another owner is caught like any other token."""
+        name = self.speaker_of.get(owner)
+        if name is None:
+            name = self.speaker_of[owner] = "Z" + new_token()[1:]
+            self.token_owner[name] = owner
+        return name
 
     def register(self, owner: Owner, *ids: str, kind: str = "memory") -> None:
         for i in ids:

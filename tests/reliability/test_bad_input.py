@@ -132,9 +132,11 @@ async def test_injection_queries_find_only_the_callers_data(env):
 async def test_injection_in_filters_and_ids_is_rejected_or_harmless(env):
     before = await env.exports()
     searches = [
-        ({"query": "bees", "session_id": "' OR 1=1 --"}, 200),
-        ({"query": "bees", "agent_id": "*"}, 200),
-        ({"query": "bees", "agent_id": "victim' OR '1'='1"}, 200),
+        ({"query": "bees", "session_id": "' OR 1=1 --"}, 422),  # not an id (docs/design-notes.md)
+        ({"query": "bees", "agent_id": "*"}, 422),
+        ({"query": "bees", "agent_id": "victim' OR '1'='1"}, 422),
+        ({"query": "bees", "session_id": "s1' OR '1'='1"}, 422),
+        ({"query": "bees", "agent_id": "a1|victim"}, 200),  # a valid id, matched as a whole
         ({"query": "bees", "categories": ["health' OR '1'='1"]}, 422),
         ({"query": "bees", "categories": ["travel", "unknown_category"]}, 422),
         ({"query": "bees", "kinds": ["raw OR 1"]}, 422),
@@ -206,7 +208,9 @@ async def test_bad_writes_are_refused_and_change_nothing(env):
         ("POST", "/messages", {"messages": [{"content": "x", "client_message_id": "c\x1f"}]}, None),
         ("POST", "/messages", {"messages": [{"content": "x", "session_id": " s"}]}, None),
         ("POST", "/messages", {"messages": [{"content": "x", "agent_id": "a" * 129}]}, None),
-        ("POST", "/messages", {"messages": [{"content": "x" * 40000}]}, None),
+        ("POST", "/messages", {"messages": [{"content": "x" * (512 * 1024 + 1)}]}, None),
+        ("POST", "/messages", {"messages": [{"content": "x", "metadata": {"raw_memory_id": target}}]}, None),
+        ("POST", "/messages", {"messages": [{"content": "x", "speaker": "Vic\u202e"}]}, None),
         ("POST", "/messages", {"messages": [{"content": "x", "metadata": _deep(20)}]}, None),
         ("POST", "/messages", {"messages": [{"content": "x", "metadata": {"k": "v" * 9000}}]}, None),
         ("POST", "/messages", {"messages": [{"content": "ok"}] * 501}, None),

@@ -125,13 +125,22 @@ async def test_postgres_restart_and_crash_under_load_dual_store(private_pg, open
             tasks = [asyncio.create_task(writer(w)) for w in range(3)] + [
                 asyncio.create_task(searcher()) for _ in range(2)
             ]
-            await asyncio.sleep(1.5)
+            async def more_writes(n: int) -> None:
+                """Wait until the writers got ``n`` more answers of any kind (they are running into the server)."""
+                start = len(acked) + len(refused)
+
+                async def grew() -> bool:
+                    return len(acked) + len(refused) >= start + n
+
+                await until(grew, 60, f"{n} more answered writes", interval_s=0.05)
+
+            await more_writes(6)  # load is flowing
             await asyncio.to_thread(private_pg.restart)  # graceful (fast) shutdown and start
-            await asyncio.sleep(1.5)
+            await more_writes(6)
             await asyncio.to_thread(private_pg.kill)  # crash
-            await asyncio.sleep(0.5)
+            await more_writes(3)  # writes meet the dead server (503s)
             await asyncio.to_thread(private_pg.start)  # recovery from the WAL
-            await asyncio.sleep(1.5)
+            await more_writes(6)
             stop.set()
             await asyncio.gather(*tasks)
             assert api.missing_retry_after == 0
@@ -296,9 +305,8 @@ async def test_redis_down_searches_and_writes_go_on_uncached(redis_env):
         r = await api.search("pat", "fruit plums apricots cherries figs lemon quince strawberries", limit=20)
         assert len(r.json()["results"]) == 7, r.json()["results"]
         await asyncio.to_thread(server.start)
-        await asyncio.sleep(0.6)  # the cache's retry_after_s
 
-        async def cached_again() -> bool:
+        async def cached_again() -> bool:  # once the cache's retry_after_s has passed
             await api.search("pat", "plums again")
             return await redis_keys(cache) > 0
 
@@ -317,10 +325,15 @@ async def test_redis_paused_during_forget_never_serves_the_forgotten_data(redis_
             assert (await api.call("forget", "DELETE", "/v1/users/pat")).status_code == 200
         finally:
             os.kill(server.pid, signal.SIGCONT)
-        await asyncio.sleep(0.6)
-        r = await api.search("pat", "figs")
-        assert r.status_code == 200
-        assert r.json()["results"] == [], f"a forgotten user's memory was served from the cache: {r.text[:300]}"
+
+        async def forget_replayed() -> bool:
+            """Every search meanwhile finds nothing; done when the cache holds the user's entries again."""
+            r = await api.search("pat", "figs")
+            assert r.status_code == 200
+            assert r.json()["results"] == [], f"a forgotten user's memory was served from the cache: {r.text[:300]}"
+            return await redis_keys(cache) > 0
+
+        await until(forget_replayed, 15, "the cache to be used again after the replayed forget", interval_s=0.1)
 
 
 # -- reranker endpoint timing out -----------------------------------------------------------------

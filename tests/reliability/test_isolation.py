@@ -37,15 +37,16 @@ SCALE = float(os.environ.get("COGNIS_RELIABILITY_SCALE", "1"))
 ISOLATION_EXAMPLES = max(1, int(12 * SCALE))
 API_EXAMPLES = max(1, int(6 * SCALE))
 
-#: (tenant, user) shapes that collide under naive concatenation, case folding or globbing.
+#: (tenant, user) shapes that collide under naive concatenation, case folding or pattern matching
+#: (``_`` is a LIKE wildcard; ``|`` and ``:`` are common key separators), within the id rule.
 OWNER_SHAPES = [
     ("x", "y:z"),
     ("x:y", "z"),
     ("x", "z"),
     ("X", "z"),
     ("x", "Z"),
-    ("x", "y*"),
-    ("tén ant", "ü s"),
+    ("x", "y_"),
+    ("x|y", "z"),
     ("x", "y"),
 ]
 DATES = [
@@ -165,7 +166,7 @@ class Program:
         payload = [
             {
                 "content": f"I talked about {' and '.join(m['words'])} today {tok}",
-                "speaker": "Pat",
+                "speaker": self.truth.speaker(owner),
                 "timestamp": DATES[m["ts"]] if m["ts"] is not None else None,
                 "session_id": m["session"],
                 "agent_id": m["agent"],
@@ -191,11 +192,11 @@ class Program:
     def search_body(self, owner: Owner, f: dict[str, Any]) -> dict[str, Any]:
         words = list(f["words"])
         if f["own_token"] and self.truth.tokens_of.get(owner):
-            words.append(self.truth.tokens_of[owner][-1])
-        for i in f["foreign"]:  # ask for other owners' tokens: a missing filter would surface them
+            words += [self.truth.tokens_of[owner][-1], self.truth.speaker(owner)]
+        for i in f["foreign"]:  # ask for other owners' tokens and speakers: a missing filter would surface them
             o = self.owner(i)
             if o != owner and self.truth.tokens_of.get(o):
-                words.append(self.truth.tokens_of[o][-1])
+                words += [self.truth.tokens_of[o][-1], self.truth.speaker(o)]
         time_from = time_to = None
         if f["time"] is not None:
             time_from, time_to = DATES[f["time"][0]] - timedelta(hours=1), DATES[f["time"][1]] + timedelta(hours=1)
@@ -219,6 +220,9 @@ class Program:
         out = await self.ex.search(owner, body, cached=f["cached"] if cached is None else cached)
         where = f"search[{self.ex.name}, cached={f['cached'] if cached is None else cached}, {body}]"
         self.truth.check_blob(owner, out, where, echo=body["query"])
+        for name in (out.get("explain") or {}).get("analysis", {}).get("speaker_names", []):
+            if self.truth.token_owner.get(name, owner) != owner:  # the name was echoed, but known as a speaker
+                raise Leak(f"{where}: {self.truth.token_owner[name]}'s speaker {name} was known to {owner}")
         assert len(out["results"]) <= body["limit"], where
         self.stats["searches"] += 1
         self.stats["hits"] += len(out["results"])

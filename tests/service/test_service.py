@@ -47,7 +47,7 @@ def _t(s: str) -> datetime:
 ADD_CASES: list[tuple[str, dict[str, Any], list[MessageIn], str]] = [
     ("empty-content", {}, [MessageIn(content="")], "messages[0].content"),
     ("whitespace", {}, [MessageIn(content="ok"), MessageIn(content="\n \t")], "messages[1].content"),
-    ("oversized", {}, [MessageIn(content="a" * 32769)], "messages[0].content"),
+    ("oversized", {}, [MessageIn(content="a" * (512 * 1024 + 1))], "messages[0].content"),
     ("not-a-string", {}, [MessageIn(content=42)], "messages[0].content"),  # type: ignore[arg-type]
     ("speaker-number", {}, [MessageIn(content="x", speaker=7)], "messages[0].speaker"),  # type: ignore[arg-type]
     ("speaker-too-long", {}, [MessageIn(content="x", speaker="s" * 201)], "messages[0].speaker"),

@@ -3,8 +3,12 @@
 Routes live under ``/v1/users/{user_id}/...``: the tenant comes from the API key, the user
 from the path, so every call names its owner explicitly. ``/health`` (liveness) and
 ``/ready`` (readiness: each store component reachable) are open and reveal no data; the
-OpenAPI docs are at ``/docs``. Everything else needs ``Authorization: Bearer <key>`` or
-``X-API-Key: <key>``; read-only keys may search and read but not write.
+OpenAPI docs are at ``/docs``. Everything under ``/v1/`` needs ``Authorization: Bearer <key>``
+or ``X-API-Key: <key>``, checked before the body is read (:mod:`.auth`); each route declares
+whether it reads (:data:`~.auth.ReadKey`) or writes (:data:`~.auth.WriteKey`), and read-only
+keys get 403 on writes. The middleware (:mod:`.middleware`) adds a server-generated request id,
+the security headers, the body limits, and answers unexpected failures with a 500 body while
+keeping the connection usable.
 
 Errors always have the shape ``{"error": {"code", "message", "field"}}``:
 422 invalid input (naming the field), 401/403 auth, 404 not found (also for other owners'
@@ -14,20 +18,25 @@ ids), 409 conflict, 413 body too large, 503 dependency unavailable (retryable, w
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import ConflictError, DependencyUnavailable, InvalidInputError, NotFoundError, PermissionDeniedError
+from ..errors import (
+    ConflictError,
+    DependencyUnavailable,
+    InvalidInputError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from ..service import MemoryService, MessageIn
-from ..stores.base import ApiKeyRecord
+from .auth import ApiKeyAuth, ReadKey, WriteKey
+from .middleware import RequestBody, RequestContext, request_ids, unavailable_error
 from .schemas import (
     AddMessagesBody,
     AddMessagesOut,
@@ -62,58 +71,6 @@ def _error(status: int, code: str, message: str, field: str | None = None, **hea
     )
 
 
-class BodySizeLimit:
-    """Reject bodies over ``max_bytes`` with 413, whether or not Content-Length is sent."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await _error(413, "body_too_large", f"body: larger than {self.max_bytes} bytes", "body")(
-                    scope, receive, send
-                )
-                return
-        seen, too_large = 0, False
-
-        async def limited() -> Message:
-            nonlocal seen, too_large
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    too_large = True
-                    raise _BodyTooLarge()
-            return message
-
-        async def guarded_send(message: Message) -> None:
-            # FastAPI turns an exception raised while reading the body into its own 400
-            # response; once the limit was hit, that answer is dropped for the 413 below.
-            if not too_large:
-                await send(message)
-
-        try:
-            await self.app(scope, limited, guarded_send)
-        except _BodyTooLarge:
-            pass
-        if too_large:
-            await _error(413, "body_too_large", f"body: larger than {self.max_bytes} bytes", "body")(
-                scope, receive, send
-            )
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-class _Unauthorized(Exception):
-    pass
-
-
 def _field_path(loc: tuple | list) -> str:
     """Pydantic's location as a field path: ("body", "messages", 0, "content") -> messages[0].content."""
     out = ""
@@ -127,29 +84,10 @@ def _field_path(loc: tuple | list) -> str:
     return out
 
 
-async def api_key(
-    request: Request,
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-    x_api_key: Annotated[str | None, Header(include_in_schema=False)] = None,
-) -> ApiKeyRecord:
-    """The caller's key record; read-only keys may only read and search."""
-    service: MemoryService = request.app.state.service
-    key = x_api_key
-    if authorization and authorization.lower().startswith("bearer "):
-        key = authorization[7:].strip()
-    if service.settings.auth_disabled and not key:
-        return ApiKeyRecord(key_hash="", tenant_id=service.settings.auth_disabled_tenant)
-    record = await service.authenticate(key or "")
-    if record is None:
-        raise _Unauthorized()
-    route = request.scope.get("route")
-    is_search = request.method == "POST" and getattr(route, "name", None) in ("search", "context")
-    if record.read_only and request.method not in ("GET", "HEAD") and not is_search:
-        raise PermissionDeniedError("this API key is read-only")
-    return record
-
-
-Key = Annotated[ApiKeyRecord, Depends(api_key)]
+def _ids(request: Request) -> dict[str, str | None]:
+    """The request's ids for the service's log line (set by the RequestContext middleware)."""
+    request_id, client_request_id = request_ids(request.scope)
+    return {"request_id": request_id, "client_request_id": client_request_id}
 
 
 def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> FastAPI:
@@ -174,7 +112,6 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     )
     app.state.service = service
     settings = service.settings
-    max_body = max(1 << 20, settings.max_message_bytes * settings.max_messages_per_request + (1 << 20))
 
     # -- errors -------------------------------------------------------------------------
     @app.exception_handler(RequestValidationError)
@@ -191,7 +128,7 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 400:  # the body could not be parsed (invalid UTF-8, broken JSON, too deep)
+        if exc.status_code == 400:  # the body could not be parsed (invalid UTF-8)
             return _error(400, "invalid_body", "body: not valid UTF-8 JSON", "body")
         codes = {404: "not_found", 405: "method_not_allowed"}
         return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
@@ -214,37 +151,13 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
 
     @app.exception_handler(DependencyUnavailable)
     async def _unavailable(_: Request, exc: DependencyUnavailable) -> JSONResponse:
-        return _error(
-            503, "dependency_unavailable", f"{exc.dependency} is unavailable; retry later", **{"Retry-After": "2"}
-        )
+        status, code, message, headers = unavailable_error(exc)
+        return _error(status, code, message, **{k.decode(): v.decode() for k, v in headers})
 
-    @app.exception_handler(RecursionError)
-    async def _too_deep(_: Request, exc: RecursionError) -> JSONResponse:
-        return _error(422, "invalid_input", "body: JSON nested too deeply", "body")
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        service.telemetry.log_error("unhandled_error", request_id=getattr(request.state, "request_id", None), error=exc)
-        return _error(500, "internal_error", "internal error; the request id is in the X-Request-Id header")
-
-    # -- request ids --------------------------------------------------------------------
-    @app.middleware("http")
-    async def _request_id(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        incoming = request.headers.get("x-request-id", "")
-        rid = incoming if 0 < len(incoming) <= 128 and incoming.isprintable() else uuid.uuid4().hex
-        request.state.request_id = rid
-        response = await call_next(request)
-        response.headers["X-Request-Id"] = rid
-        return response
-
-    app.add_middleware(BodySizeLimit, max_bytes=max_body)
-
-    @app.exception_handler(_Unauthorized)
-    async def _unauth(_: Request, exc: Exception) -> JSONResponse:
-        return _error(401, "unauthorized", "missing or unknown API key", **{"WWW-Authenticate": "Bearer"})
-
-    def rid(request: Request) -> str:
-        return request.state.request_id
+    # -- middleware (added innermost first: RequestContext ends up outermost) ----------------
+    app.add_middleware(RequestBody, max_bytes=settings.max_request_bytes)
+    app.add_middleware(ApiKeyAuth, service=service)
+    app.add_middleware(RequestContext, telemetry=service.telemetry)
 
     # -- routes -------------------------------------------------------------------------
     @app.get("/health", tags=["health"], summary="Liveness")
@@ -263,13 +176,13 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
         status_code=201,
         summary="Add messages (sync: all stages; async: store now, extract in a job)",
     )
-    async def add_messages(user_id: str, body: AddMessagesBody, key: Key, request: Request, response: Response):
+    async def add_messages(user_id: str, body: AddMessagesBody, key: WriteKey, request: Request, response: Response):
         result = await service.add_messages(
             key.tenant_id,
             user_id,
             [MessageIn(**m.model_dump()) for m in body.messages],
             background=body.mode == "async",
-            request_id=rid(request),
+            **_ids(request),
         )
         if result.job is not None:
             response.status_code = 202
@@ -281,9 +194,9 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
         )
 
     @app.post("/v1/users/{user_id}/search", tags=["search"], response_model=SearchOut, summary="Search memories")
-    async def search(user_id: str, body: SearchBody, key: Key, request: Request):
+    async def search(user_id: str, body: SearchBody, key: ReadKey, request: Request):
         res = await service.search(
-            key.tenant_id, user_id, body.query, request_id=rid(request), **body.model_dump(exclude={"query"})
+            key.tenant_id, user_id, body.query, **_ids(request), **body.model_dump(exclude={"query"})
         )
         return SearchOut(
             results=[
@@ -306,9 +219,9 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
         response_model=ContextOut,
         summary="Relevant memories as a compact text block for a system prompt, sized to a token budget",
     )
-    async def context(user_id: str, body: ContextBody, key: Key, request: Request):
+    async def context(user_id: str, body: ContextBody, key: ReadKey, request: Request):
         assembled, res = await service.context(
-            key.tenant_id, user_id, body.message, request_id=rid(request), **body.model_dump(exclude={"message"})
+            key.tenant_id, user_id, body.message, **_ids(request), **body.model_dump(exclude={"message"})
         )
         return ContextOut(
             text=assembled.text,
@@ -325,7 +238,7 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     @app.get("/v1/users/{user_id}/memories", tags=["memories"], response_model=MemoryListOut, summary="List memories")
     async def list_memories(
         user_id: str,
-        key: Key,
+        key: ReadKey,
         include_history: bool = False,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         after: str | None = None,
@@ -338,7 +251,7 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
         )
 
     @app.get("/v1/users/{user_id}/memories/{memory_id}", tags=["memories"], response_model=MemoryOut)
-    async def get_memory(user_id: str, memory_id: str, key: Key):
+    async def get_memory(user_id: str, memory_id: str, key: ReadKey):
         return MemoryOut.of(await service.get_memory(key.tenant_id, user_id, memory_id))
 
     @app.get(
@@ -347,7 +260,7 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
         response_model=HistoryOut,
         summary="Every version of the memory's chain, oldest first",
     )
-    async def memory_history(user_id: str, memory_id: str, key: Key):
+    async def memory_history(user_id: str, memory_id: str, key: ReadKey):
         return HistoryOut(versions=[MemoryOut.of(m) for m in await service.history(key.tenant_id, user_id, memory_id)])
 
     @app.patch(
@@ -356,7 +269,7 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
         response_model=MemoryOut,
         summary="Write a new version of a memory",
     )
-    async def update_memory(user_id: str, memory_id: str, body: UpdateMemoryBody, key: Key):
+    async def update_memory(user_id: str, memory_id: str, body: UpdateMemoryBody, key: WriteKey):
         return MemoryOut.of(
             await service.update_memory(
                 key.tenant_id,
@@ -374,17 +287,17 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
         response_model=MemoryOut,
         summary="Delete a memory (tombstone version; history kept)",
     )
-    async def delete_memory(user_id: str, memory_id: str, key: Key):
+    async def delete_memory(user_id: str, memory_id: str, key: WriteKey):
         return MemoryOut.of(await service.delete_memory(key.tenant_id, user_id, memory_id))
 
     @app.delete(
         "/v1/users/{user_id}", tags=["users"], response_model=ForgetOut, summary="Forget a user: hard delete everything"
     )
-    async def forget_user(user_id: str, key: Key):
+    async def forget_user(user_id: str, key: WriteKey):
         return ForgetOut(deleted=await service.forget_user(key.tenant_id, user_id))
 
     @app.get("/v1/users/{user_id}/jobs/{job_id}", tags=["jobs"], response_model=JobOut, summary="Ingest job status")
-    async def job_status(user_id: str, job_id: str, key: Key):
+    async def job_status(user_id: str, job_id: str, key: ReadKey):
         return JobOut.of(await service.get_job(key.tenant_id, user_id, job_id))
 
     return app

@@ -1,17 +1,30 @@
 """Request and response bodies of the HTTP API.
 
 Requests forbid unknown fields (a typo is an error naming the field, not a silently
-ignored option). Sizes are checked in the service so that every entry point shares them.
+ignored option) and take numbers and flags strictly: ``"limit": true``, ``"limit": "5"`` and
+``"explain": "yes"`` are 422s naming the field, not coerced. Times are ISO 8601 strings and
+enums their values, as JSON has no other way to say them. Sizes are checked in the service so
+that every entry point shares them.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from ..domain import Category, Job, Memory, MemoryKind, Message, Scope
+
+
+def _iso_text(value: Any) -> Any:
+    if isinstance(value, (int, float)):  # not taken as Unix seconds: the API's times are ISO 8601
+        raise ValueError("must be an ISO 8601 date-time string")
+    return value
+
+
+#: A date-time given as an ISO 8601 string (numbers are refused, not read as Unix time).
+IsoDatetime = Annotated[datetime, BeforeValidator(_iso_text)]
 
 
 class _Strict(BaseModel):
@@ -19,13 +32,13 @@ class _Strict(BaseModel):
 
 
 class MessageBody(_Strict):
-    content: str = Field(..., description="The message text.", examples=["I moved to Lisbon last month."])
-    speaker: str | None = Field(None, description="Who said it (a name).", examples=["Alice"])
+    content: StrictStr = Field(..., description="The message text.", examples=["I moved to Lisbon last month."])
+    speaker: StrictStr | None = Field(None, description="Who said it (a name).", examples=["Alice"])
     role: Literal["user", "assistant", "system", "tool"] = "user"
-    timestamp: datetime | None = Field(None, description="When it was said (ISO 8601); default: now.")
-    session_id: str | None = None
-    agent_id: str | None = None
-    client_message_id: str | None = Field(None, description="Your id for the message; re-sending it is a no-op.")
+    timestamp: IsoDatetime | None = Field(None, description="When it was said (ISO 8601); default: now.")
+    session_id: StrictStr | None = None
+    agent_id: StrictStr | None = None
+    client_message_id: StrictStr | None = Field(None, description="Your id for the message; re-sending it is a no-op.")
     scope: Scope = Field(Scope.USER, description="USER: across sessions; CONTEXT: this session only.")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -41,36 +54,38 @@ class RetrievalOptions(_Strict):
     """Filters and options shared by search and context."""
 
     scopes: list[Scope] | None = None
-    session_id: str | None = Field(None, description="The current session: its CONTEXT-scope memories are included.")
+    session_id: StrictStr | None = Field(
+        None, description="The current session: its CONTEXT-scope memories are included."
+    )
     categories: list[Category] | None = None
     kinds: list[MemoryKind] | None = None
-    agent_id: str | None = None
-    time_from: datetime | None = Field(None, description="Only memories of events at or after this time (ISO 8601).")
-    time_to: datetime | None = Field(None, description="Only memories of events at or before this time (ISO 8601).")
-    include_history: bool = Field(
+    agent_id: StrictStr | None = None
+    time_from: IsoDatetime | None = Field(None, description="Only memories of events at or after this time (ISO 8601).")
+    time_to: IsoDatetime | None = Field(None, description="Only memories of events at or before this time (ISO 8601).")
+    include_history: StrictBool = Field(
         False, description="Attach each memory's earlier versions (automatic for questions about the past)."
     )
-    now: datetime | None = Field(None, description="Reference time for relative expressions in the text.")
-    recipe: str | None = Field(None, description="A named retrieval recipe (default: the service's).")
+    now: IsoDatetime | None = Field(None, description="Reference time for relative expressions in the text.")
+    recipe: StrictStr | None = Field(None, description="A named retrieval recipe (default: the service's).")
 
 
 class SearchBody(RetrievalOptions):
-    query: str = Field(..., examples=["Where does Alice live?"])
-    limit: int = Field(10, ge=1, le=100)
-    explain: bool = False
+    query: StrictStr = Field(..., examples=["Where does Alice live?"])
+    limit: StrictInt = Field(10, ge=1, le=100)
+    explain: StrictBool = False
 
 
 class ContextBody(RetrievalOptions):
-    message: str = Field(..., description="The user's latest message.", examples=["Where should I take my cat?"])
-    max_tokens: int = Field(800, ge=50, le=32000, description="Token budget of the text block (estimated).")
-    limit: int = Field(20, ge=1, le=100, description="How many search hits to consider.")
-    with_ids: bool = Field(False, description="Put each memory's id in its line (for agents that edit memories).")
+    message: StrictStr = Field(..., description="The user's latest message.", examples=["Where should I take my cat?"])
+    max_tokens: StrictInt = Field(800, ge=50, le=32000, description="Token budget of the text block (estimated).")
+    limit: StrictInt = Field(20, ge=1, le=100, description="How many search hits to consider.")
+    with_ids: StrictBool = Field(False, description="Put each memory's id in its line (for agents that edit memories).")
 
 
 class UpdateMemoryBody(_Strict):
-    content: str | None = None
+    content: StrictStr | None = None
     category: Category | None = None
-    event_time: datetime | None = None
+    event_time: IsoDatetime | None = None
 
 
 class MemoryOut(BaseModel):

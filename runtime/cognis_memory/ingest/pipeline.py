@@ -29,13 +29,18 @@ from ..telemetry.recorder import StageRecorder
 from .categorizer import EmbeddingCategorizer
 from .embedding import MatryoshkaEncoder
 from .extraction import Action, ContextAwareExtractor, ExtractionResult
-from .resolution import ResolvedMessage, resolve_message
+from .parts import part_id
+from .resolution import ResolvedMessage, resolve_parts
 from .supersession import mark_superseded
 
 
-#: Message metadata key holding the id its raw memory gets (set before the message is saved).
+#: Message metadata key holding the id its raw memory gets. Always generated here, before the
+#: message is saved; a caller can never choose it (the service refuses reserved keys).
 RAW_MEMORY_ID = "raw_memory_id"
 _INTERNAL_METADATA = ("scope", RAW_MEMORY_ID)
+#: Metadata keys the service writes itself (on messages, or on raw memories: ``role`` and a long
+#: message's ``part``/``parts``); a caller's message metadata may not use them.
+RESERVED_METADATA_KEYS = frozenset({*_INTERNAL_METADATA, "role", "part", "parts"})
 
 
 def _caller_metadata(metadata: dict) -> dict:
@@ -62,10 +67,16 @@ class IngestPipeline:
         categorizer: EmbeddingCategorizer,
         llm: LLM | None = None,
         job_max_attempts: int = 5,
+        memory_max_bytes: int = 32 * 1024,
     ) -> None:
         self.store, self.encoder, self.cache, self.categorizer, self.llm = store, encoder, cache, categorizer, llm
         self.extractor = ContextAwareExtractor(llm, store, encoder) if llm is not None else None
         self.job_max_attempts = job_max_attempts
+        self.memory_max_bytes = memory_max_bytes
+
+    def resolve(self, messages: list[Message]) -> list[ResolvedMessage]:
+        """Stage 2 for each message, or for each part of a long one (see :mod:`.parts`)."""
+        return [r for m in messages for r in resolve_parts(m, self.memory_max_bytes)]
 
     # -- stage helpers ------------------------------------------------------------------
     def build_raw_memories(self, resolved: list[ResolvedMessage], rec: StageRecorder) -> list[Memory]:
@@ -79,6 +90,9 @@ class IngestPipeline:
         memories = []
         for r, text, e, s, cat in zip(resolved, texts, full, short, categories, strict=True):
             msg = r.message
+            metadata = {**_caller_metadata(msg.metadata), "role": msg.role}
+            if r.parts > 1:
+                metadata.update(part=r.part + 1, parts=r.parts)
             memories.append(
                 Memory(
                     tenant_id=msg.tenant_id,
@@ -93,8 +107,8 @@ class IngestPipeline:
                     event_time=r.event_time,
                     message_time=r.message_time,
                     source_message_ids=[msg.id],
-                    metadata={**_caller_metadata(msg.metadata), "role": msg.role},
-                    id=msg.metadata.get(RAW_MEMORY_ID) or new_id(),
+                    metadata=metadata,
+                    id=part_id(msg.metadata[RAW_MEMORY_ID], r.part),
                     embedding=e,
                     embedding_short=s,
                 )
@@ -110,7 +124,7 @@ class IngestPipeline:
         # The raw memory's id is therefore fixed in the message before it is saved: a retry finds the
         # messages whose raw memory is missing and ingests them again (job first, raw memories last).
         for m in messages:
-            m.metadata.setdefault(RAW_MEMORY_ID, new_id())
+            m.metadata[RAW_MEMORY_ID] = new_id()  # the server's, whatever the metadata held
         with rec.stage("raw_store"):
             stored = await self.store.save_messages(messages)
         new_msgs = [m for m, created in stored if created]
@@ -122,7 +136,7 @@ class IngestPipeline:
                 earlier.append(m)
         new_msgs += await self._unfinished(owner, earlier)
         with rec.stage("resolution"):
-            resolved = [resolve_message(m) for m in new_msgs]
+            resolved = self.resolve(new_msgs)
         raw = self.build_raw_memories(resolved, rec)
         result = IngestResult(messages=[m for m, _ in stored], created=[c for _, c in stored], raw_memories=raw)
         job = Job(
@@ -180,7 +194,7 @@ class IngestPipeline:
         if not messages:  # the user was forgotten meanwhile
             return {"skipped": "messages no longer exist"}
         with rec.stage("resolution"):
-            resolved = [resolve_message(m) for m in messages]
+            resolved = self.resolve(messages)
         with rec.stage("extraction"):
             extraction = await self.extractor.extract(owner, resolved)
             # The LLM calls take seconds: a forget of the user meanwhile must not be undone by the writes.
@@ -192,7 +206,7 @@ class IngestPipeline:
         self, owner: Owner, extraction: ExtractionResult, resolved: list[ResolvedMessage]
     ) -> dict[str, Any]:
         """Write the decided operations; each UPDATE/DELETE is one atomic version write."""
-        source_ids = [r.message.id for r in resolved]
+        source_ids = list(dict.fromkeys(r.message.id for r in resolved))  # a long message has several parts
         first = resolved[0] if resolved else None
         counts = {a.value: 0 for a in Action}
         counts["conflicts"] = 0

@@ -10,11 +10,12 @@ later query that names the absolute date finds it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ..domain import Message, as_utc
 from ..timeexpr import TimeSpan, find_time_spans
+from .parts import split_text
 
 
 @dataclass(slots=True)
@@ -25,6 +26,8 @@ class ResolvedMessage:
     event_time: datetime | None
     spans: list[TimeSpan] = field(default_factory=list)
     annotated_text: str = ""
+    part: int = 0  # which part of a long message this is (0-based), of ``parts``
+    parts: int = 1
 
     @property
     def display_text(self) -> str:
@@ -72,3 +75,19 @@ def resolve_message(message: Message) -> ResolvedMessage:
         spans=spans,
         annotated_text=annotate(message.content, spans),
     )
+
+
+def resolve_parts(message: Message, max_bytes: int) -> list[ResolvedMessage]:
+    """:func:`resolve_message` for a message, or for each part of one longer than ``max_bytes``
+    (its text cut by :func:`~.parts.split_text`); every part keeps the message (id, speaker,
+    time) and resolves the dates in its own text. A part's memory text is its at most
+    ``max_bytes`` of the message plus the speaker prefix and date notes."""
+    texts = split_text(message.content, max_bytes)
+    if len(texts) == 1:
+        return [resolve_message(message)]
+    out = []
+    for i, text in enumerate(texts):
+        r = resolve_message(replace(message, content=text))
+        r.message, r.part, r.parts = message, i, len(texts)
+        out.append(r)
+    return out
