@@ -8,7 +8,7 @@ with its own haystack of about 50 chat sessions. Each instance is its own user (
 ``assistant``, no speaker name: the speaker is the role, as for a real agent's turns),
 ``timestamp`` = the session's date plus the turn's position in seconds (the order within a
 session), ``session_id`` = the haystack session id, ``client_message_id`` =
-``<session id>/<turn index>``. The question is a search confined to that user with ``now`` =
+``<session id>:<turn index>``. The question is a search confined to that user with ``now`` =
 ``question_date``.
 
 Scores per question, from the results' ``source_message_ids`` only (never from text):
@@ -75,7 +75,11 @@ def parse_date(value: str) -> datetime:
     return datetime.strptime(value.strip(), "%Y/%m/%d (%a) %H:%M").replace(tzinfo=UTC)
 
 
-def load_instances(path: Path, *, questions: int | None = None, types: set[str] | None = None) -> list[Instance]:
+def load_instances(
+    path: Path, *, questions: int | None = None, types: set[str] | None = None, sessions: int | None = None
+) -> list[Instance]:
+    """The dev set's instances; ``sessions`` keeps only the answer sessions and the first N others of
+    each haystack (for smoke runs)."""
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         raw = json.load(fh)
     out = []
@@ -83,7 +87,10 @@ def load_instances(path: Path, *, questions: int | None = None, types: set[str] 
         if types and item["question_type"] not in types:
             continue
         dates = [parse_date(d) for d in item["haystack_dates"]]
-        sessions = list(zip(item["haystack_session_ids"], dates, item["haystack_sessions"], strict=True))
+        haystack = list(zip(item["haystack_session_ids"], dates, item["haystack_sessions"], strict=True))
+        if sessions is not None:
+            others = [h for h in haystack if h[0] not in item["answer_session_ids"]][:sessions]
+            haystack = [h for h in haystack if h[0] in item["answer_session_ids"] or h in others]
         inst = Instance(
             question_id=str(item["question_id"]),
             question_type=str(item["question_type"]),
@@ -91,10 +98,10 @@ def load_instances(path: Path, *, questions: int | None = None, types: set[str] 
             question_date=parse_date(item["question_date"]),
             answer_sessions=set(item["answer_session_ids"]),
             session_dates=dict(zip(item["haystack_session_ids"], dates, strict=True)),
-            sessions=sessions,
+            sessions=haystack,
         )
         inst.evidence_turns = {
-            f"{sid}/{i}" for sid, _, turns in sessions for i, t in enumerate(turns) if t.get("has_answer")
+            f"{sid}/{i}" for sid, _, turns in haystack for i, t in enumerate(turns) if t.get("has_answer")
         }
         out.append(inst)
     return out[: questions or None]
@@ -123,7 +130,7 @@ def turn_message(sid: str, date: datetime, i: int, turn: dict[str, Any]) -> Mess
         role=str(turn["role"]),
         timestamp=date + timedelta(seconds=i),
         session_id=sid,
-        client_message_id=f"{sid}/{i}",
+        client_message_id=f"{sid}:{i}",
     )
 
 
@@ -244,7 +251,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if not data.is_file():
         raise SystemExit(f"--data: no file at {data} (the LongMemEval file is not part of the project)")
     types = {t.strip() for t in args.types.split(",")} if args.types else None
-    instances = load_instances(data, types=types)
+    instances = load_instances(data, types=types, sessions=args.sessions)
     if args.sample:
         instances = round_robin_by_type(instances)[: args.sample]
     instances = instances[: args.questions or None]
@@ -320,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default=str(DEFAULT_DATA), help="longmemeval_s_dev100.json.gz (default: %(default)s)")
     p.add_argument("--questions", type=int, default=None, help="only the first N questions")
     p.add_argument("--types", default=None, help="only these question types (comma-separated)")
+    p.add_argument("--sessions", type=int, default=None,
+                   help="keep only the answer sessions and the first N other sessions of each haystack (smoke runs)")
     p.add_argument("--sample", type=int, default=None,
                    help="N questions taken round robin over the question types (each in file order)")
     p.add_argument("--warm-only", default=None, metavar="I/N",

@@ -59,9 +59,13 @@ class RetrievalConfig(BaseModel):
         description="Present-state queries: a newer statement of the same speaker about the same thing ranks above "
         "the one it replaced (history queries: the reverse); present-state adverbs leave the searched text.",
     )
-    state_head: int = Field(10, ge=2, description="Best-ranked candidates among which statements can supersede.")
+    state_from_tense: bool = Field(
+        True, description="A present-tense question without a time ('where do I live?') counts as present-state."
+    )
+    state_head: int = Field(5, ge=2, description="Best-ranked candidates among which statements can supersede.")
+    state_same_speaker: bool = Field(True, description="Only a statement of the same speaker supersedes.")
     state_similarity: float = Field(
-        0.5, ge=0, le=1, description="Cosine at or above which two statements are about the same thing."
+        0.55, ge=0, le=1, description="Cosine at or above which two statements are about the same thing."
     )
     state_gap_minutes: float = Field(
         60.0, ge=0, description="A restatement sooner than this after the first is elaboration, not an update."

@@ -55,6 +55,7 @@ def successors(
     min_similarity: float,
     min_gap: timedelta,
     newer: bool = True,
+    same_speaker: bool = True,
 ) -> dict[str, str]:
     """For each memory of ``head`` that another one supersedes (``newer``) or that supersedes another
     one (not ``newer``): the most similar such later (earlier) memory of the same speaker."""
@@ -67,7 +68,9 @@ def successors(
     speakers = np.array([_speaker(memories[d]) for d in usable], dtype=object)
     gap = min_gap.total_seconds()
     later = (times[None, :] - times[:, None]) >= gap  # later[a, b]: b said at least min_gap after a
-    allowed = (later if newer else later.T) & (speakers[None, :] == speakers[:, None]) & (sims >= min_similarity)
+    allowed = (later if newer else later.T) & (sims >= min_similarity)
+    if same_speaker:
+        allowed &= speakers[None, :] == speakers[:, None]
     masked = np.where(allowed, sims, -np.inf)
     best = masked.argmax(axis=1)
     return {usable[a]: usable[int(best[a])] for a in range(len(usable)) if np.isfinite(masked[a, best[a]])}
@@ -110,11 +113,13 @@ def order_by_state(
     head: int,
     min_similarity: float,
     min_gap: timedelta,
+    same_speaker: bool = True,
 ) -> tuple[list[str], dict[str, str]]:
     """The ranking with each stale (present) or later (history) statement of the head placed directly
     below the statement that should come first; and, per statement moved below, that statement's id."""
     window = list(ranked[:head])
-    step = successors(window, memories, min_similarity=min_similarity, min_gap=min_gap, newer=intent == "present")
+    step = successors(window, memories, min_similarity=min_similarity, min_gap=min_gap, newer=intent == "present",
+                      same_speaker=same_speaker)  # fmt: skip
     for raw, fact in evidence_links(window, memories).items():  # an explicit link beats similarity
         if intent == "present":
             step[raw] = fact

@@ -122,7 +122,9 @@ class RetrievalPipeline:
         flt = q.to_filter()
         with rec.stage("query_analysis"):
             analysis = (
-                analyze_query(q.text, now, default_window_days=cfg.temporal_window_days)
+                analyze_query(
+                    q.text, now, default_window_days=cfg.temporal_window_days, state_from_tense=cfg.state_from_tense
+                )
                 if cfg.query_analysis
                 else QueryAnalysis("none")
             )
@@ -294,7 +296,7 @@ class RetrievalPipeline:
         assert analysis.state in ("present", "history")
         out, below = order_by_state(
             ranked, candidates, analysis.state, head=cfg.state_head, min_similarity=cfg.state_similarity,
-            min_gap=timedelta(minutes=cfg.state_gap_minutes),
+            min_gap=timedelta(minutes=cfg.state_gap_minutes), same_speaker=cfg.state_same_speaker,
         )  # fmt: skip
         if not below:
             return ranked

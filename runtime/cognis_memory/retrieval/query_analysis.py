@@ -44,8 +44,8 @@ from typing import Literal
 from ..timeexpr import TimeSpan, find_time_spans
 
 _HISTORY = re.compile(
-    r"\b(used to|use to|previously|formerly|originally|before|earlier|changed?|changes|history|no longer|"
-    r"at first|in the past|former|prior)\b",
+    r"\b(used to|use to|previously|formerly|originally|before|earlier|changed?|changes|no longer|"
+    r"at first|in the past(?!\s+(?:few|couple|several|\d+|\w+\s+(?:days?|weeks?|months?|years?)))|former|prior)\b",
     re.I,
 )
 _RECENT = re.compile(r"\b(recently|lately|latest|most recent)\b", re.I)
@@ -53,9 +53,15 @@ _RECENT = re.compile(r"\b(recently|lately|latest|most recent)\b", re.I)
 _PRESENT_WORDS = re.compile(
     r"\b(right now|now|currently|current|still|anymore|any more|these days|nowadays|at the moment|at present)\b", re.I
 )
-#: A question in the present (or present perfect) tense: a present auxiliary or copula among its first words.
-_PRESENT_TENSE = re.compile(r"^\W*(?:\w+\W+){0,3}?(?:do|does|am|is|are|have|has|what's|where's|who's|how's)\b", re.I)
-_PAST_TENSE = re.compile(r"\b(did|was|were|had|went|used)\b", re.I)
+#: A question in the present (or present perfect) tense: a present auxiliary or copula among its first words,
+#: or one in question position before a pronoun ("how many bikes do I own", "how long have I had ...").
+_PRESENT_TENSE = re.compile(
+    r"^\W*(?:\w+\W+){0,3}?(?:do|does|am|is|are|have|has|what's|where's|who's|how's)\b"
+    r"|\b(?:do|does|am|is|are|have|has|can)\s+(?:i|we|you|he|she|they)\b",
+    re.I,
+)
+#: The past tense: a past auxiliary or copula, or "had" in question position ("had I").
+_PAST_TENSE = re.compile(r"\b(did|was|were|went|used)\b|\bhad\s+(?:i|we|you|he|she|they)\b", re.I)
 
 StateIntent = Literal["none", "present", "history"]
 _WHEN = re.compile(r"\b(when|what (?:date|day|time|year|month)|how long ago|since when|which (?:day|year|month))\b", re.I)
@@ -183,14 +189,14 @@ def without_state_words(query: str) -> str:
     return out if re.search(r"\w", out) else query
 
 
-def state_intent(query: str, *, history: bool, explicit_time: bool) -> StateIntent:
-    """``history`` for history questions; ``present`` for a present-state or recency adverb, or for a
-    present-tense question that names no time and no past; else ``none``."""
+def state_intent(query: str, *, history: bool, explicit_time: bool, from_tense: bool = True) -> StateIntent:
+    """``history`` for history questions; ``present`` for a present-state or recency adverb, or (with
+    ``from_tense``) for a present-tense question that names no time and no past; else ``none``."""
     if history:
         return "history"
     if _PRESENT_WORDS.search(query) or _RECENT.search(query):
         return "present"
-    if not explicit_time and _PRESENT_TENSE.search(query) and not _PAST_TENSE.search(query):
+    if from_tense and not explicit_time and _PRESENT_TENSE.search(query) and not _PAST_TENSE.search(query):
         return "present"
     return "none"
 
@@ -221,10 +227,12 @@ class QueryAnalysis:
         }
 
 
-def analyze_query(query: str, now: datetime, *, default_window_days: float) -> QueryAnalysis:
+def analyze_query(
+    query: str, now: datetime, *, default_window_days: float, state_from_tense: bool = True
+) -> QueryAnalysis:
     history = bool(_HISTORY.search(query))
     spans = tuple(find_time_spans(query, now))
-    state = state_intent(query, history=history, explicit_time=bool(spans))
+    state = state_intent(query, history=history, explicit_time=bool(spans), from_tense=state_from_tense)
     if spans:
         start = min(s.start for s in spans)
         end = max(s.end for s in spans)
