@@ -7,15 +7,19 @@ configuration is the ``architecture`` recipe. A *recipe* is a named configuratio
 runtime exposes (``cognis-memory recipes`` lists them; the benchmark scripts run them
 side by side as ablations and baselines).
 
-The ``default`` recipe (what the service uses unless told otherwise) adds two measured
-improvements and re-weights the fusion; docs/benchmarks.md has the figures behind each:
+The ``default`` recipe (what the service uses unless told otherwise) adds three measured
+mechanisms and re-weights the fusion; docs/benchmarks.md has the figures behind each, on
+LoCoMo, LongMemEval and the project's knowledge-update set:
 
 * speaker-aware queries (:mod:`.speakers`): a name of one of the user's speakers is taken
   out of the embedded and keyword query and boosts that speaker's memories instead;
 * conversation context (:mod:`.context`): a candidate said next to a strong match, in the
   same session, inherits part of its score;
 * fusion weights 0.5/0.5: with all-MiniLM-L6-v2 on conversational text BM25 is the
-  stronger ranker, and the 0.7/0.3 vector-heavy split loses recall.
+  stronger ranker, and the 0.7/0.3 vector-heavy split loses recall;
+* current-state ordering (:mod:`.current_state`): for a present-state question a newer
+  statement of the same speaker about the same thing ranks above the one it replaced (history
+  questions: the reverse).
 """
 
 from __future__ import annotations
@@ -158,7 +162,8 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
     "default-keyword_cleanup": "default with the raw query text sent to BM25",
     "default-current_state": "default without current-state ordering",
     "default-rerank": "default without cross-encoder reranking (differs only when a reranker is configured)",
-    "default": "speaker-aware queries + conversation context + 0.5/0.5 RRF + temporal + dedup + rerank + history",
+    "default": "speaker-aware queries + conversation context + 0.5/0.5 RRF + temporal + dedup + rerank + "
+    "current-state ordering + history",
 }
 
 
