@@ -279,6 +279,26 @@ def quality_service(db_path: Path, *, cache: bool = True, **settings: Any) -> An
     )
 
 
+def selected_recipes(arg: str | None, *, reranker: bool = False) -> list[str]:
+    """The recipes named by a ``--recipes`` value (default: every recipe); the reranker-only recipes only
+    when a reranker is configured. Unknown names stop the script naming them."""
+    from cognis_memory.retrieval.config import RECIPES, RERANKER_RECIPES
+
+    recipes = [r.strip() for r in arg.split(",")] if arg else list(RECIPES)
+    unknown = [r for r in recipes if r not in RECIPES]
+    if unknown:
+        raise SystemExit(f"--recipes: unknown {unknown}; known: {', '.join(RECIPES)}")
+    return recipes if reranker else [r for r in recipes if r not in RERANKER_RECIPES]
+
+
+def add_quality_args(p: Any) -> None:
+    """The options every quality benchmark shares (recipes, cache, per-question output, output directory)."""
+    p.add_argument("--recipes", default=None, help="comma-separated recipe names (default: every recipe)")
+    p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
+    p.add_argument("--per-question", action="store_true", help="also write per-question scores")
+    p.add_argument("--out", default=str(REPO / "bench-results"), help="output directory (default: %(default)s)")
+
+
 def write_json(path: Path, payload: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")

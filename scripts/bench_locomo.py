@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_common as bc  # noqa: E402
 
 from cognis_memory.config import Settings  # noqa: E402
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES, RERANKER_RECIPES  # noqa: E402
+from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES  # noqa: E402
 from cognis_memory.service import MemoryService, MessageIn  # noqa: E402
 
 KS = (1, 5, 10, 20)
@@ -420,12 +420,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         tmp = tempfile.mkdtemp(prefix="bench-locomo-")
         db_path = Path(tmp) / "memory.db"
-    recipes = [r.strip() for r in args.recipes.split(",")] if args.recipes else list(RECIPES)
-    unknown = [r for r in recipes if r not in RECIPES]
-    if unknown:
-        raise SystemExit(f"--recipes: unknown {unknown}; known: {', '.join(RECIPES)}")
-    if not args.cross_encoder:
-        recipes = [r for r in recipes if r not in RERANKER_RECIPES]
+    recipes = bc.selected_recipes(args.recipes, reranker=bool(args.cross_encoder))
     svc = build_service(db_path, args)
     try:
         await svc.start(run_worker=False)

@@ -47,7 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_common as bc  # noqa: E402
 
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES, RERANKER_RECIPES  # noqa: E402
+from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES  # noqa: E402
 from cognis_memory.service import MemoryService, MessageIn  # noqa: E402
 
 TENANT = "bench-lme"
@@ -263,11 +263,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 warm_cache(svc, [inst])
                 print(f"  warmed question {n + 1}/{len(instances)}", file=sys.stderr, flush=True)
         return {"warmed": len(instances)}
-    recipes = [r.strip() for r in args.recipes.split(",")] if args.recipes else list(RECIPES)
-    unknown = [r for r in recipes if r not in RECIPES]
-    if unknown:
-        raise SystemExit(f"--recipes: unknown {unknown}; known: {', '.join(RECIPES)}")
-    recipes = [r for r in recipes if r not in RERANKER_RECIPES]
+    recipes = bc.selected_recipes(args.recipes)
     tmp = None
     if args.db:
         db_path = Path(args.db)
@@ -334,12 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warm-only", default=None, metavar="I/N",
                    help="only embed the turns of every N-th question from the I-th into the cache "
                    "(parallel first runs)")
-    p.add_argument("--recipes", default=None, help="comma-separated recipe names (default: every recipe)")
     p.add_argument("--db", default=None, help="keep the embedded store at this SQLite path (re-runs skip known turns)")
-    p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
-    p.add_argument("--threads", type=int, default=1, help="embedding CPU threads (2 speeds up the first run)")
-    p.add_argument("--per-question", action="store_true", help="also write per-question scores")
-    p.add_argument("--out", default=str(bc.REPO / "bench-results"), help="output directory (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=1, help="embedding CPU threads")
+    bc.add_quality_args(p)
     args = p.parse_args(argv)
     print(json.dumps(asyncio.run(run(args)), default=str))
     return 0

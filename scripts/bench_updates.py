@@ -51,7 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_common as bc  # noqa: E402
 
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES, RERANKER_RECIPES  # noqa: E402
+from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS  # noqa: E402
 from cognis_memory.service import MemoryService, MessageIn  # noqa: E402
 
 TENANT = "bench-updates"
@@ -452,11 +452,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         with open(args.dump, "w", encoding="utf-8") as fh:
             for h in histories:
                 fh.write(json.dumps(asdict(h)) + "\n")
-    recipes = [r.strip() for r in args.recipes.split(",")] if args.recipes else list(RECIPES)
-    unknown = [r for r in recipes if r not in RECIPES]
-    if unknown:
-        raise SystemExit(f"--recipes: unknown {unknown}; known: {', '.join(RECIPES)}")
-    recipes = [r for r in recipes if r not in RERANKER_RECIPES]
+    recipes = bc.selected_recipes(args.recipes)
     tmp = tempfile.mkdtemp(prefix="bench-updates-")
     settings: dict[str, Any] = {}
     if args.llm_url:
@@ -498,13 +494,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--users", type=int, default=60, help="synthetic users (default: %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="generator seed (default: %(default)s)")
-    p.add_argument("--recipes", default=None, help="comma-separated recipe names (default: every recipe)")
     p.add_argument("--llm-url", default=None, help="an OpenAI-compatible endpoint: ingest with LLM extraction")
     p.add_argument("--llm-model", default="gpt-4o-mini")
-    p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
     p.add_argument("--dump", default=None, help="also write the generated histories (JSON lines) to this file")
-    p.add_argument("--per-question", action="store_true", help="also write per-question scores")
-    p.add_argument("--out", default=str(bc.REPO / "bench-results"), help="output directory (default: %(default)s)")
+    bc.add_quality_args(p)
     args = p.parse_args(argv)
     print(json.dumps(asyncio.run(run(args)), default=str))
     return 0
