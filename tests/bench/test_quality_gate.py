@@ -57,9 +57,9 @@ def regressions(measured: dict[str, Any], baseline: dict[str, Any]) -> list[str]
 
 
 @pytest.mark.slow
-def test_default_recipe_holds_its_knowledge_update_quality(tmp_path: Path) -> None:
+async def test_default_recipe_holds_its_knowledge_update_quality(tmp_path: Path) -> None:
     baseline = json.loads(BASELINE.read_text(encoding="utf-8"))
-    measured = asyncio.run(measure(tmp_path, baseline["users"], baseline["seed"], baseline["recipe"]))
+    measured = await measure(tmp_path, baseline["users"], baseline["seed"], baseline["recipe"])
     assert measured["questions"] == baseline["questions"]  # the generator is deterministic
     bad = regressions(measured, baseline)
     assert not bad, "retrieval quality regressed on the knowledge-update set:\n" + "\n".join(bad)
