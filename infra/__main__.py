@@ -1,6 +1,8 @@
 """cognis-memory on AWS: read the stack config, wire the components, export outputs.
 
-See docs/deploy.md for the walkthrough and Pulumi.example.yaml for every setting.
+One ``pulumi up`` creates everything, the API image included (built and pushed here unless
+``cognis:image``/``cognis:imageTag`` names one). See docs/deploy.md for the walkthrough and
+Pulumi.example.yaml / Pulumi.dev.yaml for every setting.
 """
 
 import sys
@@ -13,18 +15,20 @@ from cognis_infra import config, context  # noqa: E402
 from cognis_infra.cache import Cache, CacheArgs  # noqa: E402
 from cognis_infra.database import Database, DatabaseArgs  # noqa: E402
 from cognis_infra.encryption import Encryption, EncryptionArgs  # noqa: E402
+from cognis_infra.naming import physical_name  # noqa: E402
 from cognis_infra.network import Network, NetworkArgs  # noqa: E402
 from cognis_infra.observability import Observability, ObservabilityArgs  # noqa: E402
-from cognis_infra.registry import Registry, RegistryArgs  # noqa: E402
+from cognis_infra.registry import ImageBuild, Registry, RegistryArgs  # noqa: E402
 from cognis_infra.reranker import Reranker, RerankerArgs  # noqa: E402
 from cognis_infra.search import Search, SearchArgs  # noqa: E402
 from cognis_infra.service import Service, ServiceArgs, ServiceIdentity, ServiceIdentityArgs  # noqa: E402
 
 cfg = config.load()
-ctx = context.lookup(cfg.network.az_count)
+ctx = context.lookup(cfg.network.az_count, cfg.availability_zone_ids)
 tags = cfg.tags
+prefix = cfg.prefix
 
-keys = Encryption("encryption", EncryptionArgs(context=ctx, alias=cfg.prefix, tags=tags))
+keys = Encryption("encryption", EncryptionArgs(context=ctx, alias=prefix, protect=cfg.protect, tags=tags))
 network = Network(
     "network",
     NetworkArgs(
@@ -37,8 +41,20 @@ network = Network(
     ),
 )
 sg = network.security_group_ids
-identity = ServiceIdentity("identity", ServiceIdentityArgs(context=ctx, tags=tags))
-registry = Registry("registry", RegistryArgs(tags=tags))
+identity = ServiceIdentity("identity", ServiceIdentityArgs(context=ctx, prefix=prefix, tags=tags))
+registry = Registry(
+    "registry",
+    RegistryArgs(
+        repository_name=physical_name(prefix, "api", max_len=256),
+        build=(
+            ImageBuild(context=cfg.build_context, cpu_architecture=cfg.service.cpu_architecture)
+            if cfg.builds_image
+            else None
+        ),
+        protect=cfg.protect,
+        tags=tags,
+    ),
+)
 
 search = Search(
     "search",
@@ -50,6 +66,7 @@ search = Search(
         security_group_id=sg["search"],
         access_role_arn=identity.task_role_arn,
         log_kms_key_arn=keys.key_arn,
+        protect=cfg.protect,
         tags=tags,
     ),
 )
@@ -59,7 +76,10 @@ database = Database(
         settings=cfg.database,
         subnet_ids=network.private_subnet_ids,
         security_group_id=sg["database"],
-        final_snapshot_identifier=f"{cfg.prefix}-final",
+        cluster_identifier=physical_name(prefix, "aurora", max_len=63),
+        final_snapshot_identifier=physical_name(prefix, "final", max_len=255),
+        log_kms_key_arn=keys.key_arn,
+        protect=cfg.protect,
         tags=tags,
     ),
 )
@@ -69,24 +89,37 @@ cache = Cache(
         settings=cfg.cache,
         subnet_ids=network.private_subnet_ids,
         security_group_id=sg["cache"],
-        auth_token=cfg.redis_auth_token,
+        group_id=physical_name(prefix, "cache", max_len=40),
+        auth_token=cfg.cache_auth_token,
         log_kms_key_arn=keys.key_arn,
+        secret_name_prefix=f"{prefix}/cache-auth-",
         tags=tags,
     ),
 )
 reranker = (
-    Reranker("reranker", RerankerArgs(settings=cfg.reranker, context=ctx, tags=tags)) if cfg.reranker.enabled else None
+    Reranker(
+        "reranker",
+        RerankerArgs(
+            settings=cfg.reranker,
+            context=ctx,
+            prefix=prefix,
+            subnet_ids=network.private_subnet_ids,
+            security_group_id=sg["reranker"],
+            log_kms_key_arn=keys.key_arn,
+            tags=tags,
+        ),
+    )
+    if cfg.reranker.enabled
+    else None
 )
 
 if cfg.image:
     image_uri, image_repo_arn = cfg.image, None
 elif cfg.image_tag:
-    image_uri, image_repo_arn = (
-        pulumi.Output.concat(registry.repository_url, ":", cfg.image_tag),
-        registry.repository_arn,
-    )
+    image_uri = pulumi.Output.concat(registry.repository_url, ":", cfg.image_tag)
+    image_repo_arn = registry.repository_arn
 else:
-    image_uri, image_repo_arn = None, None
+    image_uri, image_repo_arn = registry.image_ref, registry.repository_arn
 
 service = Service(
     "api",
@@ -94,6 +127,7 @@ service = Service(
         settings=cfg.service,
         context=ctx,
         identity=identity,
+        prefix=prefix,
         vpc_id=network.vpc_id,
         public_subnet_ids=network.public_subnet_ids,
         private_subnet_ids=network.private_subnet_ids,
@@ -105,17 +139,20 @@ service = Service(
         postgres_port=database.port,
         postgres_db=database.database_name,
         postgres_secret_arn=database.secret_arn,
+        postgres_app_user=database.app_user,
+        postgres_cluster_resource_id=database.cluster_resource_id,
         opensearch_url=search.url,
         opensearch_domain_arn=search.domain_arn,
         redis_url=cache.url,
         redis_secret_arn=cache.auth_secret_arn,
+        redis_secret_version=cache.auth_secret_version,
         reranker_endpoint_name=reranker.endpoint_name if reranker else None,
-        reranker_endpoint_arn=reranker.endpoint_arn if reranker else None,
+        reranker_endpoint_arn_pattern=reranker.endpoint_arn_pattern if reranker else None,
         api_key=cfg.api_key,
         metrics_namespace=cfg.metrics_namespace,
         service_name=cfg.service_name,
         log_group_name=f"/cognis-memory/{cfg.stack}/api",
-        family=f"{cfg.prefix}-api",
+        family=physical_name(prefix, "api", max_len=255),
         log_kms_key_arn=keys.key_arn,
         tags=tags,
     ),
@@ -125,7 +162,7 @@ observability = Observability(
     ObservabilityArgs(
         settings=cfg.observability,
         context=ctx,
-        prefix=cfg.prefix,
+        prefix=prefix,
         metrics_namespace=cfg.metrics_namespace,
         service_name=cfg.service_name,
         alb_arn_suffix=service.alb_arn_suffix,
@@ -136,6 +173,7 @@ observability = Observability(
         redis_replication_group_id=cache.replication_group_id,
         ecs_cluster_name=service.cluster_name,
         ecs_service_name=service.service_name,
+        min_tasks=cfg.service.min_count,
         reranker_endpoint_name=reranker.endpoint_name if reranker else None,
         reranker_variant=Reranker.variant_name,
         kms_key_id=keys.key_id,
@@ -145,10 +183,12 @@ observability = Observability(
 
 pulumi.export("apiUrl", service.api_url)
 pulumi.export("albDnsName", service.alb_dns_name)
+pulumi.export("albZoneId", service.alb_zone_id)
 pulumi.export("dashboardUrl", observability.dashboard_url)
 pulumi.export("alarmTopicArn", observability.topic_arn)
 pulumi.export("logGroupName", service.log_group_name)
 pulumi.export("ecrRepositoryUrl", registry.repository_url)
+pulumi.export("apiImage", image_uri)
 pulumi.export("ecsClusterName", service.cluster_name)
 pulumi.export("ecsServiceName", service.service_name)
 pulumi.export("apiKeysSecretArn", service.api_keys_secret_arn)
@@ -157,5 +197,8 @@ pulumi.export("opensearchEndpoint", search.endpoint)
 pulumi.export("auroraClusterIdentifier", database.cluster_identifier)
 pulumi.export("auroraEndpoint", database.endpoint)
 pulumi.export("auroraSecretArn", database.secret_arn)
-pulumi.export("redisPrimaryEndpoint", cache.primary_endpoint)
+pulumi.export("auroraAppUser", database.app_user)
+pulumi.export("cacheAuthSecretArn", cache.auth_secret_arn)
+pulumi.export("cachePrimaryEndpoint", cache.primary_endpoint)
+pulumi.export("cacheReplicationGroupId", cache.replication_group_id)
 pulumi.export("rerankerEndpointName", reranker.endpoint_name if reranker else None)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Build the API image from ./Dockerfile, push it to the stack's ECR repository under an
-# immutable tag, and point the stack at it (pulumi config set cognis:imageTag <tag>).
-# Then run `pulumi up` to roll it out (ECS deploys with circuit breaker and rollback).
+# For CI pipelines that build images themselves. By default `pulumi up` builds and pushes the
+# image (pulumi-docker-build) and this script is not needed. With it: build the API image from
+# ./Dockerfile, push it to the stack's ECR repository under an immutable tag, and point the
+# stack at it (pulumi config set cognis:imageTag <tag>); `pulumi up` then runs that tag instead
+# of building (ECS deploys with circuit breaker and rollback).
 #
 # Usage: scripts/build_and_push_image.sh [--stack NAME] [--tag TAG] [--platform linux/amd64|linux/arm64]
 #                                        [--no-config] [--dry-run]
@@ -12,7 +14,7 @@
 #
 # Needs: docker (with buildx), the AWS CLI v2 and the Pulumi CLI, logged in to the stack's
 # backend, with AWS credentials for the stack's account. The ECR repository is created by
-# the first `pulumi up` (stack output ecrRepositoryUrl).
+# `pulumi up` (stack output ecrRepositoryUrl).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -29,7 +31,7 @@ while [[ $# -gt 0 ]]; do
     --platform) PLATFORM="$2"; shift 2 ;;
     --no-config) SET_CONFIG=0; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done

@@ -296,7 +296,67 @@ def test_api_key_create_prints_the_key_once_and_stores_only_its_hash(data_dir, c
         hashlib.sha256(second.encode()).hexdigest()
     ]
     code, out, _ = run(capsys, "api-key", "revoke", "--key", key)
-    assert json.loads(out) == {"revoked": False}
+    assert json.loads(out)["revoked"] is False  # revoked already
+
+
+def sha(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def test_api_key_revoke_reaches_the_keys_of_cognis_api_keys(data_dir, monkeypatch, capsys):
+    """A listed key is revoked durably (a row in api_key_revocations, which every start respects);
+    before, revoke deleted the start-up copy and the next start wrote it again."""
+    monkeypatch.setenv("COGNIS_API_KEYS", "listed-key=acme,other-key=acme")
+    code, out, err = run(capsys, "api-key", "revoke", "--key", "listed-key")
+    assert code == 0 and json.loads(out) == {"revoked": True}, err
+    assert db_rows(data_dir, "SELECT key_hash FROM api_key_revocations") == [(sha("listed-key"),)]
+    assert db_rows(data_dir, "SELECT count(*) FROM api_keys") == [(0,)]  # the list is never copied into the store
+
+    monkeypatch.delenv("COGNIS_API_KEYS")  # revoking where the list is not set: recorded all the same
+    code, out, _ = run(capsys, "api-key", "revoke", "--key", "other-key")
+    assert json.loads(out)["revoked"] is False and "recorded as revoked" in json.loads(out)["note"]
+    assert sha("other-key") in {r[0] for r in db_rows(data_dir, "SELECT key_hash FROM api_key_revocations")}
+
+    code, out, err = run(capsys, "api-key", "revoke")
+    assert code == 2 and "--key" in err and out == ""
+    monkeypatch.setenv("COGNIS_API_KEYS", "s3cret-cli-key-0123456789=acme:ro")
+    code, out, err = run(capsys, "api-key", "create", "--tenant", "acme")
+    assert code == 2 and "entry 1 of 1" in err and "unknown mode 'ro'" in err and out == ""
+    assert "s3cret-cli-key-0123456789" not in err
+
+
+def test_jobs_lists_a_tenants_jobs_as_jsonl(data_dir, capsys):
+    from cognis_memory.domain import Job, JobStatus
+    from cognis_memory.stores.embedded import EmbeddedStore
+
+    plan = [("acme", "u1", JobStatus.DEAD), ("acme", "u2", JobStatus.DONE), ("acme", "u2", JobStatus.DEAD),
+            ("globex", "u1", JobStatus.DEAD)]  # fmt: skip
+    jobs = [Job(t, u, ["m"], status=st, attempts=2, last_error=f"{t} boom") for t, u, st in plan]
+
+    async def seed() -> None:  # jobs as the worker leaves them (its dead-lettering: tests/ingest)
+        store = EmbeddedStore(data_dir / "memory.db", dim=384, dim_short=128)
+        await store.open()
+        for job in jobs:
+            await store.enqueue_job(job)
+        await store.close()
+
+    asyncio.run(seed())
+    code, out, err = run(capsys, "jobs", "--tenant", "acme", "--status", "dead")
+    assert code == 0, err
+    listed = [json.loads(line) for line in out.splitlines()]
+    dead = sorted((j for j in jobs if j.tenant_id == "acme" and j.status is JobStatus.DEAD), key=lambda j: j.id)
+    assert [(j["id"], j["user_id"], j["status"], j["attempts"], j["last_error"]) for j in listed] == [
+        (j.id, j.user_id, "dead", 2, "acme boom") for j in dead
+    ]
+    assert "listed 2 jobs" in err
+    code, out, _ = run(capsys, "jobs", "--tenant", "acme")
+    assert len(out.splitlines()) == 3 and "globex" not in out
+    code, out, _ = run(capsys, "jobs", "--tenant", "acme", "--limit", "1")
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [min(j.id for j in jobs[:3])]
+    code, _, err = run(capsys, "jobs", "--limit", "0")
+    assert code == 2 and "--limit" in err
+    with pytest.raises(SystemExit):
+        main(["jobs", "--status", "zombie"])
 
 
 def test_recipes_lists_every_recipe(capsys):
@@ -324,7 +384,9 @@ def test_every_subcommand_has_help(command, capsys):
 
 
 def test_subcommands_are_the_documented_ones():
-    assert set(_subcommands()) >= {"serve", "add", "search", "import", "export", "forget-user", "api-key", "recipes"}
+    assert set(_subcommands()) >= {
+        "serve", "add", "search", "import", "export", "forget-user", "api-key", "jobs", "recipes"
+    }  # fmt: skip
 
 
 def test_real_subprocesses(tmp_path):

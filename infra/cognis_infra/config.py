@@ -1,13 +1,20 @@
 """Stack configuration (``cognis:*`` keys) read into typed, validated dataclasses.
 
-Every key, its default and its meaning is listed in ``Pulumi.example.yaml``. Values are
-checked here, before any resource is declared, so a typo fails ``pulumi preview`` with a
-message naming the key instead of failing half-way through ``pulumi up``.
+Every key has a type, a description and (unless required) a default in the config schema of
+``Pulumi.yaml``; ``Pulumi.example.yaml`` shows them all. The defaults here are the same (a
+test keeps them equal). Values are checked before any resource is declared, so a typo fails
+``pulumi preview`` with a message naming the key instead of failing half-way through
+``pulumi up``.
+
+Extra tags for every resource come from the AWS provider's ``aws:defaultTags`` (the provider
+applies them to everything it creates); the program also copies them, with ``Project``,
+``Stack`` and ``ManagedBy``, onto each resource's own ``tags``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -15,6 +22,7 @@ import pulumi
 from .base import base_tags
 from .cache import CacheSettings, validate_auth_token
 from .database import DatabaseSettings
+from .naming import slug
 from .network import NetworkSettings
 from .observability import ObservabilitySettings
 from .reranker import RerankerSettings
@@ -24,6 +32,8 @@ from .telemetry import names
 
 NAMESPACE = "cognis"
 PROJECT_TAG = "cognis-memory"
+#: The repository root: the Docker build context of the API image.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -32,14 +42,21 @@ class StackConfig:
 
     project: str
     stack: str
+    #: ``cognis-<stack>``: the start of every physical name.
     prefix: str
     tags: dict[str, str]
     service_name: str
     metrics_namespace: str
     alb_ingress_cidrs: tuple[str, ...]
-    #: Full image URI (``cognis:image``); else ECR repository + ``cognis:imageTag``.
+    #: Zone ids of the AZs to use (empty: the first ``azCount`` by zone id).
+    availability_zone_ids: tuple[str, ...]
+    #: ``protect`` the stateful resources (Aurora, OpenSearch, the KMS key, ECR).
+    protect: bool
+    #: Full image URI (``cognis:image``); else a tag in the stack's repository (``cognis:imageTag``);
+    #: else the program builds the image from ``build_context``.
     image: str | None
     image_tag: str | None
+    build_context: Path
     network: NetworkSettings
     search: SearchSettings
     opensearch_domain_name: str
@@ -50,7 +67,11 @@ class StackConfig:
     observability: ObservabilitySettings
     #: Secrets (pulumi.Output marked secret).
     api_key: pulumi.Output[str]
-    redis_auth_token: pulumi.Output[str]
+    cache_auth_token: pulumi.Output[str]
+
+    @property
+    def builds_image(self) -> bool:
+        return self.image is None and self.image_tag is None
 
 
 class _Reader:
@@ -93,30 +114,48 @@ def _check_api_key(key: str) -> str:
     return key
 
 
-def load(config: pulumi.Config | None = None, stack: str | None = None, project: str | None = None) -> StackConfig:
+def _default_tags(aws_config: Any) -> dict[str, str]:
+    """``aws:defaultTags.tags`` of the stack config (the provider applies them to every resource)."""
+    default_tags = aws_config.get_object("defaultTags") if aws_config is not None else None
+    tags = (default_tags or {}).get("tags") or {}
+    if not isinstance(tags, dict):
+        raise ValueError("aws:defaultTags must be {tags: {Name: value, ...}}")
+    return {str(k): str(v) for k, v in tags.items()}
+
+
+def load(
+    config: pulumi.Config | None = None,
+    stack: str | None = None,
+    project: str | None = None,
+    aws_config: Any = None,
+) -> StackConfig:
     """Read and validate the stack configuration."""
     c = config or pulumi.Config(NAMESPACE)
+    if config is None and aws_config is None:
+        aws_config = pulumi.Config("aws")
     r = _Reader(c)
     stack = stack or pulumi.get_stack()
     project = project or pulumi.get_project()
-    prefix = f"cognis-{stack}"
+    prefix = slug(f"cognis-{stack}")
 
     d = _defaults(NetworkSettings)
     az_count = r.int("azCount", d["az_count"])
     network = NetworkSettings(
         cidr=r.str("vpcCidr", d["cidr"]),
         az_count=az_count,
-        nat_gateways=r.int("natGateways", az_count),
+        nat_gateways=r.int("natGateways", 0) or az_count,  # 0: one per AZ
         interface_endpoints=tuple(r.obj("vpcInterfaceEndpoints", list(d["interface_endpoints"]))),
         flow_log_retention_days=r.int("logRetentionDays", d["flow_log_retention_days"]),
     )
+    zone_ids = tuple(str(z) for z in r.obj("availabilityZoneIds", []))
 
     d = _defaults(SearchSettings)
+    instance_count = r.int("opensearchInstanceCount", d["instance_count"])
     search = SearchSettings(
         engine_version=r.str("opensearchEngineVersion", d["engine_version"]),
         instance_type=r.str("opensearchInstanceType", d["instance_type"]),
-        instance_count=r.int("opensearchInstanceCount", d["instance_count"]),
-        zone_count=min(az_count, 3),
+        instance_count=instance_count,
+        zone_count=min(az_count, 3, instance_count),
         volume_size_gb=r.int("opensearchVolumeGb", d["volume_size_gb"]),
         volume_iops=r.int("opensearchIops", d["volume_iops"]),
         volume_throughput_mibps=r.int("opensearchThroughputMibps", d["volume_throughput_mibps"]),
@@ -133,26 +172,30 @@ def load(config: pulumi.Config | None = None, stack: str | None = None, project:
         backup_retention_days=r.int("auroraBackupRetentionDays", d["backup_retention_days"]),
         database_name=r.str("dbName", d["database_name"]),
         deletion_protection=r.bool("dbDeletionProtection", d["deletion_protection"]),
+        log_retention_days=r.int("logRetentionDays", d["log_retention_days"]),
     )
 
     d = _defaults(CacheSettings)
     cache = CacheSettings(
-        node_type=r.str("redisNodeType", d["node_type"]),
-        engine_version=r.str("redisEngineVersion", d["engine_version"]),
-        node_count=r.int("redisNodes", d["node_count"]),
+        engine=r.str("cacheEngine", d["engine"]),
+        engine_version=r.str("cacheEngineVersion", None),
+        node_type=r.str("cacheNodeType", d["node_type"]),
+        node_count=r.int("cacheNodes", d["node_count"]),
+        auth_token_update_strategy=r.str("cacheAuthTokenUpdateStrategy", d["auth_token_update_strategy"]),
         log_retention_days=r.int("logRetentionDays", d["log_retention_days"]),
     )
 
     d = _defaults(RerankerSettings)
     reranker = RerankerSettings(
         enabled=r.bool("rerankerEnabled", d["enabled"]),
-        model_id=r.str("rerankerModelId", d["model_id"]),
+        model_s3_uri=r.str("rerankerModelS3Uri", None),
         instance_type=r.str("rerankerInstanceType", d["instance_type"]),
         min_instances=r.int("rerankerMinInstances", d["min_instances"]),
         max_instances=r.int("rerankerMaxInstances", d["max_instances"]),
         invocations_per_instance=r.int("rerankerInvocationsPerInstance", d["invocations_per_instance"]),
         image=r.str("rerankerImage", None),
         max_client_batch=r.int("rerankerMaxClientBatch", d["max_client_batch"]),
+        log_retention_days=r.int("logRetentionDays", d["log_retention_days"]),
     )
 
     d = _defaults(ServiceSettings)
@@ -197,20 +240,19 @@ def load(config: pulumi.Config | None = None, stack: str | None = None, project:
     if not cidrs:
         raise ValueError("cognis:albIngressCidrs must list at least one CIDR")
 
-    extra_tags = r.obj("tags", {})
-    if not isinstance(extra_tags, dict):
-        raise ValueError("cognis:tags must be a map of tag names to values")
-
     return StackConfig(
         project=project,
         stack=stack,
         prefix=prefix,
-        tags=base_tags(PROJECT_TAG, stack, {str(k): str(v) for k, v in extra_tags.items()}),
-        service_name=r.str("serviceName", names.DEFAULT_SERVICE),
+        tags=base_tags(PROJECT_TAG, stack, _default_tags(aws_config)),
+        service_name=r.str("serviceName", prefix),
         metrics_namespace=r.str("metricsNamespace", names.DEFAULT_NAMESPACE),
         alb_ingress_cidrs=cidrs,
+        availability_zone_ids=zone_ids,
+        protect=r.bool("protect", True),
         image=image,
         image_tag=image_tag,
+        build_context=REPO_ROOT,
         network=network,
         search=search,
         opensearch_domain_name=r.str("opensearchDomainName", None) or domain_name_for(stack),
@@ -220,5 +262,5 @@ def load(config: pulumi.Config | None = None, stack: str | None = None, project:
         service=service,
         observability=observability,
         api_key=c.require_secret("apiKey").apply(_check_api_key),
-        redis_auth_token=c.require_secret("redisAuthToken").apply(validate_auth_token),
+        cache_auth_token=c.require_secret("cacheAuthToken").apply(validate_auth_token),
     )

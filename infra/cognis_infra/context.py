@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi_aws as aws
@@ -9,13 +10,15 @@ import pulumi_aws as aws
 
 @dataclass(frozen=True)
 class AwsContext:
-    """Region, account and partition of the deployment, plus the AZs to use."""
+    """Region, account and partition of the deployment, plus the AZs to use (names and zone ids)."""
 
     region: str
     account_id: str
     partition: str
     dns_suffix: str
     availability_zones: tuple[str, ...]
+    #: Zone ids of ``availability_zones``, position for position (the same physical zone in every account).
+    zone_ids: tuple[str, ...] = ()
 
     def arn(self, service: str, resource: str, *, region: str | None = None, account: str | None = None) -> str:
         """Build an ARN in this partition (region/account default to the stack's)."""
@@ -27,8 +30,35 @@ class AwsContext:
         return f"{service}.{self.dns_suffix}"
 
 
-def lookup(az_count: int) -> AwsContext:
-    """Ask the provider for region, account, partition and the first ``az_count`` AZs.
+def choose_zones(
+    names: Sequence[str], zone_ids: Sequence[str], az_count: int, wanted: Sequence[str] = ()
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(names, zone ids)`` of the AZs to use: ``wanted`` zone ids in that order, else the first
+    ``az_count`` zone ids in sorted order. AZ *names* map to different physical zones in every
+    account; zone ids do not, so the choice is the same zones whoever deploys."""
+    by_id = dict(zip(zone_ids, names, strict=True))
+    if wanted:
+        unknown = [z for z in wanted if z not in by_id]
+        if unknown:
+            raise ValueError(
+                f"cognis:availabilityZoneIds names zone ids this region does not offer: {', '.join(unknown)} "
+                f"(available: {', '.join(sorted(by_id))})"
+            )
+        if len(wanted) != az_count:
+            raise ValueError(f"cognis:availabilityZoneIds lists {len(wanted)} zones; cognis:azCount is {az_count}")
+        chosen = list(wanted)
+    else:
+        if len(by_id) < az_count:
+            raise ValueError(
+                f"the region has {len(by_id)} available AZs ({', '.join(sorted(by_id))}); "
+                f"cognis:azCount asks for {az_count}"
+            )
+        chosen = sorted(by_id)[:az_count]
+    return tuple(by_id[z] for z in chosen), tuple(chosen)
+
+
+def lookup(az_count: int, zone_ids: Sequence[str] = ()) -> AwsContext:
+    """Ask the provider for region, account, partition and the AZs to use.
 
     Only AZs that need no opt-in are used (Local Zones and Wavelength Zones are skipped).
     """
@@ -40,15 +70,12 @@ def lookup(az_count: int) -> AwsContext:
         state="available",
         filters=[{"name": "opt-in-status", "values": ["opt-in-not-required"]}],
     )
-    names = sorted(zones.names)
-    if len(names) < az_count:
-        raise ValueError(
-            f"region {region} has {len(names)} available AZs ({', '.join(names)}); cognis:azCount asks for {az_count}"
-        )
+    names, ids = choose_zones(zones.names, zones.zone_ids, az_count, zone_ids)
     return AwsContext(
         region=region,
         account_id=identity.account_id,
         partition=partition.partition,
         dns_suffix=partition.dns_suffix,
-        availability_zones=tuple(names[:az_count]),
+        availability_zones=names,
+        zone_ids=ids,
     )

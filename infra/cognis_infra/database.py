@@ -1,12 +1,17 @@
-"""Database: Aurora PostgreSQL 16 Serverless v2, the system of record (pgvector).
+"""Database: Aurora PostgreSQL Serverless v2, the system of record (pgvector).
 
 * 2 ``db.serverless`` instances in different AZs (writer + reader for failover),
   scaling between 0.5 and 16 ACU by default;
-* storage encrypted, deletion protection on, a final snapshot on delete, 7 days of
-  automated backups, PostgreSQL logs exported to CloudWatch;
+* the engine is a major-version line (``"17"`` by default; ``"16"`` or a full ``"17.x"``
+  also work): Aurora picks that line's default minor version, and the service refuses to
+  start on pgvector older than 0.8 (its migration runs ``ALTER EXTENSION vector UPDATE`` first);
+* storage encrypted, deletion protection on, the cluster ``protect``-ed in Pulumi, a final
+  snapshot on delete, 7 days of automated backups, PostgreSQL logs exported to a log group
+  the stack creates (retention, the stack's KMS key);
 * the master password is generated and rotated by RDS in Secrets Manager
-  (``manage_master_user_password``); the API reads username and password from that
-  secret (``COGNIS_POSTGRES_SECRET_ARN``) and re-reads it after a rotation;
+  (``manage_master_user_password``); the service's migration signs in with it, creates the
+  application role ``cognis_app`` and grants it data privileges only; the connection pool
+  signs in as that role with IAM authentication tokens (``iam_database_authentication_enabled``);
 * a cluster parameter group that forces TLS (``rds.force_ssl = 1``) and logs slow
   statements.
 
@@ -16,6 +21,7 @@ the service's own migration at start-up: there is no manual step and no bastion.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -26,25 +32,34 @@ from .base import CognisComponent
 
 ENGINE = "aurora-postgresql"
 INSTANCE_CLASS = "db.serverless"
+#: Major versions whose current minors the stack supports (pgvector >= 0.8; see docs/deploy.md).
+SUPPORTED_MAJORS: tuple[str, ...] = ("16", "17")
+#: The application role the service's pool signs in as (created by the migration).
+APP_USER = "cognis_app"
 
 
 @dataclass(frozen=True)
 class DatabaseSettings:
     """Sizing and safety of the Aurora cluster (stack config)."""
 
-    engine_version: str = "16.6"
+    engine_version: str = "17"
     min_acu: float = 0.5
     max_acu: float = 16.0
     instance_count: int = 2
     backup_retention_days: int = 7
     database_name: str = "cognis"
     master_username: str = "cognis_admin"
+    app_user: str = APP_USER
     deletion_protection: bool = True
     slow_statement_ms: int = 1000
+    log_retention_days: int = 30
 
     def __post_init__(self) -> None:
-        if not self.engine_version.startswith("16"):
-            raise ValueError(f"cognis:auroraEngineVersion must be a PostgreSQL 16.x version, got {self.engine_version}")
+        if not re.fullmatch(r"\d+(\.\d+)?", self.engine_version) or self.major_version not in SUPPORTED_MAJORS:
+            raise ValueError(
+                f"cognis:auroraEngineVersion must be a PostgreSQL {' or '.join(SUPPORTED_MAJORS)} line or version "
+                f'(e.g. "17" or "17.5"), got {self.engine_version!r}'
+            )
         if not 0 <= self.min_acu <= self.max_acu <= 256:
             raise ValueError("Aurora capacity must satisfy 0 <= cognis:auroraMinAcu <= cognis:auroraMaxAcu <= 256")
         if self.instance_count < 1:
@@ -53,8 +68,12 @@ class DatabaseSettings:
             raise ValueError("cognis:auroraBackupRetentionDays must be 1..35")
 
     @property
+    def major_version(self) -> str:
+        return self.engine_version.split(".")[0]
+
+    @property
     def parameter_group_family(self) -> str:
-        return f"aurora-postgresql{self.engine_version.split('.')[0]}"
+        return f"aurora-postgresql{self.major_version}"
 
 
 @dataclass
@@ -62,18 +81,29 @@ class DatabaseArgs:
     settings: DatabaseSettings
     subnet_ids: Sequence[pulumi.Input[str]]
     security_group_id: pulumi.Input[str]
+    #: Cluster identifier (carries the stack name).
+    cluster_identifier: str
     final_snapshot_identifier: str
+    log_kms_key_arn: pulumi.Input[str]
+    protect: bool = True
     tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def postgresql_log_group(cluster_identifier: str) -> str:
+    """The log group RDS exports an Aurora PostgreSQL cluster's ``postgresql`` log to."""
+    return f"/aws/rds/cluster/{cluster_identifier}/postgresql"
 
 
 class Database(CognisComponent):
     """An Aurora PostgreSQL Serverless v2 cluster with two instances."""
 
     cluster_identifier: pulumi.Output[str]
+    cluster_resource_id: pulumi.Output[str]
     endpoint: pulumi.Output[str]
     reader_endpoint: pulumi.Output[str]
     port: pulumi.Output[int]
     database_name: str
+    app_user: str
     secret_arn: pulumi.Output[str]
     max_acu: float
 
@@ -101,14 +131,23 @@ class Database(CognisComponent):
             tags=self.tags(f"{name}-params"),
             opts=self.child_opts(),
         )
+        # Created before the cluster so RDS writes into a group with retention and the stack's key.
+        logs = self.log_group(
+            f"{name}-postgresql-log",
+            retention_days=s.log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
+            physical_name=postgresql_log_group(args.cluster_identifier),
+        )
         cluster = aws.rds.Cluster(
             f"{name}-cluster",
+            cluster_identifier=args.cluster_identifier,
             engine=ENGINE,
             engine_mode="provisioned",  # Serverless v2 runs on provisioned clusters
             engine_version=s.engine_version,
             database_name=s.database_name,
             master_username=s.master_username,
             manage_master_user_password=True,
+            iam_database_authentication_enabled=True,
             storage_encrypted=True,
             deletion_protection=s.deletion_protection,
             skip_final_snapshot=False,
@@ -125,8 +164,8 @@ class Database(CognisComponent):
                 min_capacity=s.min_acu, max_capacity=s.max_acu
             ),
             enabled_cloudwatch_logs_exports=["postgresql"],
-            tags=self.tags(f"{name}-cluster"),
-            opts=self.child_opts(),
+            tags=self.tags(args.cluster_identifier),
+            opts=self.child_opts(protect=args.protect, depends_on=[logs]),
         )
         instances = []
         for i in range(s.instance_count):
@@ -148,20 +187,25 @@ class Database(CognisComponent):
             )
 
         self.cluster_identifier = cluster.cluster_identifier
+        self.cluster_resource_id = cluster.cluster_resource_id
         self.endpoint = cluster.endpoint
         self.reader_endpoint = cluster.reader_endpoint
         self.port = cluster.port
         self.database_name = s.database_name
+        self.app_user = s.app_user
         self.max_acu = s.max_acu
         self.secret_arn = cluster.master_user_secrets.apply(_secret_arn)
+        self.log_group_name = logs.name
         self.instance_identifiers = [inst.identifier for inst in instances]
         self.register_outputs(
             {
                 "clusterIdentifier": self.cluster_identifier,
+                "clusterResourceId": self.cluster_resource_id,
                 "endpoint": self.endpoint,
                 "readerEndpoint": self.reader_endpoint,
                 "port": self.port,
                 "databaseName": self.database_name,
+                "appUser": self.app_user,
                 "secretArn": self.secret_arn,
             }
         )

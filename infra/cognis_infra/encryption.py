@@ -10,6 +10,10 @@ Used where an AWS-managed key does not work or is not the default:
 
 Data stores use their service keys (``aws/es``, ``aws/rds``, ``aws/elasticache``,
 ``aws/secretsmanager``): encrypted at rest without key-policy plumbing.
+
+The key is protected (``cognis:protect``) and retained on delete: ``pulumi destroy`` leaves it
+in the account, so log groups it encrypted stay readable; scheduling its deletion (7 to 30 days
+of waiting) is a deliberate step of the teardown procedure in docs/deploy.md.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ class EncryptionArgs:
     context: AwsContext
     alias: str
     deletion_window_days: int = 30
+    #: ``protect`` on the key (switch off only to tear the stack down).
+    protect: bool = True
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -94,7 +100,7 @@ class Encryption(CognisComponent):
             deletion_window_in_days=args.deletion_window_days,
             policy=pulumi.Output.json_dumps(key_policy(args.context)),
             tags=self.tags(f"{name}-key"),
-            opts=self.child_opts(),
+            opts=self.child_opts(protect=args.protect, retain_on_delete=True),
         )
         aws.kms.Alias(f"{name}-alias", name=f"alias/{args.alias}", target_key_id=key.key_id, opts=self.child_opts())
         self.key_arn = key.arn

@@ -11,6 +11,11 @@ Security groups, and the only paths between them::
                                                --6379--> cache
                                                --443---> endpoints (VPC interface endpoints)
                                                --443---> 0.0.0.0/0 (AWS APIs via NAT)
+                                   reranker --443---> endpoints, 0.0.0.0/0 (S3 gateway, NAT)
+
+An interface endpoint is placed only in the chosen AZs whose zone offers that service
+(``aws.ec2.get_vpc_endpoint_service``): not every service is in every AZ, and creating an
+endpoint in a subnet of an AZ the service lacks fails.
 
 Rules are separate ``aws.vpc.SecurityGroup{Ingress,Egress}Rule`` resources (no inline
 rules), so security groups can reference each other without cycles.
@@ -39,7 +44,7 @@ DEFAULT_INTERFACE_ENDPOINTS: tuple[str, ...] = (
 )
 
 #: Security groups the network creates, by role.
-SECURITY_GROUP_ROLES: tuple[str, ...] = ("alb", "service", "database", "search", "cache", "endpoints")
+SECURITY_GROUP_ROLES: tuple[str, ...] = ("alb", "service", "database", "search", "cache", "endpoints", "reranker")
 
 
 @dataclass(frozen=True)
@@ -198,7 +203,8 @@ class Network(CognisComponent):
             "database": "Aurora PostgreSQL: from API tasks only",
             "search": "OpenSearch: HTTPS from API tasks only",
             "cache": "Redis: TLS from API tasks only",
-            "endpoints": "VPC interface endpoints: HTTPS from API tasks only",
+            "endpoints": "VPC interface endpoints: HTTPS from API tasks and the reranker only",
+            "reranker": "SageMaker reranker instances: no inbound; HTTPS out for model and image downloads",
         }
         for role in SECURITY_GROUP_ROLES:
             sgs[role] = aws.ec2.SecurityGroup(
@@ -252,6 +258,9 @@ class Network(CognisComponent):
         ingress("search-from-service", "search", 443, source="service")
         ingress("cache-from-service", "cache", 6379, source="service")
         ingress("endpoints-from-service", "endpoints", 443, source="service")
+        egress("reranker-to-endpoints", "reranker", 443, dest="endpoints")
+        egress("reranker-to-aws-apis", "reranker", 443, cidr="0.0.0.0/0")  # S3 gateway endpoint, NAT
+        ingress("endpoints-from-reranker", "endpoints", 443, source="reranker")
 
         # --- VPC endpoints ------------------------------------------------------------------
         aws.ec2.VpcEndpoint(
@@ -264,14 +273,23 @@ class Network(CognisComponent):
             opts=self.child_opts(),
         )
         endpoint_ids: dict[str, pulumi.Output[str]] = {}
+        self.endpoint_zones: dict[str, tuple[str, ...]] = {}
         for svc in s.interface_endpoints:
+            service_name = f"com.amazonaws.{ctx.region}.{svc}"
+            lookup = aws.ec2.get_vpc_endpoint_service(service_name=service_name, service_type="Interface")
+            offered = set(lookup.availability_zones)
+            subnets = [sn for az, sn in zip(azs, private_subnets, strict=True) if az in offered]
+            if not subnets:
+                pulumi.log.warn(f"{service_name} is offered in none of {', '.join(azs)}: no endpoint", resource=self)
+                continue
+            self.endpoint_zones[svc] = tuple(az for az in azs if az in offered)
             ep = aws.ec2.VpcEndpoint(
                 f"{name}-{svc.replace('.', '-')}",
                 vpc_id=vpc.id,
-                service_name=f"com.amazonaws.{ctx.region}.{svc}",
+                service_name=service_name,
                 vpc_endpoint_type="Interface",
                 private_dns_enabled=True,
-                subnet_ids=[sn.id for sn in private_subnets],
+                subnet_ids=[sn.id for sn in subnets],
                 security_group_ids=[sgs["endpoints"].id],
                 tags=self.tags(f"{name}-{svc}"),
                 opts=self.child_opts(),
@@ -279,12 +297,10 @@ class Network(CognisComponent):
             endpoint_ids[svc] = ep.id
 
         # --- flow logs (rejected traffic) ------------------------------------------------
-        flow_group = aws.cloudwatch.LogGroup(
+        flow_group = self.log_group(
             f"{name}-flow-logs",
-            retention_in_days=s.flow_log_retention_days,
-            kms_key_id=args.log_kms_key_arn,
-            tags=self.tags(f"{name}-flow-logs"),
-            opts=self.child_opts(),
+            retention_days=s.flow_log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
         )
         flow_role = aws.iam.Role(
             f"{name}-flow-logs",

@@ -8,11 +8,19 @@ module the runtime emits them with), so the two sides cannot drift apart:
   (extended statistics), dashboard p50/p95/p99;
 * ``StageLatency`` {service, Pipeline, Stage} - per-stage p95 on the dashboard;
 * ``Requests`` / ``Errors`` / ``DegradedAnswers`` {service, Operation};
-* ``JobsDeadLettered`` {service} - alarm on any dead-lettered ingest job.
+* ``JobsDeadLettered`` {service} - alarm on any dead-lettered ingest job;
+* ``Ready`` {service} - written by each task's readiness probe (``GET /ready``: 1 or 0);
+  alarm when any task is not ready for 3 of 5 minutes, dashboard shows the ready share.
 
-Infrastructure alarms: ALB 5xx rate (metric math), unhealthy targets, OpenSearch CPU,
-JVM memory pressure and red cluster status, Aurora capacity near its maximum ACU, the
-reranker endpoint's p95 model latency and 5xx errors.
+Infrastructure alarms: ALB 5xx rate (metric math), unhealthy targets (liveness), healthy
+targets and running tasks below the service minimum, OpenSearch CPU, JVM memory pressure and
+red cluster status, Aurora capacity near its maximum ACU, the reranker endpoint's p95 model
+latency and 5xx errors.
+
+Every alarm says what missing data means (``treat_missing_data``): health alarms breach (no
+data from a health metric means nothing is running or reporting), load and error alarms do
+not (no traffic is not a fault). Percentile alarms ignore periods with too few samples to
+compute the percentile (``evaluate_low_sample_count_percentiles = ignore``).
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import pulumi_aws as aws
 
 from .base import CognisComponent
 from .context import AwsContext
-from .telemetry import names
+from .telemetry import READINESS_METRIC, names
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,9 @@ class ObservabilityArgs:
     db_max_acu: float
     redis_replication_group_id: pulumi.Input[str]
     ecs_cluster_name: pulumi.Input[str]
-    ecs_service_name: pulumi.Input[str] | None
+    ecs_service_name: pulumi.Input[str]
+    #: The service's minimum task count: fewer healthy targets or running tasks alarm.
+    min_tasks: int
     reranker_endpoint_name: pulumi.Input[str] | None
     reranker_variant: str
     kms_key_id: pulumi.Input[str]
@@ -87,7 +97,7 @@ class DashboardInputs:
     db_max_acu: float
     redis_group: str
     ecs_cluster: str
-    ecs_service: str | None
+    ecs_service: str
     reranker_endpoint: str | None
     reranker_variant: str
     retrieval_p95_ms: float
@@ -262,29 +272,40 @@ def dashboard_body(d: DashboardInputs) -> dict:
                     stat="p95",
                     yAxis="right",
                 ),
-            ]
-            + (
-                [
-                    _metric(
-                        "AWS/ECS",
-                        "CPUUtilization",
-                        {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service},
-                        label="task CPU %",
-                        yAxis="right",
-                    ),
-                    _metric(
-                        "AWS/ECS",
-                        "MemoryUtilization",
-                        {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service},
-                        label="task memory %",
-                        yAxis="right",
-                    ),
-                ]
-                if d.ecs_service
-                else []
-            ),
+                _metric(
+                    "AWS/ECS",
+                    "CPUUtilization",
+                    {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service},
+                    label="task CPU %",
+                    yAxis="right",
+                ),
+                _metric(
+                    "AWS/ECS",
+                    "MemoryUtilization",
+                    {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service},
+                    label="task memory %",
+                    yAxis="right",
+                ),
+            ],
             d.region,
             stat="Maximum",
+        ),
+        _widget(
+            "Readiness (GET /ready) and running tasks",
+            [
+                _metric(ns, READINESS_METRIC, svc, stat="Average", label="share of probes ready"),
+                _metric(ns, READINESS_METRIC, svc, stat="Minimum", label="worst task ready"),
+                _metric(
+                    "ECS/ContainerInsights",
+                    "RunningTaskCount",
+                    {"ClusterName": d.ecs_cluster, "ServiceName": d.ecs_service},
+                    stat="Minimum",
+                    label="running tasks",
+                    yAxis="right",
+                ),
+            ],
+            d.region,
+            stat="Average",
         ),
     ]
     if d.reranker_endpoint:
@@ -382,9 +403,10 @@ class Observability(CognisComponent):
 
         alarms: dict[str, aws.cloudwatch.MetricAlarm] = {}
 
-        def alarm(key: str, description: str, **kwargs: Any) -> None:
-            kwargs.setdefault("treat_missing_data", "notBreaching")
+        def alarm(key: str, description: str, *, treat_missing_data: str, **kwargs: Any) -> None:
             kwargs.setdefault("comparison_operator", "GreaterThanThreshold")
+            if "extended_statistic" in kwargs:  # a percentile over too few samples says nothing
+                kwargs["evaluate_low_sample_count_percentiles"] = "ignore"
             alarms[key] = aws.cloudwatch.MetricAlarm(
                 f"{name}-{key}",
                 name=f"{p}-{key}",
@@ -392,6 +414,7 @@ class Observability(CognisComponent):
                 actions_enabled=True,
                 alarm_actions=[topic.arn],
                 ok_actions=[topic.arn],
+                treat_missing_data=treat_missing_data,
                 tags=self.tags(f"{p}-{key}"),
                 opts=self.child_opts(),
                 **kwargs,
@@ -402,6 +425,7 @@ class Observability(CognisComponent):
             alarm(
                 f"retrieval-latency-{pct}",
                 f"Search latency {pct} above {threshold:g} ms for 3 of 5 minutes",
+                treat_missing_data="notBreaching",
                 namespace=args.metrics_namespace,
                 metric_name=names.RETRIEVAL_LATENCY,
                 dimensions=svc_dims,
@@ -414,6 +438,7 @@ class Observability(CognisComponent):
         alarm(
             "jobs-dead-lettered",
             "Ingest jobs exhausted their retries (messages stored, memories not extracted)",
+            treat_missing_data="notBreaching",
             namespace=args.metrics_namespace,
             metric_name=names.JOBS_DEAD_LETTERED,
             dimensions=svc_dims,
@@ -437,6 +462,7 @@ class Observability(CognisComponent):
         alarm(
             "http-5xx-rate",
             f"More than {s.error_rate_percent:g} % of requests answered 5xx for 3 of 5 minutes",
+            treat_missing_data="notBreaching",
             metric_queries=[
                 alb_metric("target5xx", "HTTPCode_Target_5XX_Count"),
                 alb_metric("elb5xx", "HTTPCode_ELB_5XX_Count"),
@@ -452,22 +478,66 @@ class Observability(CognisComponent):
             datapoints_to_alarm=3,
             threshold=s.error_rate_percent,
         )
+        tg_dims = {"TargetGroup": args.target_group_arn_suffix, **alb_dims}
         alarm(
             "unhealthy-targets",
-            "API tasks failing the readiness check (GET /ready) for 3 minutes",
+            "API tasks failing the liveness check (GET /health) for 3 minutes; ECS replaces them",
+            treat_missing_data="notBreaching",  # no data: no targets, which healthy-targets catches
             namespace="AWS/ApplicationELB",
             metric_name="UnHealthyHostCount",
-            dimensions={"TargetGroup": args.target_group_arn_suffix, **alb_dims},
+            dimensions=tg_dims,
             statistic="Maximum",
             period=60,
             evaluation_periods=3,
             threshold=0,
+        )
+        alarm(
+            "healthy-targets",
+            f"Fewer than {args.min_tasks} healthy API targets behind the load balancer for 3 minutes",
+            treat_missing_data="breaching",
+            namespace="AWS/ApplicationELB",
+            metric_name="HealthyHostCount",
+            dimensions=tg_dims,
+            statistic="Minimum",
+            period=60,
+            evaluation_periods=3,
+            comparison_operator="LessThanThreshold",
+            threshold=args.min_tasks,
+        )
+        ecs_dims = {"ClusterName": args.ecs_cluster_name, "ServiceName": args.ecs_service_name}
+        alarm(
+            "running-tasks",
+            f"Fewer than {args.min_tasks} API tasks running for 3 minutes",
+            treat_missing_data="breaching",
+            namespace="ECS/ContainerInsights",
+            metric_name="RunningTaskCount",
+            dimensions=ecs_dims,
+            statistic="Minimum",
+            period=60,
+            evaluation_periods=3,
+            comparison_operator="LessThanThreshold",
+            threshold=args.min_tasks,
+        )
+        alarm(
+            "not-ready",
+            "An API task is not ready (GET /ready: a store unreachable) in 3 of 5 minutes",
+            treat_missing_data="breaching",  # no probe reports: no task is up to be ready
+            namespace=args.metrics_namespace,
+            metric_name=READINESS_METRIC,
+            dimensions=svc_dims,
+            statistic="Minimum",
+            period=60,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            comparison_operator="LessThanThreshold",
+            threshold=1,
         )
 
         es_dims = {"DomainName": args.opensearch_domain_name, "ClientId": ctx.account_id}
         alarm(
             "opensearch-cpu",
             f"OpenSearch CPU above {s.opensearch_cpu_percent:g} % for 15 minutes",
+            treat_missing_data="notBreaching",
             namespace="AWS/ES",
             metric_name="CPUUtilization",
             dimensions=es_dims,
@@ -479,6 +549,7 @@ class Observability(CognisComponent):
         alarm(
             "opensearch-jvm-pressure",
             f"OpenSearch JVM memory pressure above {s.opensearch_jvm_pressure_percent:g} % for 15 minutes",
+            treat_missing_data="notBreaching",
             namespace="AWS/ES",
             metric_name="JVMMemoryPressure",
             dimensions=es_dims,
@@ -490,6 +561,7 @@ class Observability(CognisComponent):
         alarm(
             "opensearch-red",
             "OpenSearch cluster status red (a primary shard is unassigned)",
+            treat_missing_data="breaching",
             namespace="AWS/ES",
             metric_name="ClusterStatus.red",
             dimensions=es_dims,
@@ -503,6 +575,7 @@ class Observability(CognisComponent):
         alarm(
             "aurora-capacity",
             f"Aurora at or above {acu_threshold:g} of {args.db_max_acu:g} ACU for 15 minutes",
+            treat_missing_data="notBreaching",
             namespace="AWS/RDS",
             metric_name="ServerlessDatabaseCapacity",
             dimensions={"DBClusterIdentifier": args.db_cluster_identifier},
@@ -517,6 +590,7 @@ class Observability(CognisComponent):
             alarm(
                 "reranker-latency-p95",
                 f"Reranker model latency p95 above {s.reranker_p95_ms:g} ms for 3 of 5 minutes",
+                treat_missing_data="notBreaching",
                 namespace="AWS/SageMaker",
                 metric_name="ModelLatency",  # microseconds
                 dimensions=sm_dims,
@@ -529,6 +603,7 @@ class Observability(CognisComponent):
             alarm(
                 "reranker-errors",
                 f"More than {s.reranker_errors_per_5min} reranker invocations failed with 5xx in 5 minutes",
+                treat_missing_data="notBreaching",
                 namespace="AWS/SageMaker",
                 metric_name="Invocation5XXErrors",
                 dimensions=sm_dims,

@@ -1,25 +1,68 @@
-"""Registry: the ECR repository the API image is pushed to.
+"""Registry: the ECR repository of the API image, and the image build that fills it.
 
-``scripts/build_and_push_image.sh`` builds the project's ``Dockerfile``, pushes it here
-under an immutable tag and sets ``cognis:imageTag``; the service runs that tag.
+By default ``pulumi up`` builds the project's ``Dockerfile`` (target ``api``, for the Fargate
+CPU architecture) with ``pulumi-docker-build``, signs in to the repository with a token from
+``aws.ecr.get_authorization_token`` and pushes; the task definition runs the pushed image by
+digest (``repo:tag@sha256:...``), so a fresh stack comes up in one ``pulumi up``.
+
+Tags are immutable, so the tag is a digest of what goes into the build (the files the
+``.dockerignore`` lets through, the Dockerfile, the target and the platform): an unchanged
+tree keeps its tag and is not pushed again, a changed one gets a new tag.
+
+Teams whose CI builds images set ``cognis:image`` (any URI) or ``cognis:imageTag`` (a tag in
+this repository, e.g. from ``scripts/build_and_push_image.sh``) and no build runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+import os
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_docker_build as docker_build
 
 from .base import CognisComponent
+
+#: Docker platform per Fargate CPU architecture.
+PLATFORMS: dict[str, docker_build.Platform] = {
+    "X86_64": docker_build.Platform.LINUX_AMD64,
+    "ARM64": docker_build.Platform.LINUX_ARM64,
+}
+BUILD_TARGET = "api"
+
+
+@dataclass(frozen=True)
+class ImageBuild:
+    """Build the API image from ``context`` inside the program."""
+
+    context: Path
+    cpu_architecture: str = "X86_64"
+    target: str = BUILD_TARGET
+    dockerfile: str = "Dockerfile"
+
+    @property
+    def platform(self) -> docker_build.Platform:
+        return PLATFORMS[self.cpu_architecture]
+
+    def tag(self) -> str:
+        return "src-" + build_digest(self.context, self.dockerfile, self.target, self.platform.value)[:16]
 
 
 @dataclass
 class RegistryArgs:
+    #: Repository name (carries the stack name).
+    repository_name: str
+    #: Build the image here; None when the image comes from elsewhere.
+    build: ImageBuild | None = None
     #: Tagged images kept; older ones expire (untagged ones after a day).
     keep_images: int = 30
+    protect: bool = True
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -49,26 +92,145 @@ def lifecycle_policy(keep_images: int) -> str:
     )
 
 
+# --- build context digest -------------------------------------------------------------------------
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    """A ``.dockerignore`` pattern as a regex over ``/``-separated relative paths (``**`` spans dirs)."""
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            out += ".*"
+            i += 2
+            if pattern.startswith("/", i):
+                out += "/?"
+                i += 1
+        elif pattern[i] == "*":
+            out += "[^/]*"
+            i += 1
+        elif pattern[i] == "?":
+            out += "[^/]"
+            i += 1
+        else:
+            out += re.escape(pattern[i])
+            i += 1
+    return re.compile(out)
+
+
+def _ignore_rules(text: str) -> list[tuple[bool, re.Pattern[str]]]:
+    rules = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        pattern = line[1:] if negate else line
+        rules.append((negate, _pattern_regex(pattern.strip("/"))))
+    return rules
+
+
+def _excluded(path: str, rules: Sequence[tuple[bool, re.Pattern[str]]]) -> bool:
+    """The last rule matching the path or one of its parent directories decides."""
+    parts = path.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    excluded = False
+    for negate, regex in rules:
+        if any(regex.fullmatch(c) for c in candidates):
+            excluded = not negate
+    return excluded
+
+
+def _literal_root(pattern: str) -> str:
+    """The part of a pattern before its first wildcard, e.g. ``runtime`` for ``runtime/**/x``."""
+    return re.split(r"[*?\[]", pattern, maxsplit=1)[0].rstrip("/")
+
+
+def context_files(context: Path) -> list[str]:
+    """Relative paths of the files ``docker build`` sends, by the context's ``.dockerignore``.
+
+    Excluded directories are not walked unless a ``!`` rule could re-include something below them.
+    """
+    ignore = context / ".dockerignore"
+    text = ignore.read_text() if ignore.exists() else ""
+    rules = _ignore_rules(text)
+    reincluded = [
+        _literal_root(line.strip()[1:].strip("/")) for line in text.splitlines() if line.strip().startswith("!")
+    ]
+
+    def worth_walking(rel_dir: str) -> bool:
+        if not _excluded(rel_dir, rules):
+            return True
+        return any(root == "" or root.startswith(rel_dir + "/") or rel_dir.startswith(root) for root in reincluded)
+
+    files = []
+    for dirpath, dirnames, filenames in os.walk(context):
+        base = Path(dirpath).relative_to(context).as_posix()
+        prefix = "" if base == "." else base + "/"
+        dirnames[:] = sorted(d for d in dirnames if worth_walking(prefix + d))
+        files.extend(prefix + f for f in filenames if not _excluded(prefix + f, rules))
+    return sorted(files)
+
+
+def build_digest(context: Path, dockerfile: str, target: str, platform: str) -> str:
+    """SHA-256 over everything that decides the image: context files, Dockerfile, target, platform."""
+    h = hashlib.sha256()
+    h.update(f"target={target}\0platform={platform}\0".encode())
+    for rel in sorted({*context_files(context), dockerfile}):
+        h.update(rel.encode() + b"\0")
+        h.update(hashlib.sha256((context / rel).read_bytes()).digest())
+    return h.hexdigest()
+
+
 class Registry(CognisComponent):
-    """An ECR repository: immutable tags, scan on push, KMS encryption, lifecycle rules."""
+    """An ECR repository (immutable tags, scan on push, KMS, lifecycle rules) and, optionally,
+    the image build that pushes to it."""
 
     repository_url: pulumi.Output[str]
     repository_arn: pulumi.Output[str]
+    #: ``<repository>:<tag>@sha256:<digest>`` of the built image (None without a build).
+    image_ref: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: RegistryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("cognis:registry:Registry", name, args.tags, opts)
         repo = aws.ecr.Repository(
             f"{name}-api",
+            name=args.repository_name,
             image_tag_mutability="IMMUTABLE",
             image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
             encryption_configurations=[aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="KMS")],
             force_delete=False,
-            tags=self.tags(f"{name}-api"),
-            opts=self.child_opts(),
+            tags=self.tags(args.repository_name),
+            opts=self.child_opts(protect=args.protect),
         )
         aws.ecr.LifecyclePolicy(
             f"{name}-api", repository=repo.name, policy=lifecycle_policy(args.keep_images), opts=self.child_opts()
         )
+        self.image_ref = None
+        if args.build is not None:
+            b = args.build
+            token = aws.ecr.get_authorization_token_output(registry_id=repo.registry_id)
+            image = docker_build.Image(
+                f"{name}-image",
+                tags=[pulumi.Output.concat(repo.repository_url, ":", b.tag())],
+                context=docker_build.BuildContextArgs(location=str(b.context)),
+                dockerfile=docker_build.DockerfileArgs(location=str(b.context / b.dockerfile)),
+                target=b.target,
+                platforms=[b.platform],
+                push=True,
+                # A preview needs no Docker engine; the build and push happen in `pulumi up`.
+                build_on_preview=False,
+                registries=[
+                    docker_build.RegistryArgs(
+                        address=repo.repository_url,
+                        username=token.user_name,
+                        password=pulumi.Output.secret(token.password),
+                    )
+                ],
+                opts=self.child_opts(),
+            )
+            self.image_ref = image.ref
         self.repository_url = repo.repository_url
         self.repository_arn = repo.arn
-        self.register_outputs({"repositoryUrl": self.repository_url, "repositoryArn": self.repository_arn})
+        self.register_outputs(
+            {"repositoryUrl": self.repository_url, "repositoryArn": self.repository_arn, "imageRef": self.image_ref}
+        )

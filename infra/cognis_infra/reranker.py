@@ -1,24 +1,34 @@
 """Reranker: a SageMaker real-time endpoint serving a BGE cross-encoder.
 
-The model runs in Hugging Face Text Embeddings Inference (TEI), the Hugging Face
-inference container for embedding and reranker models, which downloads ``HF_MODEL_ID``
-from the Hugging Face Hub when the endpoint starts. For a reranker (sequence
-classification) model, TEI routes ``/invocations`` to ``/rerank``, which is exactly what
-the API's SageMaker reranker sends by default (``payload_format="tei"``)::
+The model runs in Hugging Face Text Embeddings Inference (TEI), the Hugging Face inference
+container for embedding and reranker models. Its weights are *not* fetched from the Hugging Face
+Hub: ``scripts/stage_reranker_model.py`` stages a pinned revision (or a local directory) under an
+S3 prefix once, ``cognis:rerankerModelS3Uri`` names that prefix, and SageMaker copies it to
+``/opt/ml/model`` (uncompressed ``S3Prefix`` model data) before the container starts, where TEI
+loads it (``HF_MODEL_ID=/opt/ml/model``). The container runs with network isolation (no inbound
+or outbound network at all) and its instances sit in the private subnets (``vpc_config``).
+
+For a reranker (sequence classification) model, TEI routes ``/invocations`` to ``/rerank``,
+which is exactly what the API's SageMaker reranker sends by default (``payload_format="tei"``)::
 
     {"query": "...", "texts": ["doc 0", ...], "truncate": true, "raw_scores": false}
 
 answered with ``[{"index": 1, "score": 0.93}, ...]``. ``MAX_CLIENT_BATCH_SIZE`` is raised
 above TEI's default of 32 so one request can carry every candidate the API sends.
 
-The endpoint scales on invocations per instance (target tracking) between the
-configured minimum and maximum instance counts.
+The endpoint scales on invocations per instance (target tracking). SageMaker refuses to
+update an endpoint when the update changes the instance type of a variant registered with
+Application Auto Scaling, so the endpoint *name* carries the instance type: a new
+``cognis:rerankerInstanceType`` creates a new endpoint (and its scaling target) next to the
+old one, the API moves to it, and the old endpoint and target are deleted at the end of the
+same ``pulumi up``. Every other change (model, counts, image) is an in-place update of the
+endpoint, which auto scaling allows.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -27,6 +37,7 @@ import pulumi_aws as aws
 from .base import CognisComponent
 from .context import AwsContext
 from .iam import assume_role_policy, document, statement
+from .naming import physical_name, slug
 
 VARIANT = "AllTraffic"
 TEI_VERSION = "1.8.2"
@@ -73,12 +84,20 @@ _IMAGE_RE = re.compile(
 )
 
 
+#: Where SageMaker puts the model data and TEI reads it.
+MODEL_DIR = "/opt/ml/model"
+_S3_PREFIX_RE = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<prefix>.+/)$")
+#: SageMaker endpoint names: 63 characters of ``[a-zA-Z0-9](-*[a-zA-Z0-9])*``.
+ENDPOINT_NAME_MAX = 63
+
+
 @dataclass(frozen=True)
 class RerankerSettings:
-    """Model, hardware and scaling of the reranker endpoint (stack config)."""
+    """Model data, hardware and scaling of the reranker endpoint (stack config)."""
 
     enabled: bool = True
-    model_id: str = "BAAI/bge-reranker-v2-m3"
+    #: ``s3://bucket/prefix/`` of the staged model (scripts/stage_reranker_model.py prints it).
+    model_s3_uri: str | None = None
     instance_type: str = "ml.g5.xlarge"
     min_instances: int = 1
     max_instances: int = 2
@@ -89,6 +108,7 @@ class RerankerSettings:
     #: Largest number of texts in one request (TEI's --max-client-batch-size).
     max_client_batch: int = 128
     startup_timeout_s: int = 900
+    log_retention_days: int = 30
 
     def __post_init__(self) -> None:
         if not self.instance_type.startswith("ml."):
@@ -97,20 +117,61 @@ class RerankerSettings:
             raise ValueError("need 1 <= cognis:rerankerMinInstances <= cognis:rerankerMaxInstances")
         if self.max_client_batch < 1:
             raise ValueError("cognis:rerankerMaxClientBatch must be positive")
-        if "/" not in self.model_id:
-            raise ValueError(f"cognis:rerankerModelId must be a Hugging Face Hub id (org/name), got {self.model_id}")
+        if self.enabled and self.model_s3_uri is None:
+            raise ValueError(
+                "cognis:rerankerModelS3Uri is required with the reranker enabled: stage the model with "
+                "scripts/stage_reranker_model.py (it prints the URI and sets it), or set cognis:rerankerEnabled false"
+            )
+        if self.model_s3_uri is not None and not _S3_PREFIX_RE.match(self.model_s3_uri):
+            raise ValueError(f"cognis:rerankerModelS3Uri must be s3://<bucket>/<prefix>/, got {self.model_s3_uri}")
 
     @property
     def uses_gpu(self) -> bool:
         family = self.instance_type.split(".")[1]
         return family.startswith(("g", "p"))
 
+    @property
+    def model_bucket(self) -> str:
+        return _S3_PREFIX_RE.match(str(self.model_s3_uri))["bucket"]  # type: ignore[index]
+
+    @property
+    def model_prefix(self) -> str:
+        return _S3_PREFIX_RE.match(str(self.model_s3_uri))["prefix"]  # type: ignore[index]
+
 
 @dataclass
 class RerankerArgs:
     settings: RerankerSettings
     context: AwsContext
+    #: Stack prefix (``cognis-<stack>``): the endpoint name is ``<prefix>-reranker-<instance type>``.
+    prefix: str
+    subnet_ids: Sequence[pulumi.Input[str]]
+    security_group_id: pulumi.Input[str]
+    log_kms_key_arn: pulumi.Input[str]
     tags: Mapping[str, str] = field(default_factory=dict)
+
+
+#: Room kept for the instance type in endpoint names (``ml-p4de-24xlarge`` is 16 characters).
+_INSTANCE_SLUG_MAX = 20
+
+
+def _endpoint_stem(prefix: str) -> str:
+    return physical_name(prefix, "reranker", max_len=ENDPOINT_NAME_MAX - 1 - _INSTANCE_SLUG_MAX)
+
+
+def endpoint_name(prefix: str, instance_type: str) -> str:
+    """``<prefix>-reranker-<instance type>``: a new instance type is a new endpoint."""
+    return f"{_endpoint_stem(prefix)}-{slug(instance_type)[:_INSTANCE_SLUG_MAX]}".rstrip("-")
+
+
+def endpoint_name_pattern(prefix: str) -> str:
+    """Every endpoint name :func:`endpoint_name` gives this prefix (for IAM resource ARNs)."""
+    return f"{_endpoint_stem(prefix)}-*"
+
+
+def endpoint_log_group(name: str) -> str:
+    """The log group SageMaker writes an endpoint's container output to."""
+    return f"/aws/sagemaker/Endpoints/{name}"
 
 
 def default_image(settings: RerankerSettings, region: str) -> str:
@@ -133,11 +194,29 @@ def image_repository_arn(image: str, partition: str) -> str:
     return f"arn:{partition}:ecr:{m['region']}:{m['account']}:repository/{m['repo']}"
 
 
+#: What SageMaker needs to attach the endpoint's instances to the VPC (these EC2 actions take no
+#: resource-level permissions, hence "*" with named actions only).
+VPC_ACTIONS: tuple[str, ...] = (
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+)
+
+
 class Reranker(CognisComponent):
-    """SageMaker model, endpoint configuration, endpoint and autoscaling."""
+    """SageMaker model (S3 weights, network isolation, VPC), endpoint configuration, endpoint,
+    its log group and autoscaling."""
 
     endpoint_name: pulumi.Output[str]
     endpoint_arn: pulumi.Output[str]
+    #: ARN pattern covering the current and the next endpoint (IAM grants survive a replacement).
+    endpoint_arn_pattern: str
     variant_name: str = VARIANT
 
     def __init__(self, name: str, args: RerankerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -145,9 +224,18 @@ class Reranker(CognisComponent):
         s = args.settings
         ctx = args.context
         image = s.image or default_image(s, ctx.region)
+        physical = endpoint_name(args.prefix, s.instance_type)
+        bucket_arn = f"arn:{ctx.partition}:s3:::{s.model_bucket}"
 
+        logs = self.log_group(
+            f"{name}-logs",
+            retention_days=s.log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
+            physical_name=endpoint_log_group(physical),
+        )
         role = aws.iam.Role(
             f"{name}-role",
+            name_prefix=physical_name(args.prefix, "reranker", max_len=37) + "-",
             description="SageMaker execution role of the cognis-memory reranker",
             assume_role_policy=assume_role_policy(ctx.service_principal("sagemaker"), source_account=ctx.account_id),
             tags=self.tags(f"{name}-role"),
@@ -157,6 +245,17 @@ class Reranker(CognisComponent):
             f"{name}-role",
             role=role.id,
             policy=document(
+                statement(
+                    "ReadModelData",
+                    ["s3:GetObject"],
+                    [f"{bucket_arn}/{s.model_prefix}*"],
+                ),
+                statement(
+                    "ListModelData",
+                    ["s3:ListBucket"],
+                    [bucket_arn],
+                    condition={"StringLike": {"s3:prefix": [f"{s.model_prefix}*"]}},
+                ),
                 # GetAuthorizationToken supports no resource-level permissions.
                 statement("EcrAuth", ["ecr:GetAuthorizationToken"], "*"),
                 statement(
@@ -164,10 +263,11 @@ class Reranker(CognisComponent):
                     ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
                     [image_repository_arn(image, ctx.partition)],
                 ),
+                statement("AttachToVpc", list(VPC_ACTIONS), "*"),
                 statement(
                     "EndpointLogs",
-                    ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                    [ctx.arn("logs", "log-group:/aws/sagemaker/Endpoints/*")],
+                    ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                    [pulumi.Output.concat(logs.arn, ":*")],
                 ),
                 statement(
                     "EndpointMetrics",
@@ -181,10 +281,22 @@ class Reranker(CognisComponent):
         model = aws.sagemaker.Model(
             f"{name}-model",
             execution_role_arn=role.arn,
+            enable_network_isolation=True,
+            vpc_config=aws.sagemaker.ModelVpcConfigArgs(
+                subnets=list(args.subnet_ids), security_group_ids=[args.security_group_id]
+            ),
             primary_container=aws.sagemaker.ModelPrimaryContainerArgs(
                 image=image,
+                model_data_source=aws.sagemaker.ModelPrimaryContainerModelDataSourceArgs(
+                    s3_data_sources=[
+                        aws.sagemaker.ModelPrimaryContainerModelDataSourceS3DataSourceArgs(
+                            s3_uri=str(s.model_s3_uri), s3_data_type="S3Prefix", compression_type="None"
+                        )
+                    ]
+                ),
                 environment={
-                    "HF_MODEL_ID": s.model_id,
+                    "HF_MODEL_ID": MODEL_DIR,
+                    "HF_HUB_OFFLINE": "1",
                     "MAX_CLIENT_BATCH_SIZE": str(s.max_client_batch),
                 },
             ),
@@ -209,9 +321,11 @@ class Reranker(CognisComponent):
         )
         endpoint = aws.sagemaker.Endpoint(
             f"{name}-endpoint",
+            name=physical,
             endpoint_config_name=config.name,
-            tags=self.tags(f"{name}-endpoint"),
-            opts=self.child_opts(),
+            tags=self.tags(physical),
+            # Replaced (new name) when the instance type changes: created before the old one goes.
+            opts=self.child_opts(depends_on=[logs], delete_before_replace=False),
         )
         target = aws.appautoscaling.Target(
             f"{name}-scaling",
@@ -221,28 +335,22 @@ class Reranker(CognisComponent):
             min_capacity=s.min_instances,
             max_capacity=s.max_instances,
             tags=self.tags(f"{name}-scaling"),
-            opts=self.child_opts(),
+            # The resource id names the endpoint: a new endpoint gets a new target, and the old
+            # target is deregistered before the old endpoint is deleted.
+            opts=self.child_opts(replace_on_changes=["resourceId"], delete_before_replace=False),
         )
-        aws.appautoscaling.Policy(
+        self.target_tracking_policy(
             f"{name}-invocations",
-            policy_type="TargetTrackingScaling",
-            service_namespace=target.service_namespace,
-            scalable_dimension=target.scalable_dimension,
-            resource_id=target.resource_id,
-            target_tracking_scaling_policy_configuration=aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationArgs(
-                target_value=float(s.invocations_per_instance),
-                predefined_metric_specification=aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationPredefinedMetricSpecificationArgs(
-                    predefined_metric_type="SageMakerVariantInvocationsPerInstance",
-                ),
-                scale_in_cooldown=300,
-                scale_out_cooldown=60,
-            ),
-            opts=self.child_opts(),
+            target,
+            target_value=s.invocations_per_instance,
+            metric_type="SageMakerVariantInvocationsPerInstance",
+            opts=self.child_opts(replace_on_changes=["resourceId"]),
         )
 
         self.image = image
         self.endpoint_name = endpoint.name
         self.endpoint_arn = endpoint.arn
+        self.endpoint_arn_pattern = ctx.arn("sagemaker", f"endpoint/{endpoint_name_pattern(args.prefix)}")
         self.register_outputs(
             {"endpointName": self.endpoint_name, "endpointArn": self.endpoint_arn, "image": image, "variant": VARIANT}
         )

@@ -4,7 +4,10 @@ Defaults follow ARCHITECTURE.md section 9: three ``r6g.large.search`` data nodes
 zone awareness over three AZs, gp3 volumes (100 GB, 3000 IOPS, 250 MiB/s), encryption
 at rest and node-to-node, HTTPS only with a TLS 1.2+ policy, Auto-Tune, inside the VPC,
 with slow logs and application logs in CloudWatch. Automated hourly snapshots are
-built into the service (no setting needed on OpenSearch engines).
+built into the service (no setting needed on OpenSearch engines). One node (the dev
+profile) runs without zone awareness; Auto-Tune is off on t2/t3 nodes, which do not
+support it. The domain is ``protect``-ed: renaming it would otherwise replace it with an
+empty index.
 
 Access: the domain's resource policy allows HTTP calls only from the API task role;
 requests are SigV4-signed (``COGNIS_OPENSEARCH_AUTH=sigv4``). The security group admits
@@ -56,13 +59,22 @@ class SearchSettings:
             raise ValueError(f"cognis:opensearchEngineVersion must be OpenSearch_x.y, got {self.engine_version}")
         if not self.instance_type.endswith(".search"):
             raise ValueError(f"cognis:opensearchInstanceType must end in .search, got {self.instance_type}")
-        if self.zone_count not in (2, 3):
-            raise ValueError("OpenSearch zone awareness supports 2 or 3 AZs")
+        if self.zone_count not in (1, 2, 3):
+            raise ValueError("OpenSearch runs in 1 AZ or, with zone awareness, 2 or 3 AZs")
         if self.instance_count % self.zone_count:
             raise ValueError(
                 f"cognis:opensearchInstanceCount ({self.instance_count}) must be a multiple of the AZ count "
                 f"({self.zone_count}) for zone awareness"
             )
+
+    @property
+    def zone_awareness(self) -> bool:
+        return self.zone_count > 1
+
+    @property
+    def auto_tune(self) -> bool:
+        """Auto-Tune is not available on t2/t3 instance types."""
+        return not self.instance_type.startswith(("t2.", "t3."))
 
 
 @dataclass
@@ -75,6 +87,7 @@ class SearchArgs:
     #: The only principal allowed to call the domain (the API task role).
     access_role_arn: pulumi.Input[str]
     log_kms_key_arn: pulumi.Input[str]
+    protect: bool = True
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -105,13 +118,11 @@ class Search(CognisComponent):
         groups = {}
         for log_type in LOG_TYPES:
             short = log_type.lower().replace("_logs", "").replace("_", "-")
-            groups[log_type] = aws.cloudwatch.LogGroup(
+            groups[log_type] = self.log_group(
                 f"{name}-{short}",
-                name=f"/aws/opensearch/{args.domain_name}/{short}",
-                retention_in_days=s.log_retention_days,
-                kms_key_id=args.log_kms_key_arn,
-                tags=self.tags(f"{name}-{short}"),
-                opts=self.child_opts(),
+                retention_days=s.log_retention_days,
+                kms_key_arn=args.log_kms_key_arn,
+                physical_name=f"/aws/opensearch/{args.domain_name}/{short}",
             )
         log_policy = aws.cloudwatch.LogResourcePolicy(
             f"{name}-logs",
@@ -160,9 +171,11 @@ class Search(CognisComponent):
             cluster_config=osd.DomainClusterConfigArgs(
                 instance_type=s.instance_type,
                 instance_count=s.instance_count,
-                zone_awareness_enabled=True,
-                zone_awareness_config=osd.DomainClusterConfigZoneAwarenessConfigArgs(
-                    availability_zone_count=s.zone_count
+                zone_awareness_enabled=s.zone_awareness,
+                zone_awareness_config=(
+                    osd.DomainClusterConfigZoneAwarenessConfigArgs(availability_zone_count=s.zone_count)
+                    if s.zone_awareness
+                    else None
                 ),
                 multi_az_with_standby_enabled=False,
                 dedicated_master_enabled=s.dedicated_master_type is not None,
@@ -187,7 +200,9 @@ class Search(CognisComponent):
             ),
             access_policies=access_policy,
             auto_tune_options=osd.DomainAutoTuneOptionsArgs(
-                desired_state="ENABLED", rollback_on_disable="NO_ROLLBACK", use_off_peak_window=True
+                desired_state="ENABLED" if s.auto_tune else "DISABLED",
+                rollback_on_disable="NO_ROLLBACK",
+                use_off_peak_window=s.auto_tune,
             ),
             off_peak_window_options=osd.DomainOffPeakWindowOptionsArgs(
                 enabled=True,
@@ -200,8 +215,8 @@ class Search(CognisComponent):
                 osd.DomainLogPublishingOptionArgs(log_type=log_type, cloudwatch_log_group_arn=group.arn, enabled=True)
                 for log_type, group in groups.items()
             ],
-            tags=self.tags(f"{name}-domain"),
-            opts=self.child_opts(depends_on=[log_policy]),
+            tags=self.tags(args.domain_name),
+            opts=self.child_opts(protect=args.protect, depends_on=[log_policy]),
         )
 
         self.domain_name = args.domain_name

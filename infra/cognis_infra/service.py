@@ -2,29 +2,35 @@
 
 * ``ServiceIdentity`` creates the task role and the task execution role first, so the
   OpenSearch domain's access policy can name the task role before the service exists.
-* ``Service`` grants those roles exactly what they use, and runs the container:
+* ``Service`` grants those roles exactly what they use, and runs the containers:
 
   - task role: ``bedrock:InvokeModel*`` on the configured model ids (foundation models and,
     for cross-region inference profiles, the profile), ``sagemaker:InvokeEndpoint`` on the
-    reranker endpoint, ``secretsmanager:GetSecretValue`` on the Aurora master secret, and
-    the OpenSearch HTTP verbs on the domain;
+    stack's reranker endpoints (the name pattern, so a replaced endpoint stays callable while
+    tasks roll over), ``rds-db:connect`` as the database's application role,
+    ``secretsmanager:GetSecretValue`` on the Aurora master secret (the migration at start-up
+    signs in as the owner; queries run as the application role), and the OpenSearch HTTP
+    verbs on the domain;
   - execution role: pull the API image, write its log group, read the two secrets ECS
     injects (``COGNIS_API_KEYS``, ``COGNIS_REDIS_PASSWORD``).
 
-* The ALB terminates TLS (certificate from ``cognis:certificateArn``, TLS 1.2+ policy),
-  redirects HTTP to HTTPS and forwards to the tasks on port 8080. Target health is the
-  readiness endpoint (``GET /ready``: stores reachable); the container's own ECS health
-  check is liveness (``GET /health``), so a store outage does not make ECS kill every task.
-* Deployments use the circuit breaker with rollback; the service scales on CPU and on
-  requests per target.
-* Environment variables point at the other components' outputs (``COGNIS_*``).
-
-Without an image (no ``cognis:imageTag`` or ``cognis:image`` yet), everything except the
-task definition, the ECS service and its autoscaling is created; push an image with
-``scripts/build_and_push_image.sh`` and run ``pulumi up`` again.
+* Health: the ALB target group and the container's ECS health check both use *liveness*
+  (``GET /health``). ECS replaces tasks that fail either, so checking readiness (``GET
+  /ready``: the stores answer) there would replace the whole fleet, again and again, during
+  any store outage longer than the check window. Readiness is measured instead by a
+  non-essential probe container in each task that asks ``/ready`` every 30 s and writes the
+  answer as a CloudWatch EMF metric (``Ready``: 1 or 0, dimension ``service``): it feeds an
+  alarm and the dashboard, never a restart.
+* Deployments use the circuit breaker with rollback; the service redeploys when the secrets
+  it injects get a new version (rotation), and scales on CPU and on requests per target.
+* Environment variables point at the other components' outputs (``COGNIS_*``); further
+  variables (e.g. a telemetry mode) go through ``ServiceArgs.extra_environment``, and further
+  containers (e.g. a collector sidecar) through :func:`task_containers`.
 """
 
 from __future__ import annotations
+
+import re
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,13 +42,37 @@ import pulumi_aws as aws
 from .base import CognisComponent
 from .context import AwsContext
 from .iam import assume_role_policy, document, statement
+from .naming import physical_name
 from .search import DATA_PLANE_ACTIONS
+from .telemetry import READINESS_METRIC, names
 
 CONTAINER_NAME = "api"
+PROBE_CONTAINER_NAME = "readiness-probe"
 #: Bedrock cross-region inference profile prefixes ("us.anthropic.claude-...").
 INFERENCE_PROFILE_PREFIXES: tuple[str, ...] = ("us", "eu", "apac", "us-gov", "ca", "jp", "au", "global")
 LIVENESS_PATH = "/health"
 READINESS_PATH = "/ready"
+
+#: The readiness probe (standard library only; runs in the API image): ``url namespace service
+#: interval [count]``. One EMF line per probe: ``Ready`` is 1 when ``url`` answers 200, else 0.
+READINESS_PROBE = f"""
+import json, sys, time, urllib.request
+url, namespace, service, interval = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+count = int(sys.argv[5]) if len(sys.argv) > 5 else -1
+while count != 0:
+    started = time.time()
+    try:
+        ready = 1 if urllib.request.urlopen(url, timeout=5).status == 200 else 0
+    except Exception:
+        ready = 0
+    metric = {{"Namespace": namespace, "Dimensions": [["{names.DIM_SERVICE}"]],
+              "Metrics": [{{"Name": "{READINESS_METRIC}", "Unit": "Count"}}]}}
+    print(json.dumps({{"_aws": {{"Timestamp": int(started * 1000), "CloudWatchMetrics": [metric]}},
+                      "{names.DIM_SERVICE}": service, "{READINESS_METRIC}": ready}}), flush=True)
+    count -= 1
+    if count:
+        time.sleep(max(0.0, interval - (time.time() - started)))
+"""
 
 
 @dataclass(frozen=True)
@@ -62,6 +92,8 @@ class ServiceSettings:
     ssl_policy: str = "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
     log_retention_days: int = 30
     health_check_grace_s: int = 180
+    #: Seconds between two readiness probes of one task (the probe sidecar).
+    readiness_probe_interval_s: int = 30
     alb_deletion_protection: bool = False
     api_domain_name: str | None = None
     bedrock_model_id: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
@@ -81,9 +113,16 @@ class ServiceSettings:
             ("ELBSecurityPolicy-TLS13-", "ELBSecurityPolicy-TLS-1-2", "ELBSecurityPolicy-FS-1-2")
         ):
             raise ValueError(f"cognis:albSslPolicy {self.ssl_policy} allows TLS below 1.2")
-        if "=" in self.first_tenant or "," in self.first_tenant or not self.first_tenant:
-            raise ValueError("cognis:firstTenant must be a non-empty name without '=' or ','")
+        if not TENANT_ID.fullmatch(self.first_tenant) or ":" in self.first_tenant or "=" in self.first_tenant:
+            raise ValueError(
+                "cognis:firstTenant must follow the service's id rule (1-128 ASCII letters, digits and . _ - @ + |,"
+                " starting with a letter, digit or _) without ':' or '=' (they separate COGNIS_API_KEYS entries)"
+            )
 
+
+#: The service's id rule (runtime validation.ID_PATTERN; the Pulumi environment does not install the runtime,
+#: so it is restated here and a test compares the two). A tenant that breaks it would stop the service at start.
+TENANT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@+|=-]{0,127}")
 
 # Fargate CPU units -> allowed memory (MiB).
 _FARGATE_SIZES = {
@@ -122,6 +161,8 @@ def bedrock_resource_arns(model_id: str, ctx: AwsContext) -> list[str]:
 @dataclass
 class ServiceIdentityArgs:
     context: AwsContext
+    #: Stack prefix (``cognis-<stack>``) for the role names.
+    prefix: str
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -136,6 +177,7 @@ class ServiceIdentity(CognisComponent):
         trust = assume_role_policy(args.context.service_principal("ecs-tasks"), source_account=args.context.account_id)
         self.task_role = aws.iam.Role(
             f"{name}-task",
+            name_prefix=physical_name(args.prefix, "task", max_len=37) + "-",
             description="cognis-memory API task role",
             assume_role_policy=trust,
             tags=self.tags(f"{name}-task"),
@@ -143,6 +185,7 @@ class ServiceIdentity(CognisComponent):
         )
         self.execution_role = aws.iam.Role(
             f"{name}-execution",
+            name_prefix=physical_name(args.prefix, "execution", max_len=37) + "-",
             description="cognis-memory API task execution role (image pull, logs, secrets)",
             assume_role_policy=trust,
             tags=self.tags(f"{name}-execution"),
@@ -158,27 +201,35 @@ class ServiceArgs:
     settings: ServiceSettings
     context: AwsContext
     identity: ServiceIdentity
+    #: Stack prefix (``cognis-<stack>``) for physical names.
+    prefix: str
     # network
     vpc_id: pulumi.Input[str]
     public_subnet_ids: Sequence[pulumi.Input[str]]
     private_subnet_ids: Sequence[pulumi.Input[str]]
     alb_security_group_id: pulumi.Input[str]
     service_security_group_id: pulumi.Input[str]
-    # image: full URI, or None before the first push
-    image_uri: str | pulumi.Output[str] | None
+    # image: the built image's ref, a tag in the stack's repository, or any URI
+    image_uri: pulumi.Input[str]
+    #: The stack's ECR repository when the image lives there (for the pull permission).
     image_repository_arn: pulumi.Input[str] | None
     # stores
     postgres_host: pulumi.Input[str]
     postgres_port: pulumi.Input[int]
     postgres_db: str
     postgres_secret_arn: pulumi.Input[str]
+    #: Application role the pool signs in as (IAM authentication) and the cluster it lives in.
+    postgres_app_user: str
+    postgres_cluster_resource_id: pulumi.Input[str]
     opensearch_url: pulumi.Input[str]
     opensearch_domain_arn: pulumi.Input[str]
     redis_url: pulumi.Input[str]
     redis_secret_arn: pulumi.Input[str]
+    #: Version id of the cache token's secret: a new token redeploys the tasks.
+    redis_secret_version: pulumi.Input[str]
     # reranker (None: disabled)
     reranker_endpoint_name: pulumi.Input[str] | None
-    reranker_endpoint_arn: pulumi.Input[str] | None
+    reranker_endpoint_arn_pattern: str | None
     # first API key (a secret) and telemetry
     api_key: pulumi.Input[str]
     metrics_namespace: str
@@ -187,6 +238,8 @@ class ServiceArgs:
     log_kms_key_arn: pulumi.Input[str]
     #: Task definition family (unique per stack in the account).
     family: str = "cognis-memory-api"
+    #: More ``COGNIS_*`` (or other) variables for the API container; they win over the defaults.
+    extra_environment: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -199,6 +252,8 @@ def container_environment(args: ServiceArgs) -> list[dict[str, Any]]:
         "COGNIS_POSTGRES_PORT": pulumi.Output.from_input(args.postgres_port).apply(lambda p: str(int(p))),
         "COGNIS_POSTGRES_DB": args.postgres_db,
         "COGNIS_POSTGRES_SECRET_ARN": args.postgres_secret_arn,
+        "COGNIS_POSTGRES_APP_USER": args.postgres_app_user,
+        "COGNIS_POSTGRES_IAM_AUTH": "true",
         "COGNIS_POSTGRES_SSLMODE": "require",
         "COGNIS_OPENSEARCH_URL": args.opensearch_url,
         "COGNIS_OPENSEARCH_AUTH": "sigv4",
@@ -217,7 +272,90 @@ def container_environment(args: ServiceArgs) -> list[dict[str, Any]]:
     }
     if args.reranker_endpoint_name is not None:
         env["COGNIS_SAGEMAKER_ENDPOINT"] = args.reranker_endpoint_name
+    env.update(args.extra_environment)
     return [{"name": k, "value": v} for k, v in sorted(env.items())]
+
+
+def _log_configuration(args: ServiceArgs, log_group_name: pulumi.Input[str], stream_prefix: str) -> dict[str, Any]:
+    return {
+        "logDriver": "awslogs",
+        "options": {
+            "awslogs-group": log_group_name,
+            "awslogs-region": args.context.region,
+            "awslogs-stream-prefix": stream_prefix,
+            "mode": "non-blocking",
+            "max-buffer-size": "25m",
+        },
+    }
+
+
+def api_container(
+    args: ServiceArgs, log_group_name: pulumi.Input[str], api_keys_secret_arn: pulumi.Input[str]
+) -> dict[str, Any]:
+    """The API container: liveness health check, secrets from Secrets Manager, read-only root."""
+    s = args.settings
+    url = f"http://127.0.0.1:{s.port}{LIVENESS_PATH}"
+    probe = f"urllib.request.urlopen('{url}', timeout=4).status == 200"
+    liveness = f"import sys, urllib.request; sys.exit(0 if {probe} else 1)"
+    return {
+        "name": CONTAINER_NAME,
+        "image": args.image_uri,
+        "essential": True,
+        "portMappings": [{"containerPort": s.port, "protocol": "tcp", "name": "http", "appProtocol": "http"}],
+        "environment": container_environment(args),
+        "secrets": [
+            {"name": "COGNIS_API_KEYS", "valueFrom": api_keys_secret_arn},
+            {"name": "COGNIS_REDIS_PASSWORD", "valueFrom": args.redis_secret_arn},
+        ],
+        "logConfiguration": _log_configuration(args, log_group_name, CONTAINER_NAME),
+        "healthCheck": {
+            "command": ["CMD", "python", "-c", liveness],
+            "interval": 30,
+            "timeout": 5,
+            "retries": 3,
+            "startPeriod": 120,
+        },
+        "readonlyRootFilesystem": True,
+        "mountPoints": [{"sourceVolume": "tmp", "containerPath": "/tmp", "readOnly": False}],
+        "linuxParameters": {"initProcessEnabled": True},
+        "ulimits": [{"name": "nofile", "softLimit": 65536, "hardLimit": 65536}],
+        "stopTimeout": 30,
+    }
+
+
+def readiness_probe_container(args: ServiceArgs, log_group_name: pulumi.Input[str]) -> dict[str, Any]:
+    """Non-essential sidecar: asks ``/ready`` and logs the answer as an EMF metric; never restarts anything."""
+    s = args.settings
+    return {
+        "name": PROBE_CONTAINER_NAME,
+        "image": args.image_uri,
+        "essential": False,
+        "entryPoint": ["python", "-c", READINESS_PROBE],
+        "command": [
+            f"http://127.0.0.1:{s.port}{READINESS_PATH}",
+            args.metrics_namespace,
+            args.service_name,
+            str(s.readiness_probe_interval_s),
+        ],
+        "memoryReservation": 64,
+        # Start probing once the API answers its liveness check.
+        "dependsOn": [{"containerName": CONTAINER_NAME, "condition": "HEALTHY"}],
+        "logConfiguration": _log_configuration(args, log_group_name, PROBE_CONTAINER_NAME),
+        "readonlyRootFilesystem": True,
+        "stopTimeout": 5,
+    }
+
+
+def task_containers(
+    args: ServiceArgs, log_group_name: pulumi.Input[str], api_keys_secret_arn: pulumi.Input[str]
+) -> list[dict[str, Any]]:
+    """Every container of the task: the API first, then its sidecars."""
+    return [api_container(args, log_group_name, api_keys_secret_arn), readiness_probe_container(args, log_group_name)]
+
+
+def container_insights_log_group(cluster_name: str) -> str:
+    """The log group Container Insights writes an ECS cluster's performance events to."""
+    return f"/aws/ecs/containerinsights/{cluster_name}/performance"
 
 
 class Service(CognisComponent):
@@ -225,10 +363,11 @@ class Service(CognisComponent):
 
     api_url: pulumi.Output[str]
     alb_dns_name: pulumi.Output[str]
+    alb_zone_id: pulumi.Output[str]
     alb_arn_suffix: pulumi.Output[str]
     target_group_arn_suffix: pulumi.Output[str]
     cluster_name: pulumi.Output[str]
-    service_name: pulumi.Output[str] | None
+    service_name: pulumi.Output[str]
     log_group_name: pulumi.Output[str]
     api_keys_secret_arn: pulumi.Output[str]
 
@@ -240,28 +379,28 @@ class Service(CognisComponent):
         # --- first API key: "key=tenant", injected as COGNIS_API_KEYS ----------------------
         api_keys = aws.secretsmanager.Secret(
             f"{name}-api-keys",
+            name_prefix=f"{args.prefix}/api-keys-",
             description="cognis-memory bootstrap API keys (COGNIS_API_KEYS: key=tenant)",
             recovery_window_in_days=7,
             tags=self.tags(f"{name}-api-keys"),
             opts=self.child_opts(),
         )
-        aws.secretsmanager.SecretVersion(
+        api_keys_version = aws.secretsmanager.SecretVersion(
             f"{name}-api-keys",
             secret_id=api_keys.id,
             secret_string=pulumi.Output.secret(pulumi.Output.concat(args.api_key, "=", s.first_tenant)),
             opts=self.child_opts(),
         )
 
-        log_group = aws.cloudwatch.LogGroup(
+        log_group = self.log_group(
             f"{name}-logs",
-            name=args.log_group_name,
-            retention_in_days=s.log_retention_days,
-            kms_key_id=args.log_kms_key_arn,
-            tags=self.tags(f"{name}-logs"),
-            opts=self.child_opts(),
+            retention_days=s.log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
+            physical_name=args.log_group_name,
         )
 
         # --- IAM: grant the roles exactly what they use -------------------------------------
+        p = ctx.partition
         task_statements = [
             statement(
                 "InvokeBedrockModels",
@@ -275,7 +414,18 @@ class Service(CognisComponent):
                 ),
             ),
             statement(
-                "ReadDatabaseSecret",
+                "ConnectAsAppRole",
+                ["rds-db:connect"],
+                [
+                    pulumi.Output.concat(
+                        f"arn:{p}:rds-db:{ctx.region}:{ctx.account_id}:dbuser:",
+                        args.postgres_cluster_resource_id,
+                        f"/{args.postgres_app_user}",
+                    )
+                ],
+            ),
+            statement(
+                "ReadDatabaseOwnerSecretForMigrations",
                 ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
                 [args.postgres_secret_arn],
             ),
@@ -285,11 +435,11 @@ class Service(CognisComponent):
                 [args.opensearch_domain_arn, pulumi.Output.concat(args.opensearch_domain_arn, "/*")],
             ),
         ]
-        if args.reranker_endpoint_arn is not None:
+        if args.reranker_endpoint_arn_pattern is not None:
             task_statements.append(
-                statement("InvokeReranker", ["sagemaker:InvokeEndpoint"], [args.reranker_endpoint_arn])
+                statement("InvokeReranker", ["sagemaker:InvokeEndpoint"], [args.reranker_endpoint_arn_pattern])
             )
-        aws.iam.RolePolicy(
+        task_policy = aws.iam.RolePolicy(
             f"{name}-task", role=args.identity.task_role.id, policy=document(*task_statements), opts=self.child_opts()
         )
 
@@ -339,7 +489,8 @@ class Service(CognisComponent):
             deregistration_delay=30,
             health_check=aws.lb.TargetGroupHealthCheckArgs(
                 enabled=True,
-                path=READINESS_PATH,
+                # Liveness: ECS replaces load-balancer-unhealthy tasks (readiness is the probe's).
+                path=LIVENESS_PATH,
                 protocol="HTTP",
                 port="traffic-port",
                 matcher="200",
@@ -379,120 +530,105 @@ class Service(CognisComponent):
             opts=self.child_opts(),
         )
 
+        # --- cluster (its Container Insights log group first: retention and the stack's key) ----
+        cluster_name = physical_name(args.prefix, "api", max_len=255)
+        insights_logs = self.log_group(
+            f"{name}-insights-logs",
+            retention_days=s.log_retention_days,
+            kms_key_arn=args.log_kms_key_arn,
+            physical_name=container_insights_log_group(cluster_name),
+        )
         cluster = aws.ecs.Cluster(
             f"{name}-cluster",
+            name=cluster_name,
             settings=[aws.ecs.ClusterSettingArgs(name="containerInsights", value="enabled")],
-            tags=self.tags(f"{name}-cluster"),
-            opts=self.child_opts(),
+            tags=self.tags(cluster_name),
+            opts=self.child_opts(depends_on=[insights_logs]),
         )
 
-        # --- task definition, service, autoscaling (once an image exists) -------------------
-        self.service_name = None
-        self.task_definition_arn = None
-        if args.image_uri is None:
-            pulumi.log.warn(
-                "no API image configured yet (cognis:imageTag or cognis:image): the ECS service is not "
-                "created. Run scripts/build_and_push_image.sh, then pulumi up again.",
-                resource=self,
-            )
-        else:
-            task_definition = aws.ecs.TaskDefinition(
-                f"{name}-task",
-                family=args.family,
-                cpu=str(s.cpu),
-                memory=str(s.memory),
-                network_mode="awsvpc",
-                requires_compatibilities=["FARGATE"],
-                runtime_platform=aws.ecs.TaskDefinitionRuntimePlatformArgs(
-                    operating_system_family="LINUX", cpu_architecture=s.cpu_architecture
-                ),
-                execution_role_arn=args.identity.execution_role_arn,
-                task_role_arn=args.identity.task_role_arn,
-                volumes=[aws.ecs.TaskDefinitionVolumeArgs(name="tmp")],
-                container_definitions=pulumi.Output.json_dumps([self._container(args, log_group.name, api_keys.arn)]),
-                tags=self.tags(f"{name}-task"),
-                opts=self.child_opts(),
-            )
-            service = aws.ecs.Service(
-                f"{name}-service",
-                cluster=cluster.arn,
-                task_definition=task_definition.arn,
-                launch_type="FARGATE",
-                desired_count=s.desired_count,
-                deployment_minimum_healthy_percent=100,
-                deployment_maximum_percent=200,
-                deployment_circuit_breaker=aws.ecs.ServiceDeploymentCircuitBreakerArgs(enable=True, rollback=True),
-                health_check_grace_period_seconds=s.health_check_grace_s,
-                network_configuration=aws.ecs.ServiceNetworkConfigurationArgs(
-                    subnets=list(args.private_subnet_ids),
-                    security_groups=[args.service_security_group_id],
-                    assign_public_ip=False,
-                ),
-                load_balancers=[
-                    aws.ecs.ServiceLoadBalancerArgs(
-                        target_group_arn=target_group.arn, container_name=CONTAINER_NAME, container_port=s.port
-                    )
-                ],
-                availability_zone_rebalancing="ENABLED",
-                enable_ecs_managed_tags=True,
-                propagate_tags="SERVICE",
-                enable_execute_command=False,
-                wait_for_steady_state=True,
-                tags=self.tags(f"{name}-service"),
-                # Autoscaling owns the running count after creation.
-                opts=self.child_opts(depends_on=[https, execution_policy], ignore_changes=["desired_count"]),
-            )
-            scaling = aws.appautoscaling.Target(
-                f"{name}-scaling",
-                service_namespace="ecs",
-                scalable_dimension="ecs:service:DesiredCount",
-                resource_id=pulumi.Output.concat("service/", cluster.name, "/", service.name),
-                min_capacity=s.min_count,
-                max_capacity=s.max_count,
-                tags=self.tags(f"{name}-scaling"),
-                opts=self.child_opts(),
-            )
-            tracking = aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationArgs
-            predefined = (
-                aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationPredefinedMetricSpecificationArgs
-            )
-            aws.appautoscaling.Policy(
-                f"{name}-cpu",
-                policy_type="TargetTrackingScaling",
-                service_namespace=scaling.service_namespace,
-                scalable_dimension=scaling.scalable_dimension,
-                resource_id=scaling.resource_id,
-                target_tracking_scaling_policy_configuration=tracking(
-                    target_value=float(s.cpu_target_percent),
-                    predefined_metric_specification=predefined(
-                        predefined_metric_type="ECSServiceAverageCPUUtilization"
-                    ),
-                    scale_in_cooldown=300,
-                    scale_out_cooldown=60,
-                ),
-                opts=self.child_opts(),
-            )
-            aws.appautoscaling.Policy(
-                f"{name}-requests",
-                policy_type="TargetTrackingScaling",
-                service_namespace=scaling.service_namespace,
-                scalable_dimension=scaling.scalable_dimension,
-                resource_id=scaling.resource_id,
-                target_tracking_scaling_policy_configuration=tracking(
-                    target_value=float(s.requests_per_target),
-                    predefined_metric_specification=predefined(
-                        predefined_metric_type="ALBRequestCountPerTarget",
-                        resource_label=pulumi.Output.concat(alb.arn_suffix, "/", target_group.arn_suffix),
-                    ),
-                    scale_in_cooldown=300,
-                    scale_out_cooldown=60,
-                ),
-                opts=self.child_opts(),
-            )
-            self.service_name = service.name
-            self.task_definition_arn = task_definition.arn
+        # --- task definition, service, autoscaling --------------------------------------------
+        task_definition = aws.ecs.TaskDefinition(
+            f"{name}-task",
+            family=args.family,
+            cpu=str(s.cpu),
+            memory=str(s.memory),
+            network_mode="awsvpc",
+            requires_compatibilities=["FARGATE"],
+            runtime_platform=aws.ecs.TaskDefinitionRuntimePlatformArgs(
+                operating_system_family="LINUX", cpu_architecture=s.cpu_architecture
+            ),
+            execution_role_arn=args.identity.execution_role_arn,
+            task_role_arn=args.identity.task_role_arn,
+            volumes=[aws.ecs.TaskDefinitionVolumeArgs(name="tmp")],
+            container_definitions=pulumi.Output.json_dumps(task_containers(args, log_group.name, api_keys.arn)),
+            tags=self.tags(f"{name}-task"),
+            opts=self.child_opts(),
+        )
+        service = aws.ecs.Service(
+            f"{name}-service",
+            cluster=cluster.arn,
+            task_definition=task_definition.arn,
+            launch_type="FARGATE",
+            desired_count=s.desired_count,
+            deployment_minimum_healthy_percent=100,
+            deployment_maximum_percent=200,
+            deployment_circuit_breaker=aws.ecs.ServiceDeploymentCircuitBreakerArgs(enable=True, rollback=True),
+            health_check_grace_period_seconds=s.health_check_grace_s,
+            network_configuration=aws.ecs.ServiceNetworkConfigurationArgs(
+                subnets=list(args.private_subnet_ids),
+                security_groups=[args.service_security_group_id],
+                assign_public_ip=False,
+            ),
+            load_balancers=[
+                aws.ecs.ServiceLoadBalancerArgs(
+                    target_group_arn=target_group.arn, container_name=CONTAINER_NAME, container_port=s.port
+                )
+            ],
+            availability_zone_rebalancing="ENABLED",
+            enable_ecs_managed_tags=True,
+            propagate_tags="SERVICE",
+            enable_execute_command=False,
+            wait_for_steady_state=True,
+            # ECS reads secrets when a task starts: a new secret version (a rotated API key or
+            # cache token) rolls the tasks over in the same `pulumi up`.
+            force_new_deployment=True,
+            triggers={
+                "apiKeysSecretVersion": api_keys_version.version_id,
+                "cacheAuthSecretVersion": args.redis_secret_version,
+            },
+            tags=self.tags(f"{name}-service"),
+            # Autoscaling owns the running count after creation. The roles' policies must exist
+            # before tasks start (image pull, secrets, database, Bedrock).
+            opts=self.child_opts(depends_on=[https, execution_policy, task_policy], ignore_changes=["desired_count"]),
+        )
+        scaling = aws.appautoscaling.Target(
+            f"{name}-scaling",
+            service_namespace="ecs",
+            scalable_dimension="ecs:service:DesiredCount",
+            resource_id=pulumi.Output.concat("service/", cluster.name, "/", service.name),
+            min_capacity=s.min_count,
+            max_capacity=s.max_count,
+            tags=self.tags(f"{name}-scaling"),
+            opts=self.child_opts(),
+        )
+        self.target_tracking_policy(
+            f"{name}-cpu",
+            scaling,
+            target_value=s.cpu_target_percent,
+            metric_type="ECSServiceAverageCPUUtilization",
+        )
+        self.target_tracking_policy(
+            f"{name}-requests",
+            scaling,
+            target_value=s.requests_per_target,
+            metric_type="ALBRequestCountPerTarget",
+            resource_label=pulumi.Output.concat(alb.arn_suffix, "/", target_group.arn_suffix),
+        )
 
+        self.service_name = service.name
+        self.task_definition_arn = task_definition.arn
         self.alb_dns_name = alb.dns_name
+        self.alb_zone_id = alb.zone_id
         self.alb_arn_suffix = alb.arn_suffix
         self.target_group_arn_suffix = target_group.arn_suffix
         self.api_url = (
@@ -507,51 +643,10 @@ class Service(CognisComponent):
             {
                 "apiUrl": self.api_url,
                 "albDnsName": self.alb_dns_name,
+                "albZoneId": self.alb_zone_id,
                 "clusterName": self.cluster_name,
                 "serviceName": self.service_name,
                 "logGroupName": self.log_group_name,
                 "apiKeysSecretArn": self.api_keys_secret_arn,
             }
         )
-
-    @staticmethod
-    def _container(
-        args: ServiceArgs, log_group_name: pulumi.Input[str], api_keys_secret_arn: pulumi.Input[str]
-    ) -> dict[str, Any]:
-        s = args.settings
-        url = f"http://127.0.0.1:{s.port}{LIVENESS_PATH}"
-        probe = f"urllib.request.urlopen('{url}', timeout=4).status == 200"
-        liveness = f"import sys, urllib.request; sys.exit(0 if {probe} else 1)"
-        return {
-            "name": CONTAINER_NAME,
-            "image": args.image_uri,
-            "essential": True,
-            "portMappings": [{"containerPort": s.port, "protocol": "tcp", "name": "http", "appProtocol": "http"}],
-            "environment": container_environment(args),
-            "secrets": [
-                {"name": "COGNIS_API_KEYS", "valueFrom": api_keys_secret_arn},
-                {"name": "COGNIS_REDIS_PASSWORD", "valueFrom": args.redis_secret_arn},
-            ],
-            "logConfiguration": {
-                "logDriver": "awslogs",
-                "options": {
-                    "awslogs-group": log_group_name,
-                    "awslogs-region": args.context.region,
-                    "awslogs-stream-prefix": CONTAINER_NAME,
-                    "mode": "non-blocking",
-                    "max-buffer-size": "25m",
-                },
-            },
-            "healthCheck": {
-                "command": ["CMD", "python", "-c", liveness],
-                "interval": 30,
-                "timeout": 5,
-                "retries": 3,
-                "startPeriod": 120,
-            },
-            "readonlyRootFilesystem": True,
-            "mountPoints": [{"sourceVolume": "tmp", "containerPath": "/tmp", "readOnly": False}],
-            "linuxParameters": {"initProcessEnabled": True},
-            "ulimits": [{"name": "nofile", "softLimit": 65536, "hardLimit": 65536}],
-            "stopTimeout": 30,
-        }

@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover - exercised only outside the project ven
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "runtime"))
     from cognis_memory.telemetry import names
 
-__all__ = ["names", "METRIC_DIMENSIONS"]
+__all__ = ["METRIC_DIMENSIONS", "READINESS_DIMENSIONS", "READINESS_METRIC", "names"]
 
 #: Dimension names of every metric the runtime emits (see names.py docstrings).
 METRIC_DIMENSIONS: dict[str, tuple[str, ...]] = {
@@ -28,3 +28,8 @@ METRIC_DIMENSIONS: dict[str, tuple[str, ...]] = {
     names.REQUESTS: (names.DIM_SERVICE, names.DIM_OPERATION),
     names.JOBS_DEAD_LETTERED: (names.DIM_SERVICE,),
 }
+
+#: Emitted by the task's readiness probe container (not by the runtime): 1 when ``GET /ready``
+#: answers 200, else 0, one data point per probe. See ``service.READINESS_PROBE``.
+READINESS_METRIC = "Ready"
+READINESS_DIMENSIONS: tuple[str, ...] = (names.DIM_SERVICE,)

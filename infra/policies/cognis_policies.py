@@ -2,7 +2,8 @@
 
 Each resource rule is ``check(resource_type, props) -> list[str]`` (one message per
 violation) over a resource's inputs as Pulumi sends them to policy packs: camelCase
-property names, JSON documents as strings. Each stack rule is
+property names, JSON documents as strings; rules about resource *options* (``protect``)
+are ``check(resource_type, props, options)``. Each stack rule is
 ``check(resources) -> list[(message, urn)]`` over ``(type, props, urn)`` triples of
 resource outputs. ``__main__.py`` registers every rule in ``RESOURCE_RULES`` and
 ``STACK_RULES`` with pulumi-policy through ``resource_validator``/``stack_validator``;
@@ -29,6 +30,20 @@ Rules:
 * ``no-wildcard-iam`` - no Allow statement with a wildcard action on resource ``*``
   (nor ``NotAction``), in IAM and resource policies; no admin managed policies.
   KMS key policies are exempt: there ``"Resource": "*"`` means "this key".
+* ``no-passrole-on-star`` - ``iam:PassRole`` (named, or through ``iam:Pass*``/``iam:*``)
+  is never allowed on resource ``*``: that would let the holder hand any role to a service.
+* ``backups`` - Aurora/RDS keep automated backups at least 7 days; ElastiCache keeps
+  daily snapshots (at least 1 day).
+* ``stateful-resources-protected`` - the Aurora cluster, the OpenSearch domain, the KMS
+  key and the ECR repository carry Pulumi's ``protect`` option (a rename or a destroy must
+  not silently replace them with empty ones).
+* ``sagemaker-in-vpc`` - SageMaker models run with network isolation and a VPC config.
+
+During a preview, inputs computed from other resources are *unknown*. A rule that reads an
+unknown value raises pulumi-policy's ``UnknownValueError``; the pack then reports "can't run
+policy ... during preview" as an ADVISORY diagnostic, whatever the policy's own level, and
+the preview does not fail. ``pulumi up`` runs the rules again on the resolved inputs, where
+a mandatory violation stops the update.
 """
 
 from __future__ import annotations
@@ -315,6 +330,76 @@ def check_database_deletion_protection(rtype: str, props: Mapping) -> list[str]:
     return v
 
 
+#: Automated backup retention the ``backups`` rule requires of databases, in days.
+MIN_DATABASE_BACKUP_DAYS = 7
+#: Types whose loss loses data or access to data: they must be ``protect``-ed.
+PROTECTED_TYPES = frozenset(
+    {
+        "aws:rds/cluster:Cluster",
+        "aws:opensearch/domain:Domain",
+        "aws:kms/key:Key",
+        "aws:ecr/repository:Repository",
+    }
+)
+
+
+def check_backups(rtype: str, props: Mapping) -> list[str]:
+    v: list[str] = []
+    if rtype in ("aws:rds/cluster:Cluster", "aws:rds/instance:Instance"):
+        days = _num(props.get("backupRetentionPeriod"))
+        if days is None or days < MIN_DATABASE_BACKUP_DAYS:
+            v.append(f"database must keep automated backups at least {MIN_DATABASE_BACKUP_DAYS} days "
+                     f"(backupRetentionPeriod, got {props.get('backupRetentionPeriod')})")  # fmt: skip
+    elif rtype in ("aws:elasticache/replicationGroup:ReplicationGroup", "aws:elasticache/cluster:Cluster"):
+        days = _num(props.get("snapshotRetentionLimit"))
+        if days is None or days < 1:
+            v.append("cache must keep daily snapshots (snapshotRetentionLimit >= 1)")
+    return v
+
+
+def check_protected(rtype: str, props: Mapping, options: Any) -> list[str]:
+    if rtype in PROTECTED_TYPES and not _is_true(getattr(options, "protect", False)):
+        return [f"{rtype.split(':')[-1]} holds state: set the protect resource option (cognis:protect)"]
+    return []
+
+
+def check_sagemaker_in_vpc(rtype: str, props: Mapping) -> list[str]:
+    v: list[str] = []
+    if rtype == "aws:sagemaker/model:Model":
+        if not _is_true(props.get("enableNetworkIsolation")):
+            v.append("SageMaker model must enable network isolation (enableNetworkIsolation: true)")
+        vpc = _object(props.get("vpcConfig"))
+        if not _as_list(_get(vpc, "subnets")) or not _as_list(_get(vpc, "securityGroupIds")):
+            v.append("SageMaker model must run in the VPC (vpcConfig with subnets and security groups)")
+    return v
+
+
+def _passrole_on_star(doc: Mapping | None) -> list[str]:
+    v: list[str] = []
+    for stmt in _as_list(_get(doc, "Statement")):
+        if _get(stmt, "Effect") != "Allow":
+            continue
+        actions = [str(a).lower() for a in _as_list(_get(stmt, "Action"))]
+        grants = [a for a in actions if a in ("*", "iam:*", "iam:passrole") or (a.startswith("iam:pas") and "*" in a)]
+        resources = [str(r) for r in _as_list(_get(stmt, "Resource"))]
+        if grants and ("*" in resources or _get(stmt, "NotResource") is not None):
+            v.append(f"statement {_get(stmt, 'Sid') or '(no Sid)'}: iam:PassRole on resource '*'")
+    return v
+
+
+def check_no_passrole_on_star(rtype: str, props: Mapping) -> list[str]:
+    v: list[str] = []
+    for prop in _POLICY_DOCUMENTS.get(rtype, ()):
+        try:
+            v.extend(_passrole_on_star(_document(props.get(prop))))
+        except (TypeError, ValueError):
+            continue  # no-wildcard-iam reports documents that are not JSON
+    if rtype == "aws:iam/role:Role":
+        for inline in _as_list(props.get("inlinePolicies")):
+            v.extend(_passrole_on_star(_document(_get(inline, "policy"))))
+    return v
+
+
 def check_required_tags(rtype: str, props: Mapping) -> list[str]:
     if rtype not in TAGGABLE_TYPES:
         return []
@@ -390,7 +475,12 @@ def check_world_ingress_on_load_balancers(resources: Iterable[StackResource]) ->
 class Rule:
     name: str
     description: str
-    check: Callable[[str, Mapping], list[str]]
+    check: Callable[..., list[str]]
+    #: The check takes the resource options as a third argument.
+    uses_options: bool = False
+
+    def evaluate(self, rtype: str, props: Mapping, options: Any = None) -> list[str]:
+        return self.check(rtype, props, options) if self.uses_options else self.check(rtype, props)
 
 
 @dataclass(frozen=True)
@@ -416,6 +506,19 @@ RESOURCE_RULES: tuple[Rule, ...] = (
     ),
     Rule("required-tags", f"Taggable resources carry {', '.join(REQUIRED_TAGS)}.", check_required_tags),
     Rule("no-wildcard-iam", "No Allow of wildcard actions on resource '*', no admin policies.", check_no_wildcard_iam),
+    Rule("no-passrole-on-star", "iam:PassRole is never allowed on resource '*'.", check_no_passrole_on_star),
+    Rule(
+        "backups",
+        f"Databases keep {MIN_DATABASE_BACKUP_DAYS}+ days of automated backups; caches keep daily snapshots.",
+        check_backups,
+    ),
+    Rule(
+        "stateful-resources-protected",
+        "Aurora, OpenSearch, the KMS key and ECR carry the protect option.",
+        check_protected,
+        uses_options=True,
+    ),
+    Rule("sagemaker-in-vpc", "SageMaker models run in the VPC with network isolation.", check_sagemaker_in_vpc),
 )
 STACK_RULES: tuple[StackRule, ...] = (
     StackRule(
@@ -430,7 +533,7 @@ def resource_validator(rule: Rule) -> Callable[[Any, Callable[..., None]], None]
     """Adapt a rule to pulumi-policy's ``validate(args, report_violation)``."""
 
     def validate(args: Any, report_violation: Callable[..., None]) -> None:
-        for message in rule.check(args.resource_type, args.props):
+        for message in rule.evaluate(args.resource_type, args.props, args.opts):
             report_violation(message)
 
     return validate

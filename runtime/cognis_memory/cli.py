@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Settings
-from .domain import Scope
+from .domain import JobStatus, Scope
 from .serialization import memory_to_dict as _memory_json
 from .errors import CognisError, InvalidInputError
 
@@ -261,13 +261,48 @@ def cmd_forget_user(args: argparse.Namespace) -> int:
 
 
 def cmd_api_key(args: argparse.Namespace) -> int:
+    if args.action == "revoke" and not args.key:
+        raise InvalidInputError("--key", "give the key to revoke")
+
     async def run(svc):
         if args.action == "create":
             key = await svc.create_api_key(args.tenant, read_only=args.read_only, name=args.name or "")
             return {"api_key": key, "tenant_id": args.tenant, "read_only": args.read_only}
-        return {"revoked": await svc.revoke_api_key(args.key)}
+        if await svc.revoke_api_key(args.key):
+            return {"revoked": True}
+        return {"revoked": False, "note": REVOKE_UNKNOWN_NOTE}
 
     print(json.dumps(asyncio.run(_with_service(args, run))))
+    return 0
+
+
+REVOKE_UNKNOWN_NOTE = (
+    "not a key this store or this process's COGNIS_API_KEYS knows as valid; it is recorded as revoked all the same "
+    "(a COGNIS_API_KEYS key of another process is refused from now on)"
+)
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from .api.schemas import JobOut
+
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInputError("--limit", "must be at least 1")
+
+    async def run(svc):
+        n, after = 0, None
+        while args.limit is None or n < args.limit:
+            page_size = 500 if args.limit is None else min(500, args.limit - n)
+            page = await svc.list_jobs(args.tenant, status=args.status, limit=page_size, after=after)
+            for job in page:
+                print(JobOut.of(job).model_dump_json())
+            n += len(page)
+            if len(page) < page_size:
+                break
+            after = page[-1].id
+        return n
+
+    n = asyncio.run(_with_service(args, run))
+    print(f"listed {n} jobs", file=sys.stderr)
     return 0
 
 
@@ -401,13 +436,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--yes", action="store_true", help="confirm")
     s.set_defaults(func=cmd_forget_user)
 
-    s = sub.add_parser("api-key", parents=[common], help="create or revoke API keys (stored hashed)")
+    s = sub.add_parser(
+        "api-key",
+        parents=[common],
+        help="create or revoke API keys (stored hashed)",
+        description=(
+            "create: a new random key for --tenant, printed once; only its hash is stored. "
+            "revoke: refuse --key from now on, for good and in every process of this store, also a key listed in "
+            "COGNIS_API_KEYS (even when this command runs without that list)."
+        ),
+    )
     s.add_argument("action", choices=["create", "revoke"])
     s.add_argument("--tenant", default="default")
     s.add_argument("--read-only", action="store_true")
     s.add_argument("--name")
     s.add_argument("--key", help="the key to revoke")
     s.set_defaults(func=cmd_api_key)
+
+    s = sub.add_parser(
+        "jobs",
+        parents=[common],
+        help="list a tenant's ingest jobs as JSONL, e.g. the dead letters (--status dead)",
+    )
+    s.add_argument("--tenant", default="default")
+    s.add_argument("--status", choices=[st.value for st in JobStatus], help="only jobs in this state")
+    s.add_argument("--limit", type=int, help="at most this many (default: all)")
+    s.set_defaults(func=cmd_jobs)
 
     s = sub.add_parser(
         "mcp",

@@ -45,6 +45,7 @@ from .api.schemas import (
     ContextOut,
     ForgetOut,
     HistoryOut,
+    JobListOut,
     JobOut,
     MemoryListOut,
     MemoryOut,
@@ -54,9 +55,9 @@ from .api.schemas import (
 
 __all__ = [
     "AddMessagesOut", "AsyncMemoryClient", "AuthenticationError", "Conflict", "ContextOut", "ForgetOut",
-    "InvalidRequest", "JobOut", "MemoryAPIError", "MemoryClient", "MemoryConnectionError", "MemoryListOut",
-    "MemoryOut", "MessageBody", "NotFound", "PayloadTooLarge", "PermissionDenied", "RateLimited", "RetryPolicy",
-    "SearchOut", "ServerError", "ServiceUnavailable",
+    "InvalidRequest", "JobListOut", "JobOut", "MemoryAPIError", "MemoryClient", "MemoryConnectionError",
+    "MemoryListOut", "MemoryOut", "MessageBody", "NotFound", "PayloadTooLarge", "PermissionDenied", "RateLimited",
+    "RetryPolicy", "SearchOut", "ServerError", "ServiceUnavailable",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -306,6 +307,15 @@ def _job(user_id: str, job_id: str) -> _Request[JobOut]:
     return _Request("GET", f"{_user(user_id)}/jobs/{_seg(job_id)}", _model(JobOut))
 
 
+def _jobs(status: str | None, limit: int, after: str | None) -> _Request[JobListOut]:
+    params: dict[str, Any] = {"limit": limit}
+    if status:
+        params["status"] = status
+    if after:
+        params["after"] = after
+    return _Request("GET", "/v1/jobs", _model(JobListOut), params=params)
+
+
 def _raw(method: str, path: str) -> _Request[dict[str, Any]]:
     return _Request(method, path, lambda body: body)
 
@@ -437,6 +447,21 @@ class MemoryClient:
                 raise TimeoutError(f"job {job_id} still {job.status} after {timeout_s} s")
             time.sleep(poll_s)
 
+    def list_jobs(self, *, status: str | None = None, limit: int = 100, after: str | None = None) -> JobListOut:
+        """One page of the tenant's ingest jobs (every user's), ordered by id; ``status="dead"`` lists the
+        dead letters. Pass ``next_after`` of a page as ``after`` to get the next."""
+        return self._send(_jobs(status, limit, after))
+
+    def iter_jobs(self, *, status: str | None = None, page_size: int = 100) -> Iterator[JobOut]:
+        """Every job of the tenant (of one status), page by page."""
+        after: str | None = None
+        while True:
+            page = self.list_jobs(status=status, limit=page_size, after=after)
+            yield from page.jobs
+            if page.next_after is None:
+                return
+            after = page.next_after
+
     def health(self) -> dict[str, Any]:
         return self._send(_raw("GET", "/health"))
 
@@ -541,6 +566,19 @@ class AsyncMemoryClient:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} still {job.status} after {timeout_s} s")
             await asyncio.sleep(poll_s)
+
+    async def list_jobs(self, *, status: str | None = None, limit: int = 100, after: str | None = None) -> JobListOut:
+        return await self._send(_jobs(status, limit, after))
+
+    async def iter_jobs(self, *, status: str | None = None, page_size: int = 100) -> AsyncIterator[JobOut]:
+        after: str | None = None
+        while True:
+            page = await self.list_jobs(status=status, limit=page_size, after=after)
+            for j in page.jobs:
+                yield j
+            if page.next_after is None:
+                return
+            after = page.next_after
 
     async def health(self) -> dict[str, Any]:
         return await self._send(_raw("GET", "/health"))

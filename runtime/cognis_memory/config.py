@@ -36,6 +36,14 @@ class Settings(BaseSettings):
     postgres_secret_arn: str | None = Field(
         None, description="Secrets Manager secret holding {username, password} (Aurora managed master secret)."
     )
+    postgres_app_user: str | None = Field(
+        None,
+        description="Least-privilege role the connection pool signs in as; the migration creates and grants it "
+        "(the postgres_dsn / postgres_secret_arn credentials then only run migrations).",
+    )
+    postgres_iam_auth: bool = Field(
+        False, description="Sign postgres_app_user in with RDS IAM tokens (needs postgres_host and aws_region)."
+    )
     postgres_pool_size: int = Field(10, description="Connections in the PostgreSQL pool.")
     postgres_sslmode: str = Field("prefer", description="libpq sslmode; 'require' on AWS.")
 
@@ -106,7 +114,11 @@ class Settings(BaseSettings):
     # --- API ----------------------------------------------------------------------------
     api_keys: SecretStr | None = Field(
         None,
-        description="Bootstrap API keys: 'key=tenant[:read]' entries separated by commas. Stored hashed.",
+        description=(
+            "API keys of this process: comma-separated 'key=tenant' (read-write) or 'key=tenant:read' entries; "
+            "grammar under README 'API keys'. Held in memory as hashes, never stored: a key dropped from the "
+            "list stops working at restart. A malformed entry stops the service at start."
+        ),
     )
     auth_disabled: bool = Field(
         False, description="Development only: accept requests without a key (as tenant `auth_disabled_tenant`)."

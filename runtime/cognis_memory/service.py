@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .api_keys import LEGACY_LIST_KEY_NAME, MAX_KEY_LENGTH, hash_api_key, parse_api_key_list
 from .config import Settings
 from .domain import (
     Category,
     Job,
+    JobStatus,
     Memory,
     MemoryKind,
     Message,
@@ -89,10 +91,6 @@ class MessageIn:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def hash_api_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
 class MemoryService:
     """Builds and owns the pipelines, the store, the cache and the worker."""
 
@@ -144,6 +142,7 @@ class MemoryService:
             lease_s=settings.job_lease_s,
             concurrency=settings.worker_concurrency,
         )
+        self._listed_keys = self._bootstrap_api_keys()
         self._started = False
 
     # -- construction -------------------------------------------------------------------
@@ -172,7 +171,6 @@ class MemoryService:
         if self._started:
             return self
         await self.store.open()
-        await self._bootstrap_api_keys()
         if self.settings.run_worker if run_worker is None else run_worker:
             self.worker.start()
         self._started = True
@@ -193,35 +191,44 @@ class MemoryService:
         await self.close()
 
     # -- API keys -----------------------------------------------------------------------
-    async def _bootstrap_api_keys(self) -> None:
+    def _bootstrap_api_keys(self) -> dict[str, ApiKeyRecord]:
+        """The keys of ``COGNIS_API_KEYS`` by hash, held in memory only (see :mod:`cognis_memory.api_keys`).
+        A malformed list raises :class:`~cognis_memory.api_keys.ApiKeyListError`, so the service never starts."""
         if self.settings.api_keys is None:
-            return
-        for entry in self.settings.api_keys.get_secret_value().split(","):
-            entry = entry.strip()
-            if not entry:
-                continue
-            key, _, rest = entry.partition("=")
-            tenant, _, mode = rest.partition(":")
-            if not key or not tenant:
-                raise ValueError("api_keys: entries must look like 'key=tenant' or 'key=tenant:read'")
-            await self.store.put_api_key(
-                ApiKeyRecord(hash_api_key(key), tenant, read_only=mode == "read", name="bootstrap")
-            )
+            return {}
+        return parse_api_key_list(self.settings.api_keys.get_secret_value(), check_id)
 
     async def create_api_key(self, tenant_id: str, *, read_only: bool = False, name: str = "") -> str:
         """A new random key for the tenant; only its hash is stored, so show it once."""
         check_id("tenant_id", tenant_id)
+        if name == LEGACY_LIST_KEY_NAME:
+            raise InvalidInputError("name", f"{LEGACY_LIST_KEY_NAME!r} is reserved (keys copied from COGNIS_API_KEYS)")
         key = "cgm_" + secrets.token_urlsafe(32)
         await self.store.put_api_key(ApiKeyRecord(hash_api_key(key), tenant_id, read_only=read_only, name=name))
         return key
 
     async def authenticate(self, key: str) -> ApiKeyRecord | None:
-        if not key or len(key) > 512:
+        """The key's record: a key of ``COGNIS_API_KEYS`` that was never revoked, or a stored key."""
+        if not key or len(key) > MAX_KEY_LENGTH:
             return None
-        return await self.store.get_api_key(hash_api_key(key))
+        key_hash = hash_api_key(key)
+        listed = self._listed_keys.get(key_hash)
+        if listed is not None:
+            return None if await self.store.api_key_revoked(key_hash) else listed
+        record = await self.store.get_api_key(key_hash)
+        if record is None or record.name == LEGACY_LIST_KEY_NAME:  # an earlier version's copy of a listed key
+            return None
+        return record
 
     async def revoke_api_key(self, key: str) -> bool:
-        return await self.store.delete_api_key(hash_api_key(key))
+        """Revoke a key for good, in every process: a stored key, or a key of ``COGNIS_API_KEYS`` (whether or
+        not this process was given that list). Returns whether the key was valid here until now."""
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError("key", "is required")
+        key_hash = hash_api_key(key)
+        listed = key_hash in self._listed_keys and not await self.store.api_key_revoked(key_hash)
+        removed = await self.store.revoke_api_key(key_hash)
+        return listed or removed
 
     # -- ingest -------------------------------------------------------------------------
     def _owner(self, tenant_id: str, user_id: str) -> Owner:
@@ -504,6 +511,17 @@ class MemoryService:
         if job is None:
             raise NotFoundError(f"job {job_id} not found")
         return job
+
+    async def list_jobs(
+        self, tenant_id: str, *, status: JobStatus | str | None = None, limit: int = 100, after: str | None = None
+    ) -> list[Job]:
+        """The tenant's ingest jobs (every user's), optionally of one status (``dead``: the dead letters),
+        ordered by id; pass the last id of a page as ``after`` for the next."""
+        check_id("tenant_id", tenant_id)
+        wanted = None if status is None else enum_value("status", JobStatus, status)
+        check_int("limit", limit, 1, 1000)
+        check_id("after", after, required=False)
+        return await self.store.list_jobs(tenant_id, status=wanted, limit=limit, after_id=after)
 
     # -- health -------------------------------------------------------------------------
     #: Components whose failure degrades answers instead of making the service unready:

@@ -23,6 +23,7 @@ ROUTES = {
     "/v1/users/{user_id}/memories/{memory_id}/history",
     "/v1/users/{user_id}",
     "/v1/users/{user_id}/jobs/{job_id}",
+    "/v1/jobs",
     "/v1/users/{user_id}/context",
 }
 

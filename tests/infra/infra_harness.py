@@ -2,13 +2,15 @@
 
 ``run_program(config)`` sets fresh mocks and config, executes ``infra/__main__.py``
 inside ``@pulumi.runtime.test`` (which waits for every registration and output), and
-returns the recorded resources (type, name, inputs, outputs), the provider function
-calls and the resolved stack exports. Tests then assert on plain data: nothing is
-asserted inside an ``apply`` that could silently not run.
+returns the recorded resources (type, name, inputs, outputs, and the resource options the
+engine received: ``protect``, ``retainOnDelete``, ``replaceOnChanges``, ``deleteBeforeReplace``,
+``dependencies``), the provider function calls and the resolved stack exports. Tests then
+assert on plain data: nothing is asserted inside an ``apply`` that could silently not run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import runpy
 import sys
@@ -18,6 +20,7 @@ from typing import Any
 from unittest import mock
 
 import pulumi
+from pulumi.runtime.mocks import MockMonitor
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
@@ -26,24 +29,29 @@ for p in (INFRA, POLICIES, REPO / "runtime"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-PROJECT = "cognis-memory"
+PROJECT = "cognis"
 STACK = "test"
 REGION = "eu-west-1"
 ACCOUNT = "123456789012"
 AZS = ["eu-west-1a", "eu-west-1b", "eu-west-1c"]
+#: Zone ids in the mocked account: the names map to zone ids out of order, as they do in AWS.
+ZONE_IDS = ["euw1-az3", "euw1-az1", "euw1-az2"]
 CERT_ARN = f"arn:aws:acm:{REGION}:{ACCOUNT}:certificate/0f0e0d0c-1111-2222-3333-444455556666"
 API_KEY = "k3y-Abcdefghijklmnopqrstuvwxyz0123456789"
-REDIS_TOKEN = "redis-Token-0123456789abcdef"
+CACHE_TOKEN = "cache-Token-0123456789abcdef"
+MODEL_S3_URI = "s3://cognis-models-123456789012-eu-west-1/models/BAAI/bge-reranker-v2-m3/0123abcd/"
 
-#: The smallest valid configuration: everything else takes its default.
+#: The smallest valid configuration: everything else takes its default (the image is built).
 BASE_CONFIG: dict[str, Any] = {
     "certificateArn": CERT_ARN,
-    "imageTag": "20250101-abc1234",
+    "rerankerModelS3Uri": MODEL_S3_URI,
     "alarmEmail": "oncall@example.com",
     "apiKey": API_KEY,
-    "redisAuthToken": REDIS_TOKEN,
+    "cacheAuthToken": CACHE_TOKEN,
 }
-SECRET_KEYS = ("apiKey", "redisAuthToken")
+SECRET_KEYS = ("apiKey", "cacheAuthToken")
+#: Interface endpoint services the mocked region lacks in some AZs (names, "|"-separated).
+ENDPOINT_SERVICE_GAPS: dict[str, str] = {"bedrock-runtime": "eu-west-1c"}
 
 
 @dataclass
@@ -56,6 +64,8 @@ class Res:
     outputs: dict
     id: str
     custom: bool
+    #: Resource options as the engine received them (see ``OptionsRecordingMonitor``).
+    options: dict = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.inputs[key]
@@ -142,6 +152,8 @@ def _computed(typ: str, name: str, inputs: dict) -> tuple[str, dict]:
         out.update(
             arn=_arn("rds", f"cluster:{cid}"),
             clusterIdentifier=cid,
+            clusterResourceId="cluster-ABCDEFGHIJKLMNOPQRSTUV0123",
+            engineVersionActual="17.5" if inputs.get("engineVersion") == "17" else inputs.get("engineVersion"),
             endpoint=f"{cid}.cluster-cxyz.{REGION}.rds.amazonaws.com",
             readerEndpoint=f"{cid}.cluster-ro-cxyz.{REGION}.rds.amazonaws.com",
             port=inputs.get("port", 5432),
@@ -176,7 +188,15 @@ def _computed(typ: str, name: str, inputs: dict) -> tuple[str, dict]:
         )
     elif typ == "aws:sagemaker/endpoint:Endpoint":
         rid = autoname
-        out.update(name=autoname, arn=_arn("sagemaker", f"endpoint/{autoname}"))
+        out.update(name=autoname, arn=_arn("sagemaker", f"endpoint/{autoname.lower()}"))
+    elif typ == "aws:secretsmanager/secretVersion:SecretVersion":
+        rid = f"{name}|v1"
+        content = json.dumps(inputs.get("secretString"), sort_keys=True, default=str).encode()
+        out.update(versionId="v-" + hashlib.sha256(content).hexdigest()[:12])
+    elif typ == "docker-build:index:Image":
+        digest = "sha256:" + "ab12" * 16
+        rid = f"{name}-image"
+        out.update(digest=digest, ref=f"{inputs['tags'][0]}@{digest}", contextHash="c0ffee")
     elif typ == "aws:lb/loadBalancer:LoadBalancer":
         rid = _arn("elasticloadbalancing", f"loadbalancer/app/{autoname}/50dc6c495c0c9188")
         out.update(
@@ -215,17 +235,40 @@ def _computed(typ: str, name: str, inputs: dict) -> tuple[str, dict]:
     return rid, out
 
 
+class OptionsRecordingMonitor(MockMonitor):
+    """The SDK's mock monitor, also keeping the resource options each registration carried."""
+
+    def __init__(self, mocks: CognisMocks) -> None:
+        super().__init__(mocks)
+        self.cognis_mocks = mocks
+
+    def RegisterResource(self, request):  # noqa: N802 - the gRPC method name
+        options = {
+            "protect": bool(request.protect),
+            "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
+            "deleteBeforeReplace": request.deleteBeforeReplace if request.deleteBeforeReplaceDefined else None,
+            "replaceOnChanges": list(request.replaceOnChanges),
+            "ignoreChanges": list(request.ignoreChanges),
+            "dependencies": list(request.dependencies),
+        }
+        self.cognis_mocks.pending_options[(request.type, request.name)] = options
+        return super().RegisterResource(request)
+
+
 class CognisMocks(pulumi.runtime.Mocks):
     """Answers provider functions and records every registered resource."""
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint_gaps: dict[str, str] | None = None) -> None:
         self.resources: list[Res] = []
         self.calls: list[tuple[str, dict]] = []
+        self.pending_options: dict[tuple[str, str], dict] = {}
+        self.endpoint_gaps = ENDPOINT_SERVICE_GAPS if endpoint_gaps is None else endpoint_gaps
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         rid, computed = _computed(args.typ, args.name, args.inputs)
         outputs = {**args.inputs, **computed}
-        self.resources.append(Res(args.typ, args.name, dict(args.inputs), outputs, rid, bool(args.custom)))
+        options = self.pending_options.pop((args.typ, args.name), {})
+        self.resources.append(Res(args.typ, args.name, dict(args.inputs), outputs, rid, bool(args.custom), options))
         return rid, outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs):
@@ -248,28 +291,55 @@ class CognisMocks(pulumi.runtime.Mocks):
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws", "id": "aws"}
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return {"id": REGION, "names": list(AZS), "zoneIds": list(ZONE_IDS), "groupNames": [REGION]}
+        if args.token == "aws:ec2/getVpcEndpointService:getVpcEndpointService":
+            service = args.args["serviceName"].removeprefix(f"com.amazonaws.{REGION}.")
+            missing = set(self.endpoint_gaps.get(service, "").split("|"))
+            zones = [az for az in AZS if az not in missing]
+            return {
+                "id": args.args["serviceName"],
+                "serviceName": args.args["serviceName"],
+                "serviceType": "Interface",
+                "availabilityZones": zones,
+                "serviceId": f"vpce-svc-{service}",
+                "owner": "amazon",
+            }
+        if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
             return {
                 "id": REGION,
-                "names": list(AZS),
-                "zoneIds": [f"euw1-az{i + 1}" for i in range(len(AZS))],
-                "groupNames": [REGION],
+                "userName": "AWS",
+                "password": "ecr-token-password",
+                "authorizationToken": "QVdTOmVjci10b2tlbi1wYXNzd29yZA==",
+                "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com",
+                "expiresAt": "2030-01-01T00:00:00Z",
+                "registryId": args.args.get("registryId", ACCOUNT),
             }
         raise NotImplementedError(f"mock has no answer for {args.token}")
 
 
 def _config_values(config: dict[str, Any]) -> dict[str, str]:
-    return {f"cognis:{k}": (v if isinstance(v, str) else json.dumps(v)) for k, v in config.items() if v is not None}
+    """``cognis:`` keys unless the key names its own namespace (``aws:defaultTags``)."""
+    return {
+        (k if ":" in k else f"cognis:{k}"): (v if isinstance(v, str) else json.dumps(v))
+        for k, v in config.items()
+        if v is not None
+    }
 
 
 def run_program(
-    overrides: dict[str, Any] | None = None, *, stack: str = STACK, drop: tuple[str, ...] = ()
+    overrides: dict[str, Any] | None = None,
+    *,
+    stack: str = STACK,
+    drop: tuple[str, ...] = (),
+    endpoint_gaps: dict[str, str] | None = None,
+    base: dict[str, Any] | None = None,
 ) -> ProgramRun:
-    """Run ``infra/__main__.py`` under fresh mocks with ``BASE_CONFIG`` + ``overrides``."""
-    config = {**BASE_CONFIG, **(overrides or {})}
+    """Run ``infra/__main__.py`` under fresh mocks with ``base`` (default ``BASE_CONFIG``) + ``overrides``."""
+    config = {**(BASE_CONFIG if base is None else base), **(overrides or {})}
     for key in drop:
         config.pop(key, None)
-    mocks = CognisMocks()
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False)
+    mocks = CognisMocks(endpoint_gaps)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=OptionsRecordingMonitor(mocks))
     pulumi.runtime.set_all_config(_config_values(config), [f"cognis:{k}" for k in SECRET_KEYS if k in config])
 
     exported: dict[str, Any] = {}
@@ -293,7 +363,7 @@ def run_program(
 def run_component(build) -> tuple[CognisMocks, dict[str, Any]]:
     """Run ``build()`` (which returns a dict of Outputs) under fresh mocks; resolve it."""
     mocks = CognisMocks()
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=STACK, preview=False)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=STACK, preview=False, monitor=OptionsRecordingMonitor(mocks))
     pulumi.runtime.set_all_config({})
     resolved: dict[str, Any] = {}
 

@@ -1,9 +1,9 @@
-"""Stack configuration: validation, variants, and the documented example config."""
+"""Stack configuration: validation, variants, the config schema and the two documented profiles."""
 
 from __future__ import annotations
 
-import json
 import re
+from dataclasses import replace
 from typing import Any
 
 import pulumi
@@ -11,9 +11,12 @@ import pytest
 import yaml
 from cognis_infra import config as stack_config
 
-from tests.infra.infra_harness import API_KEY, BASE_CONFIG, REDIS_TOKEN, REPO, parse_json, run_program
+from tests.infra.infra_harness import API_KEY, CACHE_TOKEN, REPO, parse_json, run_program
 
 EXAMPLE = REPO / "Pulumi.example.yaml"
+DEV = REPO / "Pulumi.dev.yaml"
+PROJECT_FILE = REPO / "Pulumi.yaml"
+SECRETS = {"apiKey": API_KEY, "cacheAuthToken": CACHE_TOKEN}
 
 
 def _expect_failure(overrides: dict[str, Any] | None = None, drop: tuple[str, ...] = (), match: str = "") -> None:
@@ -28,7 +31,7 @@ def test_certificate_is_required():
 
 def test_secrets_are_required():
     _expect_failure(drop=("apiKey",), match="apiKey")
-    _expect_failure(drop=("redisAuthToken",), match="redisAuthToken")
+    _expect_failure(drop=("cacheAuthToken",), match="cacheAuthToken")
 
 
 def test_weak_api_key_is_rejected():
@@ -36,38 +39,22 @@ def test_weak_api_key_is_rejected():
 
 
 def test_image_and_tag_are_exclusive():
-    _expect_failure({"image": "ghcr.io/acme/cognis:1"}, match="either cognis:image")
+    _expect_failure({"image": "ghcr.io/acme/cognis:1", "imageTag": "x"}, match="either cognis:image")
 
 
 def test_more_azs_than_the_region_has():
     _expect_failure({"azCount": 4, "natGateways": 4, "opensearchInstanceCount": 3}, match="available AZs")
 
 
-def test_without_an_image_everything_but_the_ecs_service_is_created():
-    run = run_program(drop=("imageTag",))
-    assert not run.of_type("aws:ecs/taskDefinition:TaskDefinition")
-    assert not run.of_type("aws:ecs/service:Service")
-    assert not [t for t in run.of_type("aws:appautoscaling/target:Target") if t["serviceNamespace"] == "ecs"]
-    # The rest is there: the image can be pushed to the repository and the ALB has a URL.
-    assert run.of_type("aws:ecr/repository:Repository") and run.of_type("aws:lb/loadBalancer:LoadBalancer")
-    assert run.exports["ecrRepositoryUrl"] and run.exports["apiUrl"].startswith("https://")
-    assert run.exports["ecsServiceName"] is None
-    stmts = parse_json(
-        next(p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "api-execution")["policy"]
-    )
-    assert "PullApiImage" not in {s["Sid"] for s in stmts["Statement"]}
-
-
-def test_full_image_uri_from_elsewhere():
-    run = run_program({"image": "ghcr.io/acme/cognis-memory:1.2.3"}, drop=("imageTag",))
-    (container,) = parse_json(run.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
-    assert container["image"] == "ghcr.io/acme/cognis-memory:1.2.3"
+def test_reranker_needs_its_staged_model():
+    _expect_failure(drop=("rerankerModelS3Uri",), match="rerankerModelS3Uri.*stage_reranker_model")
+    _expect_failure({"rerankerModelS3Uri": "https://example.com/model"}, match="s3://")
 
 
 def test_reranker_can_be_disabled():
-    run = run_program({"rerankerEnabled": False})
+    run = run_program({"rerankerEnabled": False}, drop=("rerankerModelS3Uri",))
     assert not [r for r in run.resources if r.type.startswith("aws:sagemaker/")]
-    (container,) = parse_json(run.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    (container, _) = parse_json(run.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
     env = {e["name"]: e["value"] for e in container["environment"]}
     assert env["COGNIS_RERANKER"] == "none" and "COGNIS_SAGEMAKER_ENDPOINT" not in env
     task = parse_json(next(p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "api-task")["policy"])
@@ -86,12 +73,34 @@ def test_arm64_and_sizes_from_config():
     assert td["runtimePlatform"]["cpuArchitecture"] == "ARM64"
     assert (td["cpu"], td["memory"]) == ("2048", "4096")
     assert run.one("aws:ecs/service:Service")["desiredCount"] == 3
+    assert run.one("docker-build:index:Image")["platforms"] == ["linux/arm64"]  # the build follows the tasks
 
 
-def test_extra_tags_reach_every_resource():
-    run = run_program({"tags": {"CostCenter": "cc-42"}})
-    tagged = [r for r in run.resources if r.custom and "tags" in r.inputs]
+def test_default_tags_reach_every_resource():
+    run = run_program({"aws:defaultTags": {"tags": {"CostCenter": "cc-42"}}})
+    tagged = [r for r in run.resources if r.custom and r.type.startswith("aws:") and "tags" in r.inputs]
     assert tagged and all(r["tags"]["CostCenter"] == "cc-42" for r in tagged)
+    assert all(r["tags"]["Stack"] == "test" and r["tags"]["Project"] == "cognis-memory" for r in tagged)
+
+
+def test_zones_are_chosen_by_zone_id(program):
+    """AZ names map to different zones per account; zone ids do not. The default is the first
+    three zone ids; ``availabilityZoneIds`` pins others, in that order."""
+    subnets = sorted(
+        (s for s in program.of_type("aws:ec2/subnet:Subnet") if s["tags"]["Tier"] == "private"), key=lambda s: s.name
+    )
+    # mocked: euw1-az1 -> eu-west-1b, euw1-az2 -> eu-west-1c, euw1-az3 -> eu-west-1a
+    assert [s["availabilityZone"] for s in subnets] == ["eu-west-1b", "eu-west-1c", "eu-west-1a"]
+    pinned = run_program({"azCount": 2, "natGateways": 1, "availabilityZoneIds": ["euw1-az3", "euw1-az2"],
+                          "opensearchInstanceCount": 2})  # fmt: skip
+    zones = sorted(
+        (s for s in pinned.of_type("aws:ec2/subnet:Subnet") if s["tags"]["Tier"] == "private"), key=lambda s: s.name
+    )
+    assert [s["availabilityZone"] for s in zones] == ["eu-west-1a", "eu-west-1c"]
+    _expect_failure({"availabilityZoneIds": ["euw1-az9", "euw1-az1", "euw1-az2"]}, match="euw1-az9")
+
+
+# --- the config schema in Pulumi.yaml ---------------------------------------------------------------
 
 
 class _RecordingConfig:
@@ -102,7 +111,8 @@ class _RecordingConfig:
 
     def _get(self, key):
         self.asked.add(key)
-        return self.values.get(key)
+        v = self.values.get(key)
+        return None if v == "" else v
 
     def get(self, key):
         v = self._get(key)
@@ -132,27 +142,127 @@ class _RecordingConfig:
         return pulumi.Output.secret(self.require(key))
 
 
-def _example() -> tuple[dict[str, Any], set[str]]:
-    text = EXAMPLE.read_text()
-    values = {
-        k.removeprefix("cognis:"): v for k, v in yaml.safe_load(text)["config"].items() if k.startswith("cognis:")
-    }
-    commented = set(re.findall(r"^\s*#\s*cognis:(\w+)", text, flags=re.M))
-    return values, commented
+def _schema() -> dict[str, dict]:
+    return yaml.safe_load(PROJECT_FILE.read_text())["config"]
 
 
-def test_example_config_documents_every_key_the_program_reads():
-    values, commented = _example()
-    recorder = _RecordingConfig({**values, "apiKey": API_KEY, "redisAuthToken": REDIS_TOKEN})
-    stack_config.load(recorder, stack="example", project="cognis-memory")
-    documented = set(values) | commented
-    assert recorder.asked - documented == set(), "read but not documented in Pulumi.example.yaml"
-    assert documented - recorder.asked == set(), "documented but never read"
+def _cognis_keys(schema: dict[str, dict]) -> dict[str, dict]:
+    return {k.removeprefix("cognis:"): v for k, v in schema.items() if k.startswith("cognis:")}
 
 
-def test_example_config_deploys():
-    values, _ = _example()
-    overrides = {k: (v if isinstance(v, str) else json.loads(json.dumps(v))) for k, v in values.items()}
-    run = run_program({**overrides, "imageTag": BASE_CONFIG["imageTag"]}, stack="example")
-    assert run.one("aws:ecs/service:Service")
-    assert run.one("aws:opensearch/domain:Domain")["domainName"] == "cognis-example"
+def test_project_and_config_namespace_agree():
+    """Pulumi accepts a type/description/default only for keys in the project's own namespace."""
+    project = yaml.safe_load(PROJECT_FILE.read_text())
+    assert project["name"] == stack_config.NAMESPACE
+    for key, spec in project["config"].items():
+        namespace = key.split(":")[0] if ":" in key else project["name"]
+        if namespace != project["name"]:
+            assert set(spec) == {"value"}, f"{key}: another namespace may only carry a value"
+
+
+def test_schema_describes_and_types_every_key_the_program_reads():
+    schema = _cognis_keys(_schema())
+    recorder = _RecordingConfig({**{k: v.get("default") for k, v in schema.items()}, "certificateArn": "arn:aws:acm:x",
+                                 **SECRETS, "rerankerModelS3Uri": "s3://model-bucket/p/"})  # fmt: skip
+    stack_config.load(recorder, stack="schema", project="cognis")
+    assert recorder.asked == set(schema), recorder.asked ^ set(schema)
+    for key, spec in schema.items():
+        assert spec.get("description"), key
+        assert spec.get("type") in ("string", "integer", "boolean", "array", "object"), key
+        if spec["type"] == "array":
+            assert spec.get("items"), key
+
+
+def test_required_keys_have_no_default_and_secrets_are_marked():
+    schema = _cognis_keys(_schema())
+    required = {k for k, v in schema.items() if "default" not in v}
+    assert required == {"certificateArn", "apiKey", "cacheAuthToken"}
+    assert {k for k, v in schema.items() if v.get("secret")} == {"apiKey", "cacheAuthToken"}
+
+
+def test_schema_defaults_are_the_programs_defaults():
+    """The CLI applies the schema defaults to every stack; the program falls back to its own.
+    Both must give the same stack (the mocked tests exercise the program's)."""
+    schema = _cognis_keys(_schema())
+    base = {"certificateArn": "arn:aws:acm:x", **SECRETS, "rerankerModelS3Uri": "s3://model-bucket/p/"}
+    with_defaults = {**{k: v["default"] for k, v in schema.items() if "default" in v}, **base}
+    from_schema = stack_config.load(_RecordingConfig(with_defaults), stack="s", project="cognis")
+    from_code = stack_config.load(_RecordingConfig(base), stack="s", project="cognis")
+    secretless = {"api_key": None, "cache_auth_token": None}
+    assert replace(from_schema, **secretless) == replace(from_code, **secretless)
+
+
+# --- the documented profiles --------------------------------------------------------------------------
+
+
+def _profile(path) -> dict[str, Any]:
+    config = yaml.safe_load(path.read_text())["config"]
+    values = {}
+    for key, value in config.items():
+        if key.startswith("cognis:"):
+            values[key.removeprefix("cognis:")] = value
+        elif key.startswith("aws:") and key != "aws:region":
+            values[key] = value
+    return values
+
+
+def _documented(path) -> set[str]:
+    text = path.read_text()
+    return set(_profile(path)) | set(re.findall(r"^\s*#\s*cognis:(\w+)", text, flags=re.M))
+
+
+def test_example_documents_every_key_of_the_schema():
+    schema = _cognis_keys(_schema())
+    documented = {k for k in _documented(EXAMPLE) if not k.startswith("aws:")}
+    assert documented == set(schema), documented ^ set(schema)
+
+
+@pytest.mark.parametrize("path", [EXAMPLE, DEV], ids=["example", "dev"])
+def test_profiles_are_valid_for_the_schema(path):
+    schema = _cognis_keys(_schema())
+    for key, value in _profile(path).items():
+        if key.startswith("aws:"):
+            continue
+        assert key in schema, f"{path.name}: {key} is not in Pulumi.yaml"
+        kind = schema[key]["type"]
+        ok = {
+            "string": isinstance(value, str),
+            "integer": isinstance(value, int) or (isinstance(value, str) and value.lstrip("-").isdigit()),
+            "boolean": value in (True, False, "true", "false"),
+            "array": isinstance(value, list),
+            "object": isinstance(value, dict),
+        }[kind]
+        assert ok, f"{path.name}: {key}={value!r} is not a {kind}"
+    assert not set(SECRETS) & set(_profile(path)), "secrets are set with `pulumi config set --secret`, not here"
+    assert "aws:defaultTags" in _profile(path)
+
+
+def test_example_profile_deploys(example_run):
+    assert example_run.one("aws:ecs/service:Service")
+    assert example_run.one("aws:opensearch/domain:Domain")["domainName"] == "cognis-example"
+
+
+@pytest.fixture(scope="module")
+def example_run():
+    return run_program({**_profile(EXAMPLE), **SECRETS}, stack="example", base={})
+
+
+@pytest.fixture(scope="module")
+def dev_run():
+    return run_program({**_profile(DEV), **SECRETS}, stack="dev", base={})
+
+
+def test_dev_profile_is_small(dev_run):
+    assert len(dev_run.of_type("aws:ec2/natGateway:NatGateway")) == 1
+    endpoints = [e for e in dev_run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") if e["vpcEndpointType"] == "Interface"]
+    assert endpoints == []
+    domain = dev_run.one("aws:opensearch/domain:Domain")
+    cc = domain["clusterConfig"]
+    assert cc["instanceCount"] == 1 and cc["zoneAwarenessEnabled"] is False
+    assert cc["instanceType"].startswith("t3.")
+    # The OpenSearch API rejects Auto-Tune on t2/t3 instance types.
+    assert domain["autoTuneOptions"]["desiredState"] == "DISABLED"
+    assert dev_run.one("aws:elasticache/replicationGroup:ReplicationGroup")["numCacheClusters"] == 1
+    assert not [r for r in dev_run.resources if r.type.startswith("aws:sagemaker/")]
+    assert len(dev_run.of_type("aws:rds/clusterInstance:ClusterInstance")) == 1
+    assert dev_run.one("aws:ecs/service:Service")["desiredCount"] == 1

@@ -1,11 +1,11 @@
-"""Database: Aurora PostgreSQL 16 Serverless v2, encrypted, protected, managed secret."""
+"""Database: Aurora PostgreSQL (a pgvector >= 0.8 line) Serverless v2, encrypted, protected, IAM auth."""
 
 from __future__ import annotations
 
 import pytest
 from cognis_infra.database import Database, DatabaseArgs, DatabaseSettings
 
-from tests.infra.infra_harness import run_component, run_program
+from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_component, run_program
 
 CLUSTER = "aws:rds/cluster:Cluster"
 INSTANCE = "aws:rds/clusterInstance:ClusterInstance"
@@ -16,14 +16,30 @@ def cluster(program):
     return program.one(CLUSTER)
 
 
-def test_engine_is_aurora_postgresql_16_serverless_v2(cluster):
+def test_engine_is_a_major_line_with_pgvector_0_8(cluster, program):
+    """A partial version lets Aurora pick the line's default minor; the family follows the major."""
     assert cluster["engine"] == "aurora-postgresql"
     assert cluster["engineMode"] == "provisioned"
-    assert cluster["engineVersion"].split(".")[0] == "16"
+    assert cluster["engineVersion"] == "17"
+    assert program.one("aws:rds/clusterParameterGroup:ClusterParameterGroup")["family"] == "aurora-postgresql17"
     assert cluster["serverlessv2ScalingConfiguration"] == {"minCapacity": 0.5, "maxCapacity": 16}
 
 
+def test_sixteen_and_full_versions_are_accepted():
+    run = run_program({"auroraEngineVersion": "16"})
+    assert run.one(CLUSTER)["engineVersion"] == "16"
+    assert run.one("aws:rds/clusterParameterGroup:ClusterParameterGroup")["family"] == "aurora-postgresql16"
+    assert DatabaseSettings(engine_version="17.5").parameter_group_family == "aurora-postgresql17"
+
+
+@pytest.mark.parametrize("version", ["15.4", "16.x", "aurora-17", "18"])
+def test_other_versions_are_refused(version):
+    with pytest.raises(ValueError, match="auroraEngineVersion"):
+        DatabaseSettings(engine_version=version)
+
+
 def test_storage_encrypted_deletion_protected_with_final_snapshot(cluster):
+    assert cluster["clusterIdentifier"] == "cognis-test-aurora"
     assert cluster["storageEncrypted"] is True
     assert cluster["deletionProtection"] is True
     assert cluster["skipFinalSnapshot"] is False
@@ -32,19 +48,49 @@ def test_storage_encrypted_deletion_protected_with_final_snapshot(cluster):
     assert cluster["copyTagsToSnapshot"] is True
 
 
-def test_master_password_is_managed_by_rds_in_secrets_manager(cluster):
+def test_cluster_is_protected_but_instances_are_replaceable(program, cluster):
+    assert cluster.options["protect"] is True
+    assert all(i.options["protect"] is False for i in program.of_type(INSTANCE))
+    assert run_program({"protect": False}).one(CLUSTER).options["protect"] is False
+
+
+def test_master_password_is_managed_by_rds_and_the_app_signs_in_with_iam(cluster):
     assert cluster["manageMasterUserPassword"] is True
     assert "masterPassword" not in cluster.inputs
     assert cluster["masterUsername"] == "cognis_admin"
     assert cluster["databaseName"] == "cognis"
+    assert cluster["iamDatabaseAuthenticationEnabled"] is True
+
+
+def test_task_connects_as_the_app_role_not_the_master_user(program, cluster):
+    (container, _) = parse_json(program.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    env = {e["name"]: e["value"] for e in container["environment"]}
+    assert env["COGNIS_POSTGRES_APP_USER"] == "cognis_app" and env["COGNIS_POSTGRES_IAM_AUTH"] == "true"
+    task = parse_json(
+        next(p for p in program.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "api-task")["policy"]
+    )
+    stmts = {s["Sid"]: s for s in task["Statement"]}
+    resource_id = cluster.outputs["clusterResourceId"]
+    assert stmts["ConnectAsAppRole"]["Action"] == ["rds-db:connect"]
+    assert stmts["ConnectAsAppRole"]["Resource"] == [
+        f"arn:aws:rds-db:{REGION}:{ACCOUNT}:dbuser:{resource_id}/cognis_app"
+    ]
 
 
 def test_parameter_group_forces_tls(program, cluster):
     params = program.one("aws:rds/clusterParameterGroup:ClusterParameterGroup")
-    assert params["family"] == "aurora-postgresql16"
     values = {p["name"]: p["value"] for p in params["parameters"]}
     assert values["rds.force_ssl"] == "1"
     assert cluster["dbClusterParameterGroupName"] == params.outputs["name"]
+
+
+def test_postgresql_log_export_goes_to_a_group_the_stack_owns(program, cluster):
+    group = next(g for g in program.of_type("aws:cloudwatch/logGroup:LogGroup") if g.name == "database-postgresql-log")
+    assert group["name"] == "/aws/rds/cluster/cognis-test-aurora/postgresql"
+    assert group["retentionInDays"] == 30
+    assert group["kmsKeyId"] == program.one("aws:kms/key:Key").outputs["arn"]
+    assert cluster["enabledCloudwatchLogsExports"] == ["postgresql"]
+    assert any(group.name in dep for dep in cluster.options["dependencies"])  # exists before RDS writes
 
 
 def test_cluster_sits_in_private_subnets_behind_its_security_group(program, cluster):
@@ -74,10 +120,10 @@ def test_capacity_and_protection_come_from_config():
 
 
 def test_settings_validation():
-    with pytest.raises(ValueError, match="PostgreSQL 16"):
-        DatabaseSettings(engine_version="15.4")
     with pytest.raises(ValueError, match="capacity"):
         DatabaseSettings(min_acu=8, max_acu=4)
+    with pytest.raises(ValueError, match="auroraBackupRetentionDays"):
+        DatabaseSettings(backup_retention_days=0)
 
 
 def test_component_exposes_the_managed_secret_arn():
@@ -88,11 +134,13 @@ def test_component_exposes_the_managed_secret_arn():
                 settings=DatabaseSettings(),
                 subnet_ids=["subnet-1", "subnet-2"],
                 security_group_id="sg-1",
+                cluster_identifier="cognis-unit-aurora",
                 final_snapshot_identifier="final",
+                log_kms_key_arn="arn:aws:kms:k",
             ),
         )
         return {"secret": db.secret_arn, "endpoint": db.endpoint, "port": db.port}
 
     _, out = run_component(build)
-    assert out["secret"].startswith("arn:aws:secretsmanager:") and "rds!cluster-db-cluster" in out["secret"]
-    assert out["endpoint"].startswith("db-cluster-") and out["port"] == 5432
+    assert out["secret"].startswith("arn:aws:secretsmanager:") and "rds!cluster-cognis-unit-aurora" in out["secret"]
+    assert out["endpoint"].startswith("cognis-unit-aurora.") and out["port"] == 5432

@@ -4,6 +4,8 @@ Both sides are read for real: the runtime side by emitting metrics through
 ``cognis_memory.telemetry.emitter.Telemetry`` (configured from the task definition's
 environment through ``cognis_memory.config.Settings``) and parsing the EMF it writes;
 the infrastructure side from the alarms and the dashboard the mocked program records.
+The one metric the runtime does not emit, ``Ready``, comes from the task's readiness probe;
+its lines are checked by running the probe itself (test_infra_service.py).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import os
 
 import pytest
-from cognis_infra.telemetry import METRIC_DIMENSIONS
+from cognis_infra.telemetry import METRIC_DIMENSIONS, READINESS_DIMENSIONS, READINESS_METRIC
 from cognis_memory.telemetry import names
 
 from tests.infra.infra_harness import parse_json
@@ -21,7 +23,11 @@ from tests.infra.infra_harness import parse_json
 
 @pytest.fixture(scope="module")
 def task_env(program):
-    (container,) = parse_json(program.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    container = next(
+        c
+        for c in parse_json(program.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+        if c["name"] == "api"
+    )
     env = {e["name"]: e["value"] for e in container["environment"]}
     secrets = {s["name"] for s in container["secrets"]}
     return env, secrets
@@ -120,9 +126,17 @@ def test_alarms_watch_series_the_runtime_emits(program, emitted, settings):
         for a in program.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")
         if a.get("namespace") == settings.metrics_namespace
     ]
-    assert {a["metricName"] for a in app_alarms} == {names.RETRIEVAL_LATENCY, names.JOBS_DEAD_LETTERED}
+    assert {a["metricName"] for a in app_alarms} == {
+        names.RETRIEVAL_LATENCY,
+        names.JOBS_DEAD_LETTERED,
+        READINESS_METRIC,
+    }
     for a in app_alarms:
         series = (a["namespace"], a["metricName"], frozenset(a["dimensions"].items()))
+        if a["metricName"] == READINESS_METRIC:  # the probe's: same namespace and service dimension
+            assert set(a["dimensions"]) == set(READINESS_DIMENSIONS)
+            assert a["dimensions"][names.DIM_SERVICE] == settings.service_name
+            continue
         assert series in emitted, f"alarm {a['name']} watches {series}, which the runtime never emits"
 
 
@@ -140,6 +154,9 @@ def test_dashboard_plots_series_the_runtime_emits(program, emitted, settings):
         core = row[:-1] if isinstance(row[-1], dict) else row
         dims = frozenset(zip(core[2::2], core[3::2], strict=True))
         series = (core[0], core[1], dims)
+        if core[1] == READINESS_METRIC:
+            assert dims == frozenset({(names.DIM_SERVICE, settings.service_name)})
+            continue
         assert series in emitted, f"dashboard plots {series}, which the runtime never emits"
         plotted.add(core[1])
     assert plotted == set(METRIC_DIMENSIONS), "every runtime metric is on the dashboard"
@@ -153,4 +170,5 @@ def test_namespace_and_service_agree_across_env_alarms_and_defaults(program, tas
         if a["name"].endswith("retrieval-latency-p95")
     )
     assert env["COGNIS_METRICS_NAMESPACE"] == p95["namespace"] == names.DEFAULT_NAMESPACE
-    assert env["COGNIS_SERVICE_NAME"] == p95["dimensions"][names.DIM_SERVICE] == names.DEFAULT_SERVICE
+    # The default service dimension carries the stack, so two stacks in one account never mix.
+    assert env["COGNIS_SERVICE_NAME"] == p95["dimensions"][names.DIM_SERVICE] == "cognis-test"

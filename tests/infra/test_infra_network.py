@@ -7,7 +7,10 @@ import ipaddress
 import pytest
 from cognis_infra.network import DEFAULT_INTERFACE_ENDPOINTS, NetworkSettings, subnet_cidrs
 
-from tests.infra.infra_harness import AZS, REGION, parse_json, run_program
+from tests.infra.infra_harness import ENDPOINT_SERVICE_GAPS, REGION, parse_json, run_program
+
+#: The chosen AZs: the first three zone ids (euw1-az1..3), as their names in the mocked account.
+CHOSEN = ["eu-west-1b", "eu-west-1c", "eu-west-1a"]
 
 SUBNET = "aws:ec2/subnet:Subnet"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -32,7 +35,7 @@ def test_availability_zones_are_looked_up_without_opt_in_zones(program):
 @pytest.mark.parametrize("tier", ["public", "private"])
 def test_three_subnets_per_tier_one_per_az_inside_the_vpc(program, tier):
     subnets = _subnets(program, tier)
-    assert [s["availabilityZone"] for s in subnets] == AZS
+    assert [s["availabilityZone"] for s in subnets] == CHOSEN
     vpc = ipaddress.ip_network("10.40.0.0/16")
     nets = [ipaddress.ip_network(s["cidrBlock"]) for s in subnets]
     assert all(n.subnet_of(vpc) for n in nets)
@@ -100,11 +103,28 @@ def test_vpc_endpoints_keep_aws_api_traffic_off_nat(program):
     assert set(endpoints) == expected
     for svc in ("ecr.api", "ecr.dkr", "logs", "secretsmanager", "bedrock-runtime", "sagemaker.runtime"):
         assert f"com.amazonaws.{REGION}.{svc}" in endpoints
-    for ep in endpoints.values():
+    for name, ep in endpoints.items():
         assert ep["vpcEndpointType"] == "Interface"
         assert ep["privateDnsEnabled"] is True
-        assert sorted(ep["subnetIds"]) == [f"subnet-network-private-{i}" for i in range(3)]
         assert ep["securityGroupIds"] == ["sg-network-endpoints-sg"]
+        missing = ENDPOINT_SERVICE_GAPS.get(name.removeprefix(f"com.amazonaws.{REGION}."))
+        expected = [f"subnet-network-private-{i}" for i, az in enumerate(CHOSEN) if az != missing]
+        assert sorted(ep["subnetIds"]) == expected, name
+
+
+def test_endpoints_go_only_where_the_service_is_offered(program):
+    """bedrock-runtime is not offered in eu-west-1c in the mocked region: its endpoint skips that AZ's subnet."""
+    lookups = sorted(args["serviceName"] for token, args in program.calls if token.endswith("getVpcEndpointService"))
+    assert lookups == sorted(f"com.amazonaws.{REGION}.{svc}" for svc in DEFAULT_INTERFACE_ENDPOINTS)
+    assert all(args["serviceType"] == "Interface" for token, args in program.calls if token.endswith("Service"))
+    bedrock = next(e for e in program.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") if e.name == "network-bedrock-runtime")
+    assert sorted(bedrock["subnetIds"]) == ["subnet-network-private-0", "subnet-network-private-2"]
+
+
+def test_a_service_offered_in_none_of_the_zones_gets_no_endpoint():
+    run = run_program({"azCount": 2, "natGateways": 1, "opensearchInstanceCount": 2,
+                       "vpcInterfaceEndpoints": ["logs"]}, endpoint_gaps={"logs": "eu-west-1b|eu-west-1c"})  # fmt: skip
+    assert {e["serviceName"] for e in run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")} == {f"com.amazonaws.{REGION}.s3"}
 
 
 def _rules(program, type_):
@@ -130,6 +150,7 @@ def test_ingress_is_least_access(program):
             ("search", "service", "tcp", 443, 443),
             ("cache", "service", "tcp", 6379, 6379),
             ("endpoints", "service", "tcp", 443, 443),
+            ("endpoints", "reranker", "tcp", 443, 443),
         ]
     )
 
@@ -143,6 +164,8 @@ def test_egress_is_least_access(program):
             ("service", "cache", "tcp", 6379, 6379),
             ("service", "endpoints", "tcp", 443, 443),
             ("service", "0.0.0.0/0", "tcp", 443, 443),
+            ("reranker", "endpoints", "tcp", 443, 443),
+            ("reranker", "0.0.0.0/0", "tcp", 443, 443),
         ]
     )
 

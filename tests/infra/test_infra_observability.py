@@ -6,11 +6,12 @@ import json
 
 import pytest
 from cognis_infra.observability import ObservabilitySettings
-from cognis_infra.telemetry import names
+from cognis_infra.telemetry import READINESS_METRIC, names
 
 from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_program
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
+SERVICE = "cognis-test"  # the default `service` dimension carries the stack
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +26,9 @@ def test_expected_alarms_exist(alarms):
         "jobs-dead-lettered",
         "http-5xx-rate",
         "unhealthy-targets",
+        "healthy-targets",
+        "running-tasks",
+        "not-ready",
         "opensearch-cpu",
         "opensearch-jvm-pressure",
         "opensearch-red",
@@ -66,8 +70,9 @@ def test_retrieval_latency_alarms_use_extended_statistics(alarms, pct, threshold
     a = alarms[f"retrieval-latency-{pct}"]
     assert a["namespace"] == names.DEFAULT_NAMESPACE
     assert a["metricName"] == names.RETRIEVAL_LATENCY
-    assert a["dimensions"] == {names.DIM_SERVICE: names.DEFAULT_SERVICE}
+    assert a["dimensions"] == {names.DIM_SERVICE: SERVICE}
     assert a["extendedStatistic"] == pct and "statistic" not in a.inputs
+    assert a["evaluateLowSampleCountPercentiles"] == "ignore"
     assert a["threshold"] == threshold
     assert a["comparisonOperator"] == "GreaterThanThreshold"
     assert (a["period"], a["evaluationPeriods"], a["datapointsToAlarm"]) == (60, 5, 3)
@@ -100,6 +105,61 @@ def test_unhealthy_targets(program, alarms):
     assert (a["namespace"], a["metricName"], a["statistic"]) == ("AWS/ApplicationELB", "UnHealthyHostCount", "Maximum")
     assert a["dimensions"] == {"TargetGroup": tg, "LoadBalancer": alb}
     assert a["threshold"] == 0 and a["comparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_healthy_targets_and_running_tasks_below_the_minimum(program, alarms):
+    alb = program.one("aws:lb/loadBalancer:LoadBalancer").outputs["arnSuffix"]
+    tg = program.one("aws:lb/targetGroup:TargetGroup").outputs["arnSuffix"]
+    hosts, tasks = alarms["healthy-targets"], alarms["running-tasks"]
+    assert (hosts["namespace"], hosts["metricName"], hosts["statistic"]) == (
+        "AWS/ApplicationELB",
+        "HealthyHostCount",
+        "Minimum",
+    )
+    assert hosts["dimensions"] == {"TargetGroup": tg, "LoadBalancer": alb}
+    cluster, service = program.one("aws:ecs/cluster:Cluster"), program.one("aws:ecs/service:Service")
+    assert (tasks["namespace"], tasks["metricName"]) == ("ECS/ContainerInsights", "RunningTaskCount")
+    assert tasks["dimensions"] == {"ClusterName": cluster.outputs["name"], "ServiceName": service.outputs["name"]}
+    for a in (hosts, tasks):
+        assert a["comparisonOperator"] == "LessThanThreshold" and a["threshold"] == 2  # cognis:minCount
+
+
+def test_not_ready_alarm_watches_the_probe_metric(alarms):
+    a = alarms["not-ready"]
+    assert (a["namespace"], a["metricName"], a["statistic"]) == (names.DEFAULT_NAMESPACE, READINESS_METRIC, "Minimum")
+    assert a["dimensions"] == {names.DIM_SERVICE: SERVICE}
+    assert a["comparisonOperator"] == "LessThanThreshold" and a["threshold"] == 1
+    assert (a["period"], a["evaluationPeriods"], a["datapointsToAlarm"]) == (60, 5, 3)
+
+
+#: What missing data means, per alarm: health alarms breach, load and error alarms do not.
+MISSING_DATA = {
+    "retrieval-latency-p95": "notBreaching",
+    "retrieval-latency-p99": "notBreaching",
+    "jobs-dead-lettered": "notBreaching",
+    "http-5xx-rate": "notBreaching",
+    "unhealthy-targets": "notBreaching",
+    "healthy-targets": "breaching",
+    "running-tasks": "breaching",
+    "not-ready": "breaching",
+    "opensearch-cpu": "notBreaching",
+    "opensearch-jvm-pressure": "notBreaching",
+    "opensearch-red": "breaching",
+    "aurora-capacity": "notBreaching",
+    "reranker-latency-p95": "notBreaching",
+    "reranker-errors": "notBreaching",
+}
+
+
+def test_each_alarm_says_what_missing_data_means(alarms):
+    assert {k: a["treatMissingData"] for k, a in alarms.items()} == MISSING_DATA
+
+
+def test_percentile_alarms_ignore_periods_with_too_few_samples(alarms):
+    percentiles = {k for k, a in alarms.items() if a.get("extendedStatistic")}
+    assert percentiles == {"retrieval-latency-p95", "retrieval-latency-p99", "reranker-latency-p95"}
+    for k, a in alarms.items():
+        assert (a.get("evaluateLowSampleCountPercentiles") == "ignore") == (k in percentiles), k
 
 
 @pytest.mark.parametrize(
@@ -209,6 +269,7 @@ def test_dashboard_has_the_operator_views(dashboard):
         "Aurora",
         "Redis",
         "Load balancer targets",
+        "Readiness",
         "Reranker endpoint",
         "Alarms",
     ):
@@ -222,10 +283,7 @@ def test_dashboard_has_the_operator_views(dashboard):
 def test_latency_widget_shows_percentiles(dashboard):
     rows = _widget(dashboard, "Retrieval latency")["properties"]["metrics"]
     assert [r[-1]["stat"] for r in rows] == ["p50", "p95", "p99"]
-    assert all(
-        r[:4] == [names.DEFAULT_NAMESPACE, names.RETRIEVAL_LATENCY, names.DIM_SERVICE, names.DEFAULT_SERVICE]
-        for r in rows
-    )
+    assert all(r[:4] == [names.DEFAULT_NAMESPACE, names.RETRIEVAL_LATENCY, names.DIM_SERVICE, SERVICE] for r in rows)
 
 
 def test_stage_widgets_cover_every_stage(dashboard):
@@ -256,10 +314,15 @@ def test_alarm_widget_lists_every_alarm(program, dashboard):
     assert sorted(widget["properties"]["alarms"]) == sorted(a.outputs["arn"] for a in program.of_type(ALARM))
 
 
-def test_dashboard_without_reranker_or_service():
-    run = run_program({"rerankerEnabled": False}, drop=("imageTag",))
+def test_dashboard_without_reranker():
+    run = run_program({"rerankerEnabled": False}, drop=("rerankerModelS3Uri",))
     body = parse_json(run.one("aws:cloudwatch/dashboard:Dashboard")["dashboardBody"])
     titles = [w["properties"]["title"] for w in body["widgets"]]
     assert "Reranker endpoint" not in titles
-    targets = _widget(body, "Load balancer targets")["properties"]["metrics"]
-    assert not any(r[0] == "AWS/ECS" for r in targets)
+
+
+def test_readiness_widget_plots_the_probe_and_running_tasks(program, dashboard):
+    rows = _widget(dashboard, "Readiness")["properties"]["metrics"]
+    assert [r[:4] for r in rows[:2]] == [[names.DEFAULT_NAMESPACE, READINESS_METRIC, names.DIM_SERVICE, SERVICE]] * 2
+    assert {r[-1]["stat"] for r in rows[:2]} == {"Average", "Minimum"}
+    assert rows[2][:2] == ["ECS/ContainerInsights", "RunningTaskCount"]

@@ -1,9 +1,11 @@
-"""Policy pack: the real program passes every policy; each policy catches a bad resource.
+"""Policy pack: the real program passes every policy; each policy catches a planted violation.
 
 Resources are handed to the rules exactly as pulumi-policy would: deserialised with
-``pulumi_policy.deserialize.deserialize_properties`` (secrets unwrapped) and wrapped in
-its ``unknown_checking_proxy``, through the same ``resource_validator``/``stack_validator``
-adapters that ``infra/policies/__main__.py`` registers.
+``pulumi_policy.deserialize.deserialize_properties`` (secrets unwrapped), wrapped in its
+``unknown_checking_proxy``, with the resource options the engine received (``protect``),
+through the same ``resource_validator``/``stack_validator`` adapters that
+``infra/policies/__main__.py`` registers. What a preview with unknown values does is shown
+with pulumi-policy's own analyzer servicer (the gRPC service the CLI calls), not a model of it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import cognis_policies as rules
 import pulumi_aws
 import pytest
 import yaml
+from google.protobuf import struct_pb2
+from pulumi.runtime.proto import analyzer_pb2
 from pulumi_policy import (
     EnforcementLevel,
     PolicyResource,
@@ -28,30 +32,40 @@ from pulumi_policy import (
     StackValidationArgs,
 )
 from pulumi_policy.deserialize import deserialize_properties
-from pulumi_policy.proxy import UNKNOWN_BOOLEAN_VALUE, UnknownValueError, unknown_checking_proxy
+from pulumi_policy.policy import _PolicyAnalyzerServicer
+from pulumi_policy.proxy import (
+    UNKNOWN_BOOLEAN_VALUE,
+    UNKNOWN_STRING_VALUE,
+    UnknownValueError,
+    unknown_checking_proxy,
+)
 
-from tests.infra.infra_harness import POLICIES, ProgramRun, run_program
+from tests.infra.infra_harness import POLICIES, REPO, ProgramRun, run_program
 
 RULES = {r.name: r for r in rules.RESOURCE_RULES}
 STACK_RULES = {r.name: r for r in rules.STACK_RULES}
-OPTS = PolicyResourceOptions(False, [], None, [], None, [])
+
+
+def _opts(protect: bool = False) -> PolicyResourceOptions:
+    return PolicyResourceOptions(protect, [], None, [], None, [], None)
 
 
 def _props(raw: dict) -> Any:
     return unknown_checking_proxy(deserialize_properties(copy.deepcopy(raw)))
 
 
-def resource_violations(rule_name: str, type_: str, inputs: dict) -> list[str]:
+def resource_violations(rule_name: str, type_: str, inputs: dict, *, protect: bool = False) -> list[str]:
     """Run one rule through the pack's adapter with real ResourceValidationArgs."""
     reported: list[str] = []
-    args = ResourceValidationArgs(type_, _props(inputs), f"urn:pulumi:test::cognis-memory::{type_}::r", "r", OPTS, None)
+    urn = f"urn:pulumi:test::cognis::{type_}::r"
+    args = ResourceValidationArgs(type_, _props(inputs), urn, "r", _opts(protect), None)
     rules.resource_validator(RULES[rule_name])(args, lambda message, urn=None: reported.append(message))
     return reported
 
 
 def stack_violations(run_resources: list[tuple[str, dict, str]]) -> list[tuple[str, str]]:
     reported: list[tuple[str, str]] = []
-    resources = [PolicyResource(t, _props(p), urn, urn, OPTS, None, None, [], {}) for t, p, urn in run_resources]
+    resources = [PolicyResource(t, _props(p), urn, urn, _opts(), None, None, [], {}) for t, p, urn in run_resources]
     for rule in rules.STACK_RULES:
         rules.stack_validator(rule)(StackValidationArgs(resources), lambda m, urn=None: reported.append((m, urn)))
     return reported
@@ -63,7 +77,10 @@ def _all_violations(run: ProgramRun) -> list[str]:
         if not r.custom:
             continue
         for name in RULES:
-            found += [f"{name}: {r.type} {r.name}: {m}" for m in resource_violations(name, r.type, r.inputs)]
+            found += [
+                f"{name}: {r.type} {r.name}: {m}"
+                for m in resource_violations(name, r.type, r.inputs, protect=r.options.get("protect", False))
+            ]
     found += [
         f"{m} ({urn})" for m, urn in stack_violations([(r.type, r.outputs, r.name) for r in run.resources if r.custom])
     ]
@@ -77,12 +94,31 @@ def test_program_passes_every_policy(program):
     assert _all_violations(program) == []
 
 
+def _dev_profile() -> dict:
+    config = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())["config"]
+    return {k.removeprefix("cognis:"): v for k, v in config.items() if k.startswith("cognis:")}
+
+
 @pytest.mark.parametrize(
     "overrides, drop",
-    [({"rerankerEnabled": False}, ()), ({}, ("imageTag",)), ({"natGateways": 1, "alarmEmail": None}, ())],
+    [
+        ({"rerankerEnabled": False}, ("rerankerModelS3Uri",)),
+        ({"image": "ghcr.io/acme/cognis-memory:1"}, ()),
+        ({"natGateways": 1, "alarmEmail": None, "cacheEngine": "valkey"}, ()),
+        ("dev", ("rerankerModelS3Uri",)),
+    ],
+    ids=["no-reranker", "image-from-ci", "one-nat-valkey", "dev-profile"],
 )
 def test_program_variants_pass_every_policy(overrides, drop):
+    overrides = _dev_profile() if overrides == "dev" else overrides
     assert _all_violations(run_program(overrides, drop=drop)) == []
+
+
+def test_unprotected_stateful_resources_are_caught_on_the_real_program():
+    """``cognis:protect: false`` (the first step of a teardown) is exactly what the policy refuses."""
+    found = _all_violations(run_program({"protect": False}))
+    flagged = sorted(m.split(" ")[2].rstrip(":") for m in found if m.startswith("stateful-resources-protected"))
+    assert flagged == ["database-cluster", "encryption-key", "registry-api", "search-domain"]
 
 
 def test_policies_are_not_vacuous_on_the_program(program):
@@ -97,6 +133,8 @@ def test_policies_are_not_vacuous_on_the_program(program):
     assert len(taggable) > 60
     documents = [r for r in program.resources if r.type in rules._POLICY_DOCUMENTS]
     assert {r.type for r in documents} >= {"aws:iam/rolePolicy:RolePolicy", "aws:opensearch/domain:Domain"}
+    assert {r.type for r in program.resources if r.options.get("protect")} == rules.PROTECTED_TYPES
+    assert program.of_type("aws:sagemaker/model:Model")  # sagemaker-in-vpc had a model to check
 
 
 def test_taggable_types_match_the_provider(program):
@@ -104,7 +142,7 @@ def test_taggable_types_match_the_provider(program):
     import importlib
     import inspect
 
-    for type_ in sorted({r.type for r in program.resources if r.custom}):
+    for type_ in sorted({r.type for r in program.resources if r.custom and r.type.startswith("aws:")}):
         _, module, cls = type_.split(":")
         klass = getattr(importlib.import_module(f"pulumi_aws.{module.split('/')[0]}"), cls)
         accepts_tags = "tags" in inspect.signature(klass._internal_init).parameters
@@ -136,6 +174,7 @@ CLUSTER = "aws:rds/cluster:Cluster"
 REDIS = "aws:elasticache/replicationGroup:ReplicationGroup"
 LISTENER = "aws:lb/listener:Listener"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+MODEL = "aws:sagemaker/model:Model"
 
 BAD_CASES = [
     # encryption at rest
@@ -282,14 +321,58 @@ BAD_CASES = [
         ),
         "AdministratorAccess",
     ),
+    # iam:PassRole on "*"
+    (
+        "no-passrole-on-star",
+        lambda p: _mutate(
+            p,
+            "aws:iam/rolePolicy:RolePolicy",
+            "api-task",
+            policy=json.dumps(
+                {"Statement": [{"Sid": "P", "Effect": "Allow", "Action": "iam:PassRole", "Resource": "*"}]}
+            ),
+        ),
+        "iam:PassRole",
+    ),
+    (
+        "no-passrole-on-star",
+        lambda p: _mutate(
+            p,
+            "aws:iam/rolePolicy:RolePolicy",
+            "reranker-role",
+            policy=json.dumps(
+                {"Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "iam:Pass*"], "Resource": ["*"]}]}
+            ),  # fmt: skip
+        ),
+        "iam:PassRole",
+    ),
+    # backups
+    ("backups", lambda p: _mutate(p, CLUSTER, backupRetentionPeriod=1), "7 days"),
+    ("backups", lambda p: _mutate(p, CLUSTER, backupRetentionPeriod=DELETE), "7 days"),
+    ("backups", lambda p: _mutate(p, REDIS, snapshotRetentionLimit=0), "snapshots"),
+    # protect (the options travel with the case: see test_policy_catches_violating_resource)
+    ("stateful-resources-protected", lambda p: _mutate(p, CLUSTER), "protect"),
+    ("stateful-resources-protected", lambda p: _mutate(p, DOMAIN), "protect"),
+    ("stateful-resources-protected", lambda p: _mutate(p, "aws:kms/key:Key"), "protect"),
+    ("stateful-resources-protected", lambda p: _mutate(p, "aws:ecr/repository:Repository"), "protect"),
+    # SageMaker in the VPC, isolated
+    ("sagemaker-in-vpc", lambda p: _mutate(p, MODEL, enableNetworkIsolation=False), "network isolation"),
+    ("sagemaker-in-vpc", lambda p: _mutate(p, MODEL, vpcConfig=DELETE), "VPC"),
+    ("sagemaker-in-vpc", lambda p: _mutate(p, MODEL, vpcConfig__subnets=[]), "VPC"),
 ]
 
 
 @pytest.mark.parametrize("rule, make, expected", BAD_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(BAD_CASES)])
 def test_policy_catches_violating_resource(program, rule, make, expected):
+    """The planted violation is caught; the same resource as the program declares it is not. Planted
+    cases keep the program's ``protect`` except the protect cases, which drop it."""
     type_, inputs = make(program)
-    found = resource_violations(rule, type_, inputs)
+    protect = rule != "stateful-resources-protected"
+    found = resource_violations(rule, type_, inputs, protect=protect)
     assert any(expected in m for m in found), found
+    original = next((r for r in program.of_type(type_)), None)
+    if original is not None:
+        assert resource_violations(rule, type_, original.inputs, protect=original.options["protect"] or protect) == []
 
 
 def test_every_policy_has_a_violating_case():
@@ -316,16 +399,17 @@ def test_stack_policy_catches_world_ingress_off_the_load_balancer(program):
 
 
 def test_unknown_values_are_not_silently_accepted(program):
-    """During preview an unknown flag raises, so pulumi-policy reports it instead of passing."""
+    """During preview an unknown flag raises (it is never read as false or true)."""
     _, inputs = _mutate(program, DOMAIN, encryptAtRest__enabled=UNKNOWN_BOOLEAN_VALUE)
     with pytest.raises(UnknownValueError):
         resource_violations("encryption-at-rest", DOMAIN, inputs)
 
 
-# --- the pack itself ---------------------------------------------------------------------------------
+# --- what a preview with unknown values really does ---------------------------------------------------
 
 
-def test_pack_registers_every_rule_as_mandatory():
+def _registered_pack() -> dict[str, Any]:
+    """What infra/policies/__main__.py passes to ``PolicyPack``: name, policies, enforcement level."""
     captured: dict[str, Any] = {}
 
     class RecordingPack:
@@ -334,6 +418,72 @@ def test_pack_registers_every_rule_as_mandatory():
 
     with mock.patch("pulumi_policy.PolicyPack", RecordingPack):
         runpy.run_path(str(POLICIES / "__main__.py"), run_name="__main__")
+    return captured
+
+
+@pytest.fixture(scope="module")
+def analyzer():
+    """pulumi-policy's analyzer servicer (the gRPC service `pulumi preview --policy-pack` calls),
+    loaded with the policies exactly as infra/policies/__main__.py registers them."""
+    pack = _registered_pack()
+    return _PolicyAnalyzerServicer(pack["name"], "0.0.1", pack["policies"], pack["level"])
+
+
+def _analyze(analyzer, type_: str, properties: dict, *, protect: bool = True) -> list:
+    struct = struct_pb2.Struct()
+    struct.update(properties)
+    request = analyzer_pb2.AnalyzeRequest(
+        type=type_, properties=struct, urn=f"urn:pulumi:dev::cognis::{type_}::r", name="r",
+        options=analyzer_pb2.AnalyzerResourceOptions(protect=protect),
+    )  # fmt: skip
+    return list(analyzer.Analyze(request, None).diagnostics)
+
+
+def _levels(diagnostics) -> dict[str, str]:
+    return {d.policyName: analyzer_pb2.EnforcementLevel.Name(d.enforcementLevel) for d in diagnostics}
+
+
+def test_preview_with_an_unknown_value_reports_an_advisory_skip_not_a_pass_or_a_failure(program, analyzer):
+    """The engine sends a value computed from another resource as an unknown. A mandatory rule that
+    reads it is not run: pulumi-policy reports "can't run policy ... during preview" at level
+    ADVISORY, so the preview neither fails nor claims the resource passed. The same violation with
+    the value known, as `pulumi up` sends it, is MANDATORY."""
+    inputs = copy.deepcopy(program.one(DOMAIN).inputs)
+    inputs["encryptAtRest"] = {"enabled": UNKNOWN_STRING_VALUE}
+    diagnostics = _analyze(analyzer, DOMAIN, inputs)
+    skipped = [d for d in diagnostics if d.policyName == "encryption-at-rest"]
+    assert len(skipped) == 1 and _levels(skipped) == {"encryption-at-rest": "ADVISORY"}
+    assert "can't run policy 'encryption-at-rest'" in skipped[0].message and "during preview" in skipped[0].message
+    assert not [d for d in diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY]
+
+    inputs["encryptAtRest"] = {"enabled": False}
+    known = _analyze(analyzer, DOMAIN, inputs)
+    assert _levels(known) == {"encryption-at-rest": "MANDATORY"}
+    assert "OpenSearch domain must enable encryptAtRest" in known[0].message
+
+
+def test_first_preview_of_this_stack_skips_rules_on_not_yet_known_documents(program, analyzer):
+    """On a stack's first preview the OpenSearch access policy names a task role that does not
+    exist yet: the rules that read it are skipped (advisory), the others run and pass."""
+    inputs = copy.deepcopy(program.one(DOMAIN).inputs)
+    inputs["accessPolicies"] = UNKNOWN_STRING_VALUE
+    levels = _levels(_analyze(analyzer, DOMAIN, inputs))
+    assert levels == {"no-public-data-stores": "ADVISORY", "no-wildcard-iam": "ADVISORY",
+                      "no-passrole-on-star": "ADVISORY"}  # fmt: skip
+    assert _analyze(analyzer, DOMAIN, program.one(DOMAIN).inputs) == []
+
+
+def test_protect_comes_from_the_resource_options_the_engine_sends(program, analyzer):
+    cluster = program.one(CLUSTER).inputs
+    assert _analyze(analyzer, CLUSTER, cluster, protect=True) == []
+    assert _levels(_analyze(analyzer, CLUSTER, cluster, protect=False)) == {"stateful-resources-protected": "MANDATORY"}
+
+
+# --- the pack itself ---------------------------------------------------------------------------------
+
+
+def test_pack_registers_every_rule_as_mandatory():
+    captured = _registered_pack()
     assert captured["name"] == "cognis-memory"
     assert captured["level"] == EnforcementLevel.MANDATORY
     names = [p.name for p in captured["policies"]]
@@ -341,7 +491,7 @@ def test_pack_registers_every_rule_as_mandatory():
     # The registered validate functions are the adapters over the same rules.
     domain_policy = next(p for p in captured["policies"] if p.name == "encryption-at-rest")
     reported = []
-    args = ResourceValidationArgs(DOMAIN, _props({"encryptAtRest": {"enabled": False}}), "urn", "d", OPTS, None)
+    args = ResourceValidationArgs(DOMAIN, _props({"encryptAtRest": {"enabled": False}}), "urn", "d", _opts(), None)
     domain_policy.validate(args, lambda m, urn=None: reported.append(m))
     assert reported == ["OpenSearch domain must enable encryptAtRest"]
 

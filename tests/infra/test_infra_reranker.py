@@ -1,27 +1,64 @@
-"""Reranker: SageMaker model (Hugging Face TEI), endpoint config, endpoint, autoscaling."""
+"""Reranker: a SageMaker model (TEI) on S3 weights with network isolation in the VPC, endpoint, autoscaling."""
 
 from __future__ import annotations
 
+import fnmatch
 import inspect
 
 import pytest
-from cognis_infra.reranker import RerankerSettings, default_image, image_repository_arn
+from cognis_infra.reranker import (
+    RerankerSettings,
+    default_image,
+    endpoint_name,
+    endpoint_name_pattern,
+    image_repository_arn,
+)
 
-from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_program
+from tests.infra.infra_harness import ACCOUNT, MODEL_S3_URI, REGION, parse_json, run_program
 
 MODEL = "aws:sagemaker/model:Model"
 CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 ENDPOINT = "aws:sagemaker/endpoint:Endpoint"
+TARGET = "aws:appautoscaling/target:Target"
 TEI_GPU = f"141502667606.dkr.ecr.{REGION}.amazonaws.com/tei:2.0.1-tei1.8.2-gpu-py310-cu122-ubuntu22.04"
 
 
-def test_model_serves_the_configured_bge_reranker_with_tei(program):
-    model = program.one(MODEL)
-    container = model["primaryContainer"]
+def _sagemaker_target(run):
+    return next(t for t in run.of_type(TARGET) if t["serviceNamespace"] == "sagemaker")
+
+
+def _role_statements(run):
+    policy = next(p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "reranker-role")
+    return {s["Sid"]: s for s in parse_json(policy["policy"])["Statement"]}
+
+
+def test_model_loads_the_staged_weights_from_s3_not_the_hub(program):
+    container = program.one(MODEL)["primaryContainer"]
     assert container["image"] == TEI_GPU
-    assert container["environment"]["HF_MODEL_ID"] == "BAAI/bge-reranker-v2-m3"
+    (source,) = container["modelDataSource"]["s3DataSources"]
+    assert source == {"s3Uri": MODEL_S3_URI, "s3DataType": "S3Prefix", "compressionType": "None"}
+    assert container["environment"]["HF_MODEL_ID"] == "/opt/ml/model"  # where SageMaker puts the model data
+    assert container["environment"]["HF_HUB_OFFLINE"] == "1"
+
+
+def test_model_runs_isolated_in_the_private_subnets(program):
+    model = program.one(MODEL)
+    assert model["enableNetworkIsolation"] is True
+    assert sorted(model["vpcConfig"]["subnets"]) == [f"subnet-network-private-{i}" for i in range(3)]
+    assert model["vpcConfig"]["securityGroupIds"] == ["sg-network-reranker-sg"]
     role = next(r for r in program.of_type("aws:iam/role:Role") if r.name == "reranker-role")
     assert model["executionRoleArn"] == role.outputs["arn"]
+
+
+def test_role_reads_only_the_model_prefix(program):
+    stmts = _role_statements(program)
+    bucket, prefix = "cognis-models-123456789012-eu-west-1", "models/BAAI/bge-reranker-v2-m3/0123abcd/"
+    assert stmts["ReadModelData"]["Action"] == ["s3:GetObject"]
+    assert stmts["ReadModelData"]["Resource"] == [f"arn:aws:s3:::{bucket}/{prefix}*"]
+    assert stmts["ListModelData"]["Resource"] == [f"arn:aws:s3:::{bucket}"]
+    assert stmts["ListModelData"]["Condition"] == {"StringLike": {"s3:prefix": [f"{prefix}*"]}}
+    assert stmts["PullInferenceImage"]["Resource"] == [f"arn:aws:ecr:{REGION}:141502667606:repository/tei"]
+    assert all(a.startswith("ec2:") and "*" not in a for a in stmts["AttachToVpc"]["Action"])
 
 
 def test_tei_batch_limit_covers_what_the_runtime_sends(program):
@@ -35,7 +72,7 @@ def test_tei_batch_limit_covers_what_the_runtime_sends(program):
     assert batch >= runtime_default
 
 
-def test_endpoint_configuration_and_endpoint(program):
+def test_endpoint_is_named_after_the_stack_and_the_instance_type(program):
     model, config, endpoint = program.one(MODEL), program.one(CONFIG), program.one(ENDPOINT)
     (variant,) = config["productionVariants"]
     assert variant["variantName"] == "AllTraffic"
@@ -44,13 +81,19 @@ def test_endpoint_configuration_and_endpoint(program):
     assert variant["initialInstanceCount"] == 1
     assert variant["containerStartupHealthCheckTimeoutInSeconds"] >= 600
     assert endpoint["endpointConfigName"] == config.outputs["name"]
+    assert endpoint["name"] == "cognis-test-reranker-ml-g5-xlarge"
+
+
+def test_endpoint_logs_go_to_a_group_the_stack_owns(program):
+    group = next(g for g in program.of_type("aws:cloudwatch/logGroup:LogGroup") if g.name == "reranker-logs")
+    assert group["name"] == "/aws/sagemaker/Endpoints/cognis-test-reranker-ml-g5-xlarge"
+    assert group["kmsKeyId"] == program.one("aws:kms/key:Key").outputs["arn"]
+    assert _role_statements(program)["EndpointLogs"]["Resource"] == [f"{group.outputs['arn']}:*"]
 
 
 def test_target_tracking_autoscaling(program):
     endpoint = program.one(ENDPOINT)
-    target = next(
-        t for t in program.of_type("aws:appautoscaling/target:Target") if t["serviceNamespace"] == "sagemaker"
-    )
+    target = _sagemaker_target(program)
     assert target["resourceId"] == f"endpoint/{endpoint.outputs['name']}/variant/AllTraffic"
     assert target["scalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
     assert (target["minCapacity"], target["maxCapacity"]) == (1, 2)
@@ -64,44 +107,69 @@ def test_target_tracking_autoscaling(program):
     assert tracking["targetValue"] == 300
 
 
-def test_execution_role_is_scoped(program):
-    role = next(r for r in program.of_type("aws:iam/role:Role") if r.name == "reranker-role")
-    trust = parse_json(role["assumeRolePolicy"])["Statement"][0]
-    assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
-    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
-    policy = parse_json(
-        next(p for p in program.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "reranker-role")["policy"]
+@pytest.fixture(scope="module")
+def bigger():
+    return run_program({"rerankerInstanceType": "ml.g5.2xlarge"})
+
+
+def test_changing_the_instance_type_replaces_endpoint_config_and_scaling_target(program, bigger):
+    """SageMaker refuses to update an autoscaled variant to another instance type. A new name makes
+    the endpoint a replacement (created before the old one is deleted), the new configuration is a
+    new resource, and the scaling target, keyed by the endpoint name, is replaced with it."""
+    old_ep, new_ep = program.one(ENDPOINT), bigger.one(ENDPOINT)
+    assert old_ep["name"] != new_ep["name"] == "cognis-test-reranker-ml-g5-2xlarge"
+    assert new_ep.options["deleteBeforeReplace"] is False
+    assert bigger.one(CONFIG)["productionVariants"][0]["instanceType"] == "ml.g5.2xlarge"
+    old_target, new_target = _sagemaker_target(program), _sagemaker_target(bigger)
+    assert old_target["resourceId"] != new_target["resourceId"]
+    assert new_target.options["replaceOnChanges"] == ["resourceId"]
+    assert new_target.options["deleteBeforeReplace"] is False
+    # The API follows the new endpoint, and its permission covers both names while tasks roll over.
+    (container, _) = parse_json(bigger.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    env = {e["name"]: e["value"] for e in container["environment"]}
+    assert env["COGNIS_SAGEMAKER_ENDPOINT"] == new_ep.outputs["name"]
+    task = parse_json(
+        next(p for p in bigger.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "api-task")["policy"]
     )
-    by_sid = {s["Sid"]: s for s in policy["Statement"]}
-    assert by_sid["PullInferenceImage"]["Resource"] == [f"arn:aws:ecr:{REGION}:141502667606:repository/tei"]
-    assert by_sid["EcrAuth"]["Action"] == ["ecr:GetAuthorizationToken"]
-    assert by_sid["EndpointLogs"]["Resource"] == [
-        f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/*"
-    ]
+    (pattern,) = next(s for s in task["Statement"] if s["Sid"] == "InvokeReranker")["Resource"]
+    for ep in (old_ep, new_ep):
+        assert fnmatch.fnmatchcase(ep.outputs["arn"], pattern), (ep.outputs["arn"], pattern)
+
+
+def test_a_new_model_updates_the_same_endpoint():
+    """Changing the model of an autoscaled variant is allowed in place: the endpoint keeps its name."""
+    run = run_program({"rerankerModelS3Uri": "s3://cognis-models-123456789012-eu-west-1/models/x/y/"})
+    assert run.one(ENDPOINT)["name"] == "cognis-test-reranker-ml-g5-xlarge"
+    assert run.one(MODEL)["primaryContainer"]["modelDataSource"]["s3DataSources"][0]["s3Uri"].endswith("/x/y/")
+
+
+def test_endpoint_names_fit_and_match_the_pattern():
+    long_prefix = "cognis-" + "a-very-long-stack-name" * 3
+    for prefix in ("cognis-prod", long_prefix):
+        for instance in ("ml.g5.xlarge", "ml.p4de.24xlarge", "ml.c6i.2xlarge"):
+            name = endpoint_name(prefix, instance)
+            assert len(name) <= 63 and name.replace("-", "").isalnum()
+            assert fnmatch.fnmatchcase(name, endpoint_name_pattern(prefix))
+    assert not fnmatch.fnmatchcase(endpoint_name("cognis-prod2", "ml.g5.xlarge"), endpoint_name_pattern("cognis-prod"))
 
 
 def test_cpu_instances_get_the_cpu_image():
-    image = default_image(RerankerSettings(instance_type="ml.c6i.2xlarge"), "us-east-1")
+    settings = RerankerSettings(instance_type="ml.c6i.2xlarge", model_s3_uri=MODEL_S3_URI)
+    image = default_image(settings, "us-east-1")
     assert image == "683313688378.dkr.ecr.us-east-1.amazonaws.com/tei-cpu:2.0.1-tei1.8.2-cpu-py310-ubuntu22.04"
 
 
 def test_unknown_region_needs_an_explicit_image():
     with pytest.raises(ValueError, match="rerankerImage"):
-        default_image(RerankerSettings(), "xx-nowhere-1")
+        default_image(RerankerSettings(model_s3_uri=MODEL_S3_URI), "xx-nowhere-1")
 
 
 def test_image_override_moves_the_pull_permission():
     image = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/my/reranker:1.0"
-    run = run_program(
-        {"rerankerImage": image, "rerankerModelId": "BAAI/bge-reranker-base", "rerankerInstanceType": "ml.g6.xlarge"}
-    )
-    container = run.one(MODEL)["primaryContainer"]
-    assert container["image"] == image and container["environment"]["HF_MODEL_ID"] == "BAAI/bge-reranker-base"
+    run = run_program({"rerankerImage": image, "rerankerInstanceType": "ml.g6.xlarge"})
+    assert run.one(MODEL)["primaryContainer"]["image"] == image
     assert run.one(CONFIG)["productionVariants"][0]["instanceType"] == "ml.g6.xlarge"
-    policy = parse_json(
-        next(p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "reranker-role")["policy"]
-    )
-    pull = next(s for s in policy["Statement"] if s["Sid"] == "PullInferenceImage")
+    pull = _role_statements(run)["PullInferenceImage"]
     assert pull["Resource"] == ["arn:aws:ecr:eu-west-1:111122223333:repository/my/reranker"]
 
 
@@ -109,13 +177,16 @@ def test_image_repository_arn_parsing():
     with pytest.raises(ValueError):
         image_repository_arn("ghcr.io/org/image:1", "aws")
     assert (
-        image_repository_arn("123456789012.dkr.ecr.us-east-1.amazonaws.com/tei@sha256:abc", "aws")
-        == "arn:aws:ecr:us-east-1:123456789012:repository/tei"
+        image_repository_arn(f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/tei@sha256:abc", "aws")
+        == f"arn:aws:ecr:us-east-1:{ACCOUNT}:repository/tei"
     )
 
 
 def test_settings_validation():
     with pytest.raises(ValueError, match="ml"):
-        RerankerSettings(instance_type="g5.xlarge")
+        RerankerSettings(instance_type="g5.xlarge", model_s3_uri=MODEL_S3_URI)
     with pytest.raises(ValueError, match="Min"):
-        RerankerSettings(min_instances=3, max_instances=2)
+        RerankerSettings(min_instances=3, max_instances=2, model_s3_uri=MODEL_S3_URI)
+    with pytest.raises(ValueError, match="stage_reranker_model"):
+        RerankerSettings()
+    assert RerankerSettings(enabled=False).model_s3_uri is None

@@ -49,6 +49,16 @@ def test_auto_tune_and_updates(domain):
     assert domain["softwareUpdateOptions"] == {"autoSoftwareUpdateEnabled": True}
 
 
+def test_domain_is_protected(domain):
+    assert domain.options["protect"] is True
+
+
+def test_one_small_node_runs_without_zone_awareness_or_auto_tune():
+    settings = SearchSettings(instance_type="t3.small.search", instance_count=1, zone_count=1)
+    assert not settings.zone_awareness and not settings.auto_tune
+    assert SearchSettings().auto_tune and SearchSettings().zone_awareness
+
+
 def test_domain_is_in_the_private_subnets_behind_its_security_group(domain):
     assert domain["vpcOptions"]["subnetIds"] == [f"subnet-network-private-{i}" for i in range(3)]
     assert domain["vpcOptions"]["securityGroupIds"] == ["sg-network-search-sg"]

@@ -1,10 +1,17 @@
-"""Service: ECR, ECS Fargate task and service, ALB, IAM scoping, autoscaling, wiring."""
+"""Service: ECS Fargate task (API + readiness probe) and service, ALB, IAM scoping, autoscaling, wiring."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 from cognis_infra.context import AwsContext
-from cognis_infra.service import ServiceSettings, bedrock_resource_arns
+from cognis_infra.service import READINESS_PROBE, ServiceSettings, bedrock_resource_arns
+from cognis_infra.telemetry import READINESS_METRIC, names
 
 from tests.infra.infra_harness import ACCOUNT, API_KEY, CERT_ARN, REGION, is_secret, parse_json, reveal
 
@@ -18,9 +25,13 @@ def _by_name(program, type_, name):
 
 
 @pytest.fixture(scope="module")
-def container(program):
-    (c,) = parse_json(program.one(TASK_DEF)["containerDefinitions"])
-    return c
+def containers(program):
+    return {c["name"]: c for c in parse_json(program.one(TASK_DEF)["containerDefinitions"])}
+
+
+@pytest.fixture(scope="module")
+def container(containers):
+    return containers["api"]
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +41,7 @@ def env(container):
 
 def test_ecr_repository_is_immutable_scanned_and_kms_encrypted(program):
     repo = program.one("aws:ecr/repository:Repository")
+    assert repo["name"] == "cognis-test-api" and repo.options["protect"] is True
     assert repo["imageTagMutability"] == "IMMUTABLE"
     assert repo["imageScanningConfiguration"] == {"scanOnPush": True}
     assert repo["encryptionConfigurations"] == [{"encryptionType": "KMS"}]
@@ -49,13 +61,11 @@ def test_task_definition_is_fargate_1_vcpu_2_gb(program):
     assert td["executionRoleArn"] == roles["identity-execution"]
 
 
-def test_container_runs_the_pushed_image_on_8080(program, container):
-    repo = program.one("aws:ecr/repository:Repository")
-    assert container["image"] == f"{repo.outputs['repositoryUrl']}:20250101-abc1234"
+def test_container_runs_on_8080_with_a_liveness_check(container):
     assert container["portMappings"][0]["containerPort"] == 8080
     assert container["readonlyRootFilesystem"] is True
     assert container["mountPoints"] == [{"sourceVolume": "tmp", "containerPath": "/tmp", "readOnly": False}]
-    assert "/health" in container["healthCheck"]["command"][-1]  # liveness; the ALB checks /ready
+    assert "/health" in container["healthCheck"]["command"][-1]  # liveness, like the ALB
     logs = container["logConfiguration"]
     assert logs["logDriver"] == "awslogs"
     assert logs["options"]["awslogs-group"] == "/cognis-memory/test/api"
@@ -74,6 +84,8 @@ def test_environment_points_at_the_other_components(program, env):
         "COGNIS_POSTGRES_PORT": "5432",
         "COGNIS_POSTGRES_DB": "cognis",
         "COGNIS_POSTGRES_SECRET_ARN": cluster["masterUserSecrets"][0]["secretArn"],
+        "COGNIS_POSTGRES_APP_USER": "cognis_app",
+        "COGNIS_POSTGRES_IAM_AUTH": "true",
         "COGNIS_POSTGRES_SSLMODE": "require",
         "COGNIS_OPENSEARCH_URL": f"https://{domain['endpoint']}:443",
         "COGNIS_OPENSEARCH_AUTH": "sigv4",
@@ -84,7 +96,7 @@ def test_environment_points_at_the_other_components(program, env):
         "COGNIS_BEDROCK_MODEL_ID": "anthropic.claude-3-5-haiku-20241022-v1:0",
         "COGNIS_AWS_REGION": REGION,
         "COGNIS_METRICS_NAMESPACE": "CognisMemory",
-        "COGNIS_SERVICE_NAME": "cognis-memory",
+        "COGNIS_SERVICE_NAME": "cognis-test",
         "COGNIS_HOST": "0.0.0.0",
         "COGNIS_PORT": "8080",
         "COGNIS_DATA_DIR": "/tmp/cognis",
@@ -121,6 +133,24 @@ def test_service_deploys_with_circuit_breaker_in_private_subnets(program):
     assert svc["enableExecuteCommand"] is False
 
 
+def test_service_waits_for_the_role_policies_and_the_listener(program):
+    """Tasks must not start before their roles can pull, read secrets and reach the stores."""
+    deps = program.one(SERVICE).options["dependencies"]
+    for name in ("api-task", "api-execution", "api-https"):
+        assert any(d.endswith(f"::{name}") for d in deps), (name, deps)
+
+
+def test_cluster_is_named_for_the_stack_with_its_insights_log_group(program):
+    cluster = program.one("aws:ecs/cluster:Cluster")
+    assert cluster["name"] == "cognis-test-api"
+    assert cluster["settings"] == [{"name": "containerInsights", "value": "enabled"}]
+    group = next(g for g in program.of_type("aws:cloudwatch/logGroup:LogGroup") if g.name == "api-insights-logs")
+    assert group["name"] == "/aws/ecs/containerinsights/cognis-test-api/performance"
+    assert group["retentionInDays"] == 30
+    assert group["kmsKeyId"] == program.one("aws:kms/key:Key").outputs["arn"]
+    assert any(d.endswith("::api-insights-logs") for d in cluster.options["dependencies"])
+
+
 def test_alb_is_public_and_only_takes_tls(program):
     alb = program.one("aws:lb/loadBalancer:LoadBalancer")
     assert alb["internal"] is False and alb["loadBalancerType"] == "application"
@@ -140,12 +170,62 @@ def test_alb_is_public_and_only_takes_tls(program):
     ]
 
 
-def test_target_group_checks_readiness(program):
+def test_target_group_checks_liveness(program):
+    """ECS replaces tasks the load balancer reports unhealthy: checking /ready (503 while a store is
+    down) would replace every task during any store outage, so the ALB checks /health."""
     tg = program.one("aws:lb/targetGroup:TargetGroup")
     assert tg["port"] == 8080 and tg["protocol"] == "HTTP" and tg["targetType"] == "ip"
     assert tg["vpcId"] == "vpc-network-vpc"
     hc = tg["healthCheck"]
-    assert hc["path"] == "/ready" and hc["matcher"] == "200"
+    assert hc["path"] == "/health" and hc["matcher"] == "200"
+
+
+def test_readiness_probe_is_a_non_essential_sidecar(containers, container):
+    probe = containers["readiness-probe"]
+    assert probe["essential"] is False and container["essential"] is True
+    assert probe["image"] == container["image"]
+    assert probe["entryPoint"] == ["python", "-c", READINESS_PROBE]
+    assert probe["command"] == ["http://127.0.0.1:8080/ready", names.DEFAULT_NAMESPACE, "cognis-test", "30"]
+    assert probe["dependsOn"] == [{"containerName": "api", "condition": "HEALTHY"}]
+    assert "healthCheck" not in probe  # nothing about it can restart the task
+    assert probe["logConfiguration"]["options"]["awslogs-group"] == "/cognis-memory/test/api"
+
+
+class _Ready(BaseHTTPRequestHandler):
+    answers: list[int] = []
+
+    def do_GET(self):  # noqa: N802 - http.server's method name
+        status = self.answers.pop(0)
+        self.send_response(status)
+        self.end_headers()
+        self.wfile.write(json.dumps({"ready": status == 200}).encode())
+
+    def log_message(self, *args):
+        pass
+
+
+def test_readiness_probe_writes_one_emf_point_per_probe(containers):
+    """Run the probe's own code (the task's entry point and arguments) against a local /ready that
+    answers 200 then 503: two EMF lines, Ready 1 then 0, in the alarm's namespace and dimension."""
+    _Ready.answers = [200, 503]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Ready)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        probe = containers["readiness-probe"]
+        url = f"http://127.0.0.1:{server.server_address[1]}/ready"
+        args = [url, *probe["command"][1:3], "0.01", "2"]
+        out = subprocess.run([sys.executable, "-c", probe["entryPoint"][2], *args], capture_output=True, text=True,
+                             timeout=30, check=True).stdout  # fmt: skip
+    finally:
+        server.shutdown()
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line[READINESS_METRIC] for line in lines] == [1, 0]
+    for line in lines:
+        (directive,) = line["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == names.DEFAULT_NAMESPACE
+        assert directive["Dimensions"] == [[names.DIM_SERVICE]]
+        assert directive["Metrics"] == [{"Name": READINESS_METRIC, "Unit": "Count"}]
+        assert line[names.DIM_SERVICE] == "cognis-test"
 
 
 def test_autoscaling_on_cpu_and_request_count(program):
@@ -182,20 +262,26 @@ def test_task_role_is_scoped_to_named_resources(program):
     assert stmts["InvokeBedrockModels"]["Resource"] == [
         f"arn:aws:bedrock:{REGION}::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0"
     ]
-    endpoint = program.one("aws:sagemaker/endpoint:Endpoint")
     assert stmts["InvokeReranker"] == {
         "Sid": "InvokeReranker",
         "Effect": "Allow",
         "Action": ["sagemaker:InvokeEndpoint"],
-        "Resource": [endpoint.outputs["arn"]],
+        "Resource": [f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/cognis-test-reranker-*"],
     }
     db = program.one("aws:rds/cluster:Cluster").outputs
-    assert stmts["ReadDatabaseSecret"]["Resource"] == [db["masterUserSecrets"][0]["secretArn"]]
+    assert stmts["ReadDatabaseOwnerSecretForMigrations"]["Resource"] == [db["masterUserSecrets"][0]["secretArn"]]
     domain = program.one("aws:opensearch/domain:Domain").outputs
     assert stmts["OpenSearchHttp"]["Resource"] == [domain["arn"], f"{domain['arn']}/*"]
     assert all(a.startswith("es:ESHttp") for a in stmts["OpenSearchHttp"]["Action"])
     for stmt in stmts.values():
         assert stmt["Resource"] != "*" and "*" not in stmt["Resource"]
+
+
+def test_roles_carry_the_stack_name(program):
+    roles = {r.name: r for r in program.of_type("aws:iam/role:Role")}
+    assert roles["identity-task"]["namePrefix"] == "cognis-test-task-"
+    assert roles["identity-execution"]["namePrefix"] == "cognis-test-execution-"
+    assert roles["reranker-role"]["namePrefix"] == "cognis-test-reranker-"
 
 
 def test_execution_role_pulls_the_image_writes_logs_reads_two_secrets(program):
@@ -226,6 +312,7 @@ def test_roles_trust_only_ecs_tasks_of_this_account(program):
 def test_exports(program):
     alb = program.one("aws:lb/loadBalancer:LoadBalancer").outputs
     assert program.exports["apiUrl"] == f"https://{alb['dnsName']}"
+    assert program.exports["albZoneId"] == alb["zoneId"]  # for a Route 53 alias record
     assert program.exports["logGroupName"] == "/cognis-memory/test/api"
     assert program.exports["rerankerEndpointName"] == program.one("aws:sagemaker/endpoint:Endpoint").outputs["name"]
     assert program.exports["dashboardUrl"].endswith("#dashboards/dashboard/cognis-test")
@@ -238,7 +325,8 @@ def test_exports(program):
         "opensearchDomainName",
         "auroraClusterIdentifier",
         "auroraSecretArn",
-        "redisPrimaryEndpoint",
+        "cachePrimaryEndpoint",
+        "albZoneId",
         "rerankerEndpointName",
         "apiKeysSecretArn",
     }
@@ -272,7 +360,7 @@ def test_extra_bedrock_models_are_granted():
         f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0" in resources
     )
     assert f"arn:aws:bedrock:{REGION}::foundation-model/amazon.titan-embed-text-v2:0" in resources
-    (container,) = parse_json(run.one(TASK_DEF)["containerDefinitions"])
+    (container, _) = parse_json(run.one(TASK_DEF)["containerDefinitions"])
     env = {e["name"]: e["value"] for e in container["environment"]}
     assert env["COGNIS_BEDROCK_MODEL_ID"] == "us.anthropic.claude-3-5-haiku-20241022-v1:0"
 
@@ -286,9 +374,19 @@ def test_extra_bedrock_models_are_granted():
         ({"ssl_policy": "ELBSecurityPolicy-2016-08"}, "TLS below 1.2"),
         ({"cpu_architecture": "MIPS"}, "cpuArchitecture"),
         ({"first_tenant": "a=b"}, "firstTenant"),
+        ({"first_tenant": "a:b"}, "firstTenant"),
+        ({"first_tenant": "tén ant"}, "firstTenant"),
     ],
 )
 def test_service_settings_validation(kwargs, message):
     base = {"certificate_arn": CERT_ARN}
     with pytest.raises(ValueError, match=message):
         ServiceSettings(**{**base, **kwargs})
+
+
+def test_the_first_tenant_rule_is_the_services_id_rule():
+    from cognis_infra.service import TENANT_ID
+
+    from cognis_memory.validation import ID_PATTERN
+
+    assert TENANT_ID.pattern == ID_PATTERN.pattern

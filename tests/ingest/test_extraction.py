@@ -184,7 +184,15 @@ async def test_async_job_survives_a_restart(make_service, llm_server, tmp_path) 
     assert [f.content for f in await _facts(second, Owner("acme", "dana"))] == ["Dana is planning a trip to Japan"]
 
 
-async def test_llm_errors_retry_with_backoff_then_dead_letter(make_service, llm_server) -> None:
+def dead_letter_metrics(captured) -> list[dict]:
+    """The EMF blobs that carry JobsDeadLettered, the metric the dead-letter alarm watches."""
+    return [
+        b for b in captured.metric_blobs()
+        if any(m["Name"] == "JobsDeadLettered" for d in b["_aws"]["CloudWatchMetrics"] for m in d["Metrics"])
+    ]  # fmt: skip
+
+
+async def test_llm_errors_retry_with_backoff_then_dead_letter(make_service, llm_server, captured_telemetry) -> None:
     svc = await make_service(
         llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_max_attempts=3, job_backoff_s=0.0
     )
@@ -193,9 +201,18 @@ async def test_llm_errors_retry_with_backoff_then_dead_letter(make_service, llm_
     job = await svc.worker.run_once()
     assert job is not None and job.status is JobStatus.FAILED and job.attempts == 1
     assert "llm" in job.last_error
+    assert dead_letter_metrics(captured_telemetry) == []  # a failed attempt is not a dead letter
     await svc.worker.drain()
     dead = await svc.get_job("acme", "dana", r.job.id)
     assert dead.status is JobStatus.DEAD and dead.attempts == 3
+    # the worker's own EMF line, in the shape the alarm (infra/cognis_infra/observability.py) reads
+    (blob,) = dead_letter_metrics(captured_telemetry)
+    (directive,) = blob["_aws"]["CloudWatchMetrics"]
+    assert (directive["Namespace"], directive["Dimensions"]) == ("CognisMemory", [["service"]])
+    assert blob["JobsDeadLettered"] in (1, 1.0, [1.0]) and blob["service"] == "cognis-memory"
+    # listed with the tenant's dead letters
+    assert [(j.id, j.user_id) for j in await svc.list_jobs("acme", status="dead")] == [(r.job.id, "dana")]
+    assert await svc.list_jobs("globex", status="dead") == []
     # the raw message was never lost
     assert (await svc.search("acme", "dana", "dog")).hits
 

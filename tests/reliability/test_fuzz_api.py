@@ -66,6 +66,7 @@ OPERATIONS = [
     "GET /v1/users/{user_id}/memories/{memory_id}/history",
     "DELETE /v1/users/{user_id}",
     "GET /v1/users/{user_id}/jobs/{job_id}",
+    "GET /v1/jobs",
 ]
 #: Operations with a body or query parameters; the others have only string path parameters,
 #: which no value can violate (schemathesis cannot generate negative cases for them).
@@ -75,6 +76,7 @@ NEGATIVE_OPERATIONS = [
     "POST /v1/users/{user_id}/context",
     "GET /v1/users/{user_id}/memories",
     "PATCH /v1/users/{user_id}/memories/{memory_id}",
+    "GET /v1/jobs",
 ]
 CASES = [(op, GenerationMode.POSITIVE) for op in OPERATIONS] + [
     (op, GenerationMode.NEGATIVE) for op in NEGATIVE_OPERATIONS

@@ -159,17 +159,81 @@ async def test_api_keys_are_stored_hashed(svc):
     assert await svc.authenticate(key) is None
 
 
-async def test_bootstrap_keys_come_from_settings(tmp_path, embedder):
-    settings = Settings(data_dir=tmp_path, run_worker=False, api_keys="k1=acme, k2=globex:read,")
+async def test_the_list_keys_old_name_is_reserved(svc):
+    """Rows named 'bootstrap' are earlier versions' copies of COGNIS_API_KEYS, which are ignored."""
+    with pytest.raises(InvalidInputError) as err:
+        await svc.create_api_key("acme", name="bootstrap")
+    assert err.value.field == "name"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"status": "DEAD"}, "status"),
+        ({"status": "deadish"}, "status"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 1001}, "limit"),
+        ({"limit": True}, "limit"),
+        ({"after": "a\nb"}, "after"),
+        ({"tenant_id": ""}, "tenant_id"),
+    ],
+)
+async def test_list_jobs_rejects_bad_input_naming_the_field(svc, kwargs, field):
+    tenant = kwargs.pop("tenant_id", T)
+    with pytest.raises(InvalidInputError) as exc:
+        await svc.list_jobs(tenant, **kwargs)
+    assert exc.value.field == field
+
+
+async def test_listed_keys_come_from_settings(tmp_path, embedder):
+    settings = Settings(data_dir=tmp_path, run_worker=False, api_keys=" k1=acme ,\n k2=globex:read, k3=initech:write ")
     store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
     async with MemoryService(settings, store=store, embedder=embedder) as service:
         assert (await service.authenticate("k1")).tenant_id == "acme"
         assert (await service.authenticate("k2")).read_only is True
-    bad = Settings(data_dir=tmp_path, run_worker=False, api_keys="no-tenant-here")
-    store = EmbeddedStore(bad.resolved_sqlite_path, dim=embedder.dim, dim_short=bad.embedding_dim_short)
-    with pytest.raises(ValueError, match="api_keys"):
-        await MemoryService(bad, store=store, embedder=embedder).start()
-    await store.close()
+        k3 = await service.authenticate("k3")
+        assert (k3.tenant_id, k3.read_only) == ("initech", False)
+        assert await service.authenticate(" k1") is None and await service.authenticate("k1 ") is None
+
+
+SECRET = "s3cret-key-material-0123456789"
+#: (COGNIS_API_KEYS, the entry the error must name, what it must say). Each one was accepted before:
+#: the modes as a read-WRITE key, ``abc==t`` as tenant ``=t``, the spaces inside keys and tenants.
+MALFORMED_KEY_LISTS = [
+    (f"{SECRET}=acme:READ", 1, "unknown mode 'READ'"),
+    (f"{SECRET}=acme:readonly", 1, "unknown mode 'readonly'"),
+    (f"{SECRET}=acme:ro", 1, "unknown mode 'ro'"),
+    (f"ok=acme,{SECRET}=acme: read", 2, "whitespace"),
+    (f"{SECRET}=acme:read:x", 1, "more than one ':'"),
+    (f"{SECRET}==acme", 1, "exactly one '='"),
+    (f"{SECRET} =acme", 1, "whitespace"),
+    (f"{SECRET}=ac me", 1, "whitespace"),
+    (f"{SECRET}=acme:", 1, "unknown mode ''"),
+    (f"{SECRET}", 1, "exactly one '='"),
+    (f"{SECRET}=", 1, "tenant after '=' is empty"),
+    ("=acme", 1, "key before '=' is empty"),
+    (f"ok=acme,,{SECRET}=acme", 2, "is empty"),
+    (f"ok=acme,{SECRET}=acme,", 3, "is empty"),
+    (f"{SECRET}=acme,ok=x,{SECRET}=globex", 3, "same key as entry 1"),
+    (f"{SECRET}=" + "t" * 129, 1, "tenant must be 1-128 characters"),
+    (f"{SECRET}=acme\u202e", 1, "tenant must be 1-128 characters"),  # the id rule: no bidi override
+    (f"{SECRET}=-acme", 1, "tenant must be 1-128 characters"),
+    (f"{SECRET}é=acme", 1, "visible ASCII"),
+    ("k" * 513 + "=acme", 1, "longer than 512"),
+]
+
+
+@pytest.mark.parametrize(("api_keys", "entry", "why"), MALFORMED_KEY_LISTS)
+async def test_a_malformed_key_list_stops_the_service_naming_the_entry(tmp_path, embedder, api_keys, entry, why):
+    settings = Settings(data_dir=tmp_path, run_worker=False, api_keys=api_keys)
+    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    with pytest.raises(ValueError) as raised:
+        async with MemoryService(settings, store=store, embedder=embedder):
+            pass
+    message = str(raised.value)
+    assert f"entry {entry} of " in message and why in message and "COGNIS_API_KEYS" in message, message
+    assert SECRET not in message and "k" * 20 not in message
+    assert not settings.resolved_sqlite_path.exists()  # stopped before the store was opened
 
 
 async def test_readiness(svc):

@@ -422,6 +422,43 @@ async def test_jobs_claim_lease_and_retry(fresh_harness: Harness) -> None:
     assert await store.get_job(Owner(o.tenant_id, "mallory"), early.id) is None
 
 
+async def test_list_jobs_is_one_tenants_jobs_by_status_paged_by_id(harness: Harness) -> None:
+    """A tenant's jobs of every user, filtered by status inside the query, in id order, paged by id;
+    another tenant's jobs (even of a user with the same id) never appear."""
+    store, o = harness.store, new_owner()
+    other = Owner(f"{o.tenant_id}-x", o.user_id)  # a tenant id that extends this one
+    mine: list[Job] = []
+    for i, status in enumerate([JobStatus.DEAD, JobStatus.DONE, JobStatus.DEAD, JobStatus.FAILED, JobStatus.DEAD]):
+        job = Job(o.tenant_id, f"user-{i % 2}", [f"m{i}"], status=status, attempts=i + 1, last_error=f"boom {i}")
+        mine.append(job)
+        await store.enqueue_job(job)
+    for status in (JobStatus.DEAD, JobStatus.QUEUED):
+        await store.enqueue_job(Job(other.tenant_id, other.user_id, ["x"], status=status, last_error="theirs"))
+
+    everything = await store.list_jobs(o.tenant_id, limit=100)
+    assert [j.id for j in everything] == sorted(j.id for j in mine)
+    dead = [j for j in mine if j.status is JobStatus.DEAD]
+    got = await store.list_jobs(o.tenant_id, status=JobStatus.DEAD)
+    assert [j.id for j in got] == sorted(j.id for j in dead)
+    by_id = {j.id: j for j in mine}
+    for j in got:
+        want = by_id[j.id]
+        assert (j.tenant_id, j.user_id, j.status, j.attempts, j.last_error, j.message_ids) == (
+            want.tenant_id, want.user_id, JobStatus.DEAD, want.attempts, want.last_error, want.message_ids,
+        )  # fmt: skip
+
+    pages, after = [], None
+    while page := await store.list_jobs(o.tenant_id, status=JobStatus.DEAD, limit=2, after_id=after):
+        assert len(page) <= 2
+        pages.append([j.id for j in page])
+        after = page[-1].id
+    assert [i for p in pages for i in p] == sorted(j.id for j in dead) and len(pages) == 2
+
+    assert await store.list_jobs(o.tenant_id, status=JobStatus.RUNNING) == []
+    assert {j.last_error for j in await store.list_jobs(other.tenant_id)} == {"theirs"}
+    assert await store.list_jobs(o.tenant_id[:-1]) == []  # a prefix of the tenant id is another tenant
+
+
 # -- API keys -----------------------------------------------------------------------------------------
 async def test_api_keys(harness: Harness) -> None:
     store = harness.store
@@ -431,6 +468,21 @@ async def test_api_keys(harness: Harness) -> None:
     assert await store.get_api_key(key) == ApiKeyRecord(key, "tenant-1", False, "ci")
     await store.put_api_key(ApiKeyRecord(key, "tenant-1", read_only=True, name="ci-ro"))
     assert await store.get_api_key(key) == ApiKeyRecord(key, "tenant-1", True, "ci-ro")
-    assert await store.delete_api_key(key) is True
-    assert await store.delete_api_key(key) is False
-    assert await store.get_api_key(key) is None
+    assert not await store.api_key_revoked(key)
+    assert await store.revoke_api_key(key) is True
+    assert await store.get_api_key(key) is None and await store.api_key_revoked(key)
+    assert await store.revoke_api_key(key) is False  # revoked already: nothing stored to remove
+
+
+async def test_api_key_revocations_are_durable(harness: Harness) -> None:
+    """A revocation outlives the key: a key written again under a revoked hash stays refused, and a
+    hash that was never stored (a key of COGNIS_API_KEYS) can be revoked too."""
+    store = harness.store
+    stored, unstored = (f"sha256-{np.random.default_rng().integers(1 << 62)}" for _ in range(2))
+    await store.put_api_key(ApiKeyRecord(stored, "tenant-1"))
+    assert await store.revoke_api_key(stored) is True
+    await store.put_api_key(ApiKeyRecord(stored, "tenant-1"))  # e.g. an older version's start-up copy
+    assert await store.get_api_key(stored) is None and await store.api_key_revoked(stored)
+
+    assert await store.revoke_api_key(unstored) is False
+    assert await store.api_key_revoked(unstored) and await store.get_api_key(unstored) is None

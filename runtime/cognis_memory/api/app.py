@@ -27,6 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..domain import JobStatus
 from ..errors import (
     ConflictError,
     DependencyUnavailable,
@@ -46,6 +47,7 @@ from .schemas import (
     ErrorOut,
     ForgetOut,
     HistoryOut,
+    JobListOut,
     JobOut,
     MemoryListOut,
     MemoryOut,
@@ -299,6 +301,21 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     @app.get("/v1/users/{user_id}/jobs/{job_id}", tags=["jobs"], response_model=JobOut, summary="Ingest job status")
     async def job_status(user_id: str, job_id: str, key: ReadKey):
         return JobOut.of(await service.get_job(key.tenant_id, user_id, job_id))
+
+    @app.get(
+        "/v1/jobs",
+        tags=["jobs"],
+        response_model=JobListOut,
+        summary="The tenant's ingest jobs, e.g. the dead letters (status=dead); paged by id",
+    )
+    async def list_jobs(
+        key: ReadKey,
+        status: JobStatus | None = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        after: str | None = None,
+    ):
+        page = await service.list_jobs(key.tenant_id, status=status, limit=limit, after=after)
+        return JobListOut(jobs=[JobOut.of(j) for j in page], next_after=page[-1].id if len(page) == limit else None)
 
     return app
 

@@ -132,6 +132,7 @@ class MessageOut(BaseModel):
 
 class JobOut(BaseModel):
     id: str
+    user_id: str | None = Field(None, description="The job's user (set by every server that lists jobs).")
     status: str
     attempts: int
     max_attempts: int
@@ -144,7 +145,7 @@ class JobOut(BaseModel):
     @classmethod
     def of(cls, j: Job) -> JobOut:
         return cls(
-            id=j.id, status=j.status.value, attempts=j.attempts, max_attempts=j.max_attempts,
+            id=j.id, user_id=j.user_id, status=j.status.value, attempts=j.attempts, max_attempts=j.max_attempts,
             last_error=j.last_error, next_attempt_at=j.next_attempt_at, created_at=j.created_at,
             updated_at=j.updated_at, result=j.result,
         )  # fmt: skip
@@ -192,6 +193,11 @@ class HistoryOut(BaseModel):
 class MemoryListOut(BaseModel):
     memories: list[MemoryOut]
     next_after: str | None
+
+
+class JobListOut(BaseModel):
+    jobs: list[JobOut]
+    next_after: str | None = Field(description="Pass as `after` for the next page; null on the last page.")
 
 
 class ForgetOut(BaseModel):

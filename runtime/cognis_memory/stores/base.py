@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..domain import Category, Job, Memory, MemoryKind, Message, Owner, Scope
+from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 
 
 @dataclass(slots=True, frozen=True)
@@ -152,9 +152,21 @@ class MemoryStore(Protocol):
 
     async def get_job(self, owner: Owner, job_id: str) -> Job | None: ...
 
+    async def list_jobs(
+        self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
+    ) -> list[Job]:
+        """One tenant's jobs (every user's), optionally of one status, ordered by id, after ``after_id``.
+        The tenant and status are applied inside the backend query."""
+
     # -- API keys ---------------------------------------------------------------------
     async def put_api_key(self, record: ApiKeyRecord) -> None: ...
 
-    async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None: ...
+    async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        """The stored key, or None when there is none or it was revoked."""
 
-    async def delete_api_key(self, key_hash: str) -> bool: ...
+    async def revoke_api_key(self, key_hash: str) -> bool:
+        """Record the hash as revoked for good (also for keys that are not stored: the keys of
+        ``COGNIS_API_KEYS``) and remove the stored key. Returns whether a stored key was removed."""
+
+    async def api_key_revoked(self, key_hash: str) -> bool:
+        """Whether the hash was ever revoked."""

@@ -38,7 +38,7 @@ from datetime import datetime
 
 import numpy as np
 
-from ..domain import Job, Memory, Message, Owner
+from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import DependencyUnavailable
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, VectorSearchResult
 from .opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
@@ -343,14 +343,22 @@ class DualStore:
     async def get_job(self, owner: Owner, job_id: str) -> Job | None:
         return await self.pg.get_job(owner, job_id)
 
+    async def list_jobs(
+        self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
+    ) -> list[Job]:
+        return await self.pg.list_jobs(tenant_id, status=status, limit=limit, after_id=after_id)
+
     async def put_api_key(self, record: ApiKeyRecord) -> None:
         await self.pg.put_api_key(record)
 
     async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None:
         return await self.pg.get_api_key(key_hash)
 
-    async def delete_api_key(self, key_hash: str) -> bool:
-        return await self.pg.delete_api_key(key_hash)
+    async def revoke_api_key(self, key_hash: str) -> bool:
+        return await self.pg.revoke_api_key(key_hash)
+
+    async def api_key_revoked(self, key_hash: str) -> bool:
+        return await self.pg.api_key_revoked(key_hash)
 
     # -- bulk load (benchmarks, imports) ----------------------------------------------------------
     async def bulk_load(self, memories: Sequence[Memory]) -> None:

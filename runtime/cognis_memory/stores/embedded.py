@@ -98,12 +98,18 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (status, next_attempt_at);
 CREATE INDEX IF NOT EXISTS jobs_owner ON jobs (tenant_id, user_id);
+CREATE INDEX IF NOT EXISTS jobs_tenant_id ON jobs (tenant_id, id);
+CREATE INDEX IF NOT EXISTS jobs_tenant_status_id ON jobs (tenant_id, status, id);
 CREATE TABLE IF NOT EXISTS api_keys (
     key_hash TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
     read_only INTEGER NOT NULL,
     name TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_key_revocations (
+    key_hash TEXT PRIMARY KEY,
+    revoked_at REAL NOT NULL
 );
 """
 
@@ -656,6 +662,17 @@ class EmbeddedStore:
         )
         return self._row_to_job(rows[0]) if rows else None
 
+    async def list_jobs(
+        self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
+    ) -> list[Job]:
+        where, params = "tenant_id = ? AND id > ?", [tenant_id, after_id or ""]
+        if status is not None:
+            where += " AND status = ?"
+            params.append(status.value)
+        sql = f"SELECT * FROM jobs WHERE {where} ORDER BY id LIMIT ?"
+        rows = await asyncio.to_thread(self._read, sql, (*params, limit))
+        return [self._row_to_job(r) for r in rows]
+
     # -- API keys -----------------------------------------------------------------------
     def _put_api_key(self, record: ApiKeyRecord) -> None:
         with self._tx() as conn:
@@ -670,18 +687,32 @@ class EmbeddedStore:
         await asyncio.to_thread(self._put_api_key, record)
 
     async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None:
-        rows = await asyncio.to_thread(self._read, "SELECT * FROM api_keys WHERE key_hash = ?", (key_hash,))
+        rows = await asyncio.to_thread(
+            self._read,
+            "SELECT * FROM api_keys k WHERE key_hash = ?"
+            " AND NOT EXISTS (SELECT 1 FROM api_key_revocations r WHERE r.key_hash = k.key_hash)",
+            (key_hash,),
+        )
         if not rows:
             return None
         r = rows[0]
         return ApiKeyRecord(key_hash=r["key_hash"], tenant_id=r["tenant_id"], read_only=bool(r["read_only"]), name=r["name"])
 
-    def _delete_api_key(self, key_hash: str) -> bool:
+    def _revoke_api_key(self, key_hash: str) -> bool:
         with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO api_key_revocations (key_hash, revoked_at) VALUES (?, ?)"
+                " ON CONFLICT(key_hash) DO NOTHING",
+                (key_hash, datetime.now(UTC).timestamp()),
+            )
             return conn.execute("DELETE FROM api_keys WHERE key_hash = ?", (key_hash,)).rowcount > 0
 
-    async def delete_api_key(self, key_hash: str) -> bool:
-        return await asyncio.to_thread(self._delete_api_key, key_hash)
+    async def revoke_api_key(self, key_hash: str) -> bool:
+        return await asyncio.to_thread(self._revoke_api_key, key_hash)
+
+    async def api_key_revoked(self, key_hash: str) -> bool:
+        rows = await asyncio.to_thread(self._read, "SELECT 1 FROM api_key_revocations WHERE key_hash = ?", (key_hash,))
+        return bool(rows)
 
 
 def _quote(term: str) -> str:

@@ -4,7 +4,9 @@
 * ``dual``: :class:`~.postgres.PostgresStore` (DSN from ``postgres_dsn``, or from
   ``postgres_host``/``postgres_port``/``postgres_db`` plus the ``{username, password}`` of the
   Secrets Manager secret ``postgres_secret_arn``) and :class:`~.opensearch_index.OpenSearchKeywordIndex`
-  over ``opensearch_url``; the outbox is drained in the background (1 s interval).
+  over ``opensearch_url``; the outbox is drained in the background (1 s interval). With
+  ``postgres_app_user`` those credentials only migrate: the pool signs in as that role (with an
+  RDS IAM token when ``postgres_iam_auth``), which the migration creates with data privileges only.
 * ``opensearch``: :class:`~.opensearch_store.OpenSearchStore` over ``opensearch_url``.
 * ``opensearch_auth="sigv4"`` signs requests with the ambient AWS credentials (service ``es``).
 * The cache is :class:`~.redis_cache.RedisCache` when ``redis_url`` is set, else :class:`~.cache.NullCache`.
@@ -42,8 +44,15 @@ def build_store(settings: Settings, *, dim: int, dim_short: int) -> MemoryStore:
         from .opensearch_index import OpenSearchKeywordIndex
         from .postgres import PostgresStore
 
+        owner_dsn = postgres_dsn(settings)
+        app_dsn = postgres_app_dsn(settings)
         postgres = PostgresStore(
-            postgres_dsn(settings), dim=dim, dim_short=dim_short, pool_max=max(1, settings.postgres_pool_size)
+            app_dsn or owner_dsn,
+            dim=dim,
+            dim_short=dim_short,
+            pool_max=max(1, settings.postgres_pool_size),
+            migration_dsn=owner_dsn,
+            app_role=settings.postgres_app_user,
         )
         keyword = OpenSearchKeywordIndex(
             opensearch_client(settings),
@@ -89,6 +98,74 @@ def postgres_dsn(settings: Settings) -> str | Callable[[], str]:
             "COGNIS_POSTGRES_SECRET_ARN (a Secrets Manager secret holding {username, password})"
         )
     return SecretDsn(settings)
+
+
+def postgres_app_dsn(settings: Settings) -> AppRoleDsn | None:
+    """DSN provider of the least-privilege application role, or None without ``postgres_app_user``."""
+    if settings.postgres_app_user is None:
+        if settings.postgres_iam_auth:
+            raise ValueError("postgres_iam_auth: IAM authentication needs COGNIS_POSTGRES_APP_USER")
+        return None
+    return AppRoleDsn(settings)
+
+
+class AppRoleDsn:
+    """Callable DSN of ``postgres_app_user``: the owner's host, port, database and sslmode, the role as
+    user, and as password a fresh RDS IAM token (``postgres_iam_auth``; tokens live 15 minutes and
+    are only checked when a connection opens) or none (``.pgpass``, ``PGPASSWORD`` or trust)."""
+
+    def __init__(self, settings: Settings) -> None:
+        from psycopg.conninfo import conninfo_to_dict
+
+        if settings.postgres_dsn is not None:
+            params = conninfo_to_dict(settings.postgres_dsn.get_secret_value())
+            params.pop("user", None)
+            params.pop("password", None)
+        elif settings.postgres_host:
+            params = {
+                "host": settings.postgres_host,
+                "port": settings.postgres_port,
+                "dbname": settings.postgres_db,
+                "sslmode": settings.postgres_sslmode,
+            }
+        else:
+            raise ValueError("postgres_app_user: needs COGNIS_POSTGRES_HOST or COGNIS_POSTGRES_DSN")
+        self.user = str(settings.postgres_app_user)
+        self._params = params
+        self._token: Callable[[], str] | None = None
+        if settings.postgres_iam_auth:
+            if not params.get("host") or not settings.aws_region:
+                raise ValueError("postgres_iam_auth: needs a PostgreSQL host and COGNIS_AWS_REGION")
+            self._token = RdsIamToken(
+                str(params["host"]), int(params.get("port") or 5432), self.user, settings.aws_region
+            )
+
+    def __call__(self) -> str:
+        from psycopg.conninfo import make_conninfo
+
+        params = {**self._params, "user": self.user}
+        if self._token is not None:
+            params["password"] = self._token()
+        return make_conninfo(**params)
+
+
+class RdsIamToken:
+    """RDS IAM authentication tokens for one host, port and user (signed locally with SigV4)."""
+
+    def __init__(self, host: str, port: int, user: str, region: str) -> None:
+        self.host, self.port, self.user, self.region = host, port, user, region
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        with self._lock:
+            if self._client is None:
+                import boto3
+
+                self._client = boto3.client("rds", region_name=self.region)
+        return self._client.generate_db_auth_token(
+            DBHostname=self.host, Port=self.port, DBUsername=self.user, Region=self.region
+        )
 
 
 #: How long a DSN built from a Secrets Manager secret is reused before the secret is read again.

@@ -2,7 +2,8 @@
 and API keys in their own indices. No Postgres.
 
 Indices (each an alias ``<prefix>-<name>`` over ``<prefix>-<name>-000001``): ``memories``,
-``messages``, ``message-keys`` (client message id claims), ``jobs``, ``apikeys``.
+``messages``, ``message-keys`` (client message id claims), ``jobs``, ``apikeys``,
+``apikey-revocations`` (hashes revoked for good).
 
 * Document ids are *owner-scoped*: ``sha256(tenant \\0 user \\0 id)``. A lookup by id for an owner
   is a realtime GET of that owner's key, so another owner's record cannot even be addressed.
@@ -147,6 +148,7 @@ class OpenSearchStore:
         self.message_keys = f"{index_prefix}-message-keys"
         self.jobs = f"{index_prefix}-jobs"
         self.apikeys = f"{index_prefix}-apikeys"
+        self.revocations = f"{index_prefix}-apikey-revocations"
 
     # -- lifecycle -------------------------------------------------------------------------------
     def _bodies(self) -> dict[str, dict[str, Any]]:
@@ -210,12 +212,17 @@ class OpenSearchStore:
                 "properties": {"key_hash": kw, "tenant_id": kw, "read_only": {"type": "boolean"}, "name": kw},
             },
         }
+        revocations = {
+            "settings": settings,
+            "mappings": {"dynamic": "strict", "properties": {"key_hash": kw, "revoked_at": date}},
+        }
         return {
             self.memories: memories,
             self.messages: messages,
             self.message_keys: message_keys,
             self.jobs: jobs,
             self.apikeys: apikeys,
+            self.revocations: revocations,
         }
 
     async def open(self) -> None:
@@ -711,6 +718,20 @@ class OpenSearchStore:
         got = await self._get(self.jobs, owner_key(owner.tenant_id, owner.user_id, job_id))
         return self._job_from(got["_source"]) if got else None
 
+    async def list_jobs(
+        self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
+    ) -> list[Job]:
+        """A search: sees jobs written up to a refresh ago (``refresh``)."""
+        filters: list[dict[str, Any]] = [{"term": {"tenant_id": tenant_id}}]
+        if status is not None:
+            filters.append({"term": {"status": status.value}})
+        if after_id is not None:
+            filters.append({"range": {"id": {"gt": after_id}}})
+        query = {"bool": {"filter": filters}}
+        body = {"size": limit, "sort": [{"id": "asc"}], "query": query, "track_total_hits": False}
+        res = await self.runner(self.client.search, index=self.jobs, body=body, request_timeout=self.search_timeout_s)
+        return [self._job_from(h["_source"]) for h in res["hits"]["hits"]]
+
     # -- API keys --------------------------------------------------------------------------------
     async def put_api_key(self, record: ApiKeyRecord) -> None:
         await self.runner(
@@ -721,18 +742,32 @@ class OpenSearchStore:
         )  # fmt: skip
 
     async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None:
-        got = await self._get(self.apikeys, key_hash)
-        if got is None:
+        """One realtime multi-get of the key and of its revocation."""
+        res = await self.runner(
+            self.client.mget,
+            body={"docs": [{"_index": self.apikeys, "_id": key_hash}, {"_index": self.revocations, "_id": key_hash}]},
+            request_timeout=self.write_timeout_s,
+        )
+        key, revocation = res["docs"]
+        if not key.get("found") or revocation.get("found"):
             return None
-        s = got["_source"]
+        s = key["_source"]
         return ApiKeyRecord(key_hash=s["key_hash"], tenant_id=s["tenant_id"], read_only=bool(s["read_only"]), name=s["name"])
 
-    async def delete_api_key(self, key_hash: str) -> bool:
+    async def revoke_api_key(self, key_hash: str) -> bool:
+        """The revocation first, then the key: a crash in between leaves a key that is refused."""
+        await self._create(self.revocations, key_hash, {"key_hash": key_hash, "revoked_at": iso(datetime.now(UTC))})
         try:
-            await self.runner(self.client.delete, index=self.apikeys, id=key_hash, refresh=self.refresh)
+            await self.runner(
+                self.client.delete, index=self.apikeys, id=key_hash, refresh=self.refresh,
+                request_timeout=self.write_timeout_s,
+            )  # fmt: skip
             return True
         except os_exc.NotFoundError:
             return False
+
+    async def api_key_revoked(self, key_hash: str) -> bool:
+        return await self._get(self.revocations, key_hash) is not None
 
     # -- bulk load (benchmarks, imports) ----------------------------------------------------------
     async def bulk_load(self, memories: Sequence[Memory], *, chunk: int = 1000) -> None:

@@ -271,7 +271,9 @@ class PostgresStore:
 
     ``dsn`` is a libpq connection string or URL, or a callable returning one (called for every new
     connection, so rotated credentials are picked up); ``dim``/``dim_short`` the vector sizes (part of
-    the schema). ``iterative_scan`` is the pgvector ``hnsw.iterative_scan`` mode used by the
+    the schema). ``migration_dsn`` (default: ``dsn``) is the schema owner's, used only by
+    :meth:`open` to migrate; with it the pool runs as the least-privilege ``app_role``, which the
+    migration creates and grants. ``iterative_scan`` is the pgvector ``hnsw.iterative_scan`` mode used by the
     shortlist stage (``"relaxed_order"``, ``"strict_order"`` or ``"off"`` — off exists for tests
     that show why it matters).
     """
@@ -290,10 +292,14 @@ class PostgresStore:
         pool_timeout_s: float = 10.0,
         statement_timeout_ms: int = 30_000,
         iterative_scan: str = "relaxed_order",
+        migration_dsn: str | Callable[[], str] | None = None,
+        app_role: str | None = None,
     ) -> None:
         if iterative_scan not in {"relaxed_order", "strict_order", "off"}:
             raise ValueError(f"iterative_scan: unknown mode {iterative_scan!r}")
         self.dsn = dsn
+        self.migration_dsn = migration_dsn if migration_dsn is not None else dsn
+        self.app_role = app_role
         self.dim, self.dim_short = dim, dim_short
         self.pool_min, self.pool_max = pool_min, pool_max
         self.connect_timeout_s = connect_timeout_s
@@ -319,10 +325,11 @@ class PostgresStore:
         if self._pool is not None:
             return
         try:
+            owner_dsn = self.migration_dsn() if callable(self.migration_dsn) else self.migration_dsn
             async with await psycopg.AsyncConnection.connect(
-                self._conninfo(), autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
+                owner_dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
             ) as conn:
-                applied = await apply_migrations(conn, dim=self.dim, dim_short=self.dim_short)
+                applied = await apply_migrations(conn, dim=self.dim, dim_short=self.dim_short, app_role=self.app_role)
             if applied:
                 log.info("postgres: applied migrations %s", applied)
             pool = AsyncConnectionPool(
@@ -750,6 +757,17 @@ class PostgresStore:
             row = await cur.fetchone()
             return _row_to_job(row) if row else None
 
+    async def list_jobs(
+        self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
+    ) -> list[Job]:
+        where, params = "tenant_id = %s AND id > %s", [tenant_id, after_id or ""]
+        if status is not None:
+            where += " AND status = %s"
+            params.append(status.value)
+        async with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(f"SELECT * FROM jobs WHERE {where} ORDER BY id LIMIT %s", (*params, limit))
+            return [_row_to_job(r) for r in await cur.fetchall()]
+
     # -- API keys ---------------------------------------------------------------------------------
     async def put_api_key(self, record: ApiKeyRecord) -> None:
         async with self.connection() as conn:
@@ -762,13 +780,25 @@ class PostgresStore:
 
     async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None:
         async with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute("SELECT key_hash, tenant_id, read_only, name FROM api_keys WHERE key_hash = %s", (key_hash,))
+            await cur.execute(
+                "SELECT key_hash, tenant_id, read_only, name FROM api_keys k WHERE key_hash = %s"
+                " AND NOT EXISTS (SELECT 1 FROM api_key_revocations r WHERE r.key_hash = k.key_hash)",
+                (key_hash,),
+            )
             r = await cur.fetchone()
         if r is None:
             return None
         return ApiKeyRecord(key_hash=r["key_hash"], tenant_id=r["tenant_id"], read_only=r["read_only"], name=r["name"])
 
-    async def delete_api_key(self, key_hash: str) -> bool:
-        async with self.connection() as conn:
+    async def revoke_api_key(self, key_hash: str) -> bool:
+        async with self.connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO api_key_revocations (key_hash) VALUES (%s) ON CONFLICT (key_hash) DO NOTHING", (key_hash,)
+            )
             cur = await conn.execute("DELETE FROM api_keys WHERE key_hash = %s", (key_hash,))
             return cur.rowcount > 0
+
+    async def api_key_revoked(self, key_hash: str) -> bool:
+        async with self.connection() as conn:
+            cur = await conn.execute("SELECT 1 FROM api_key_revocations WHERE key_hash = %s", (key_hash,))
+            return await cur.fetchone() is not None
