@@ -68,6 +68,10 @@ def test_a_fact_outranks_the_raw_message_it_replaced_whatever_their_similarity()
     order, below = _order([stale_raw, _mem("noise", _vec(0, 1), 3), fact])
     assert order == ["fact-lisbon", "raw-porto", "noise"] and below == {"raw-porto": "fact-lisbon"}
     assert _order([stale_raw, fact], "history")[0] == ["raw-porto", "fact-lisbon"]
+    # the link holds beyond the similarity head: a fact ranked 12th still comes before its stale message
+    noise = [_mem(f"n{i}", _vec(0, 1, i), 3 + i) for i in range(10)]
+    order, _ = _order([stale_raw, *noise, fact])
+    assert order[:2] == ["fact-lisbon", "raw-porto"]
 
 
 def test_present_state_and_history_intent() -> None:

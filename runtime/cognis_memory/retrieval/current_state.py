@@ -19,12 +19,12 @@ supersession chain followed to the end, taking the most similar successor at eac
 takes the stale statement's place in the ranking and the stale one follows directly below
 it: the newest statement ranks above every statement it replaced. For a history query the
 direction is reversed: the oldest predecessor comes first, the later statement below it.
-Nothing is removed; only the order changes, and only among the head.
+Nothing is removed; only the order changes.
 
 With an extraction LLM, facts and the raw messages they came from are linked explicitly
 (:mod:`cognis_memory.ingest.supersession`): a raw memory whose message stated a value that a
-current fact among the head has replaced is superseded by that fact, whatever their
-similarity, so a stale message never ranks above the fact that replaced it.
+current fact among the candidates has replaced is superseded by that fact, whatever their
+similarity and rank, so a stale message never ranks above the fact that replaced it.
 """
 
 from __future__ import annotations
@@ -117,20 +117,20 @@ def order_by_state(
 ) -> tuple[list[str], dict[str, str]]:
     """The ranking with each stale (present) or later (history) statement of the head placed directly
     below the statement that should come first; and, per statement moved below, that statement's id."""
-    window = list(ranked[:head])
-    step = successors(window, memories, min_similarity=min_similarity, min_gap=min_gap, newer=intent == "present",
-                      same_speaker=same_speaker)  # fmt: skip
-    for raw, fact in evidence_links(window, memories).items():  # an explicit link beats similarity
+    step = successors(ranked[:head], memories, min_similarity=min_similarity, min_gap=min_gap,
+                      newer=intent == "present", same_speaker=same_speaker)  # fmt: skip
+    # an explicit fact link beats similarity, and holds over the whole ranking (it has no false positives)
+    for raw, fact in evidence_links(ranked, memories).items():
         if intent == "present":
             step[raw] = fact
         else:
             step[fact] = raw
     if not step:
         return list(ranked), {}
-    leader = {d: _chain_end(d, step) for d in window if d in step}
+    leader = {d: _chain_end(d, step) for d in ranked if d in step}
     out: list[str] = []
     placed: set[str] = set()
-    for d in window:
+    for d in ranked:
         first = leader.get(d)
         if first is not None and first not in placed:
             out.append(first)
@@ -138,5 +138,4 @@ def order_by_state(
         if d not in placed:
             out.append(d)
             placed.add(d)
-    out += [d for d in ranked[head:] if d not in placed]
     return out, {d: f for d, f in leader.items() if f != d}
