@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,8 @@ from .config import RetrievalConfig
 from .context import context_scores
 from .dedup import dedup_indices
 from .fusion import min_max_normalise, weighted_rrf
-from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names
+from .current_state import order_by_state
+from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names, without_state_words
 from .speakers import SpeakerDirectory
 from .temporal import blend, temporal_score
 
@@ -121,7 +122,9 @@ class RetrievalPipeline:
         flt = q.to_filter()
         with rec.stage("query_analysis"):
             analysis = (
-                analyze_query(q.text, now, default_window_days=cfg.temporal_window_days)
+                analyze_query(
+                    q.text, now, default_window_days=cfg.temporal_window_days, state_from_tense=cfg.state_from_tense
+                )
                 if cfg.query_analysis
                 else QueryAnalysis("none")
             )
@@ -133,11 +136,13 @@ class RetrievalPipeline:
         if cfg.speaker_aware:
             with rec.stage("speaker_names"):
                 names, probed = await self.speakers.names_in_query(
-                    q.owner, q.text, lambda w: self._probe_speakers(q.owner, w)
+                    q.owner, q.text, lambda w: self._probe_speakers(q.owner, w), analysis.spans
                 )
                 if names:
-                    text = strip_names(q.text, names)
+                    text = strip_names(q.text, names, analysis.spans)
             rec.fields["speaker_probe"] = probed
+        if cfg.current_state and analysis.state == "present":
+            text = without_state_words(text)
         bm25_text = keyword_text(text, analysis) if cfg.keyword_cleanup else text
 
         # Stages 2 and 3 run concurrently.
@@ -189,7 +194,7 @@ class RetrievalPipeline:
             for doc, s in fused.items():
                 explain[doc]["rrf"] = s
         if cfg.speaker_aware:
-            self.speakers.observe(q.owner, (m.speaker for m in candidates.values()))
+            self.speakers.observe(q.owner, candidates.values())
 
         base = fused  # fused score, adjusted by the speaker and context steps when enabled
         if names and cfg.speaker_boost > 0 and base:
@@ -246,6 +251,10 @@ class RetrievalPipeline:
             with rec.stage("cross_encoder"):
                 ranked = await self._rerank(q.text, ranked, candidates, final, explain, cfg, degraded)
 
+        if cfg.current_state and analysis.state != "none" and ranked:
+            with rec.stage("current_state"):
+                ranked = self._order_by_state(ranked, candidates, final, explain, analysis, cfg)
+
         top = ranked[: q.limit]
         hits = [SearchHit(candidates[d], final[d], explain.get(d, {}) if q.explain else {}) for d in top]
 
@@ -272,6 +281,31 @@ class RetrievalPipeline:
                 "candidates": {k: v for k, v in rec.fields.items() if k.startswith("candidates")},
             }
         return response
+
+    @staticmethod
+    def _order_by_state(
+        ranked: list[str],
+        candidates: dict[str, Memory],
+        final: dict[str, float],
+        explain: dict[str, dict[str, float]],
+        analysis: QueryAnalysis,
+        cfg: RetrievalConfig,
+    ) -> list[str]:
+        """Current-state ordering (:mod:`.current_state`); scores stay non-increasing down the ranking:
+        a statement moved up takes the score of the one it now precedes."""
+        assert analysis.state in ("present", "history")
+        out, below = order_by_state(
+            ranked, candidates, analysis.state, head=cfg.state_head, min_similarity=cfg.state_similarity,
+            min_gap=timedelta(minutes=cfg.state_gap_minutes), same_speaker=cfg.state_same_speaker,
+        )  # fmt: skip
+        if not below:
+            return ranked
+        for d, first in below.items():
+            final[first] = max(final[first], final[d])
+            explain.setdefault(d, {})["state_rank_below"] = float(out.index(first) + 1)
+        for prev, d in zip(out, out[1:]):
+            final[d] = min(final[d], final[prev])
+        return out
 
     async def _rerank(
         self,
