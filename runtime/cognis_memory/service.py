@@ -51,7 +51,7 @@ from .retrieval.pipeline import (
     SearchQuery,
     SearchResponse,
 )
-from .retrieval.query_analysis import analyze_query
+from .retrieval.query_analysis import QueryAnalysis
 from .serialization import memory_from_dict, memory_to_dict
 from .stores.base import ApiKeyRecord, MemoryStore, UserSummary
 from .stores.cache import Cache, NullCache
@@ -357,7 +357,7 @@ class MemoryService:
                 cached = await self.cache.get_search(owner, key)
                 if cached is not None:
                     rec.fields["cache"] = "hit"
-                    return _response_from_cache(cached, q, cfg or self.retrieval_config)
+                    return _response_from_cache(cached, self.retrieval.analyze(q, cfg or self.retrieval_config))
             response = await self.retrieval.search(q, rec, cfg)
             if key is not None and not response.degraded:
                 await self.cache.set_search(owner, key, _response_to_cache(response))
@@ -543,9 +543,8 @@ def _response_to_cache(response: SearchResponse) -> dict[str, Any]:
     }
 
 
-def _response_from_cache(cached: dict[str, Any], q: SearchQuery, cfg: RetrievalConfig) -> SearchResponse:
-    """A cached answer; the (cheap, deterministic) query analysis is recomputed."""
-    analysis = analyze_query(q.text, q.now or utcnow(), default_window_days=cfg.temporal_window_days)
+def _response_from_cache(cached: dict[str, Any], analysis: QueryAnalysis) -> SearchResponse:
+    """A cached answer with its (cheap, deterministic, recomputed) query analysis."""
     hits = [
         SearchHit(
             memory=memory_from_dict(h["memory"]),

@@ -114,20 +114,22 @@ class RetrievalPipeline:
         await self.cache.set_query_embedding(owner, self.encoder.name, text, full[0])
         return full[0], short[0]
 
+    def analyze(self, q: SearchQuery, config: RetrievalConfig | None = None) -> QueryAnalysis:
+        """Stage 1 alone (cheap and deterministic): what the query asks about time and state."""
+        cfg = config or self.config
+        if not cfg.query_analysis:
+            return QueryAnalysis("none")
+        return analyze_query(
+            q.text, q.now or utcnow(), default_window_days=cfg.temporal_window_days, state_from_tense=cfg.state_from_tense
+        )
+
     async def search(
         self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None
     ) -> SearchResponse:
         cfg = config or self.config
-        now = q.now or utcnow()
         flt = q.to_filter()
         with rec.stage("query_analysis"):
-            analysis = (
-                analyze_query(
-                    q.text, now, default_window_days=cfg.temporal_window_days, state_from_tense=cfg.state_from_tense
-                )
-                if cfg.query_analysis
-                else QueryAnalysis("none")
-            )
+            analysis = self.analyze(q, cfg)
         degraded: list[str] = []
         candidates: dict[str, Memory] = {}
         explain: dict[str, dict[str, float]] = {}
