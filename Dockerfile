@@ -28,9 +28,10 @@ RUN python -m venv /opt/venv
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY runtime ./runtime
-# The project with the dual-store drivers (psycopg, pgvector, opensearch-py, redis). The check
-# loads the packaged default embedder offline and fails the build if anything pulled in torch.
-RUN pip install ".[prod]" \
+# The project with the dual-store drivers (psycopg, pgvector, opensearch-py, redis) and the
+# OpenTelemetry exporter (traces stay off unless COGNIS_TRACES=otlp). The check loads the
+# packaged default embedder offline and fails the build if anything pulled in torch.
+RUN pip install ".[prod,otel]" \
  && HF_HUB_OFFLINE=1 python -c "import sys, cognis_memory.cli, cognis_memory.api.app; from cognis_memory.config import Settings; from cognis_memory.providers.factory import build_embedder; print(build_embedder(Settings()).embed(['ok']).shape); sys.exit('torch' in sys.modules)"
 
 ############################ base ############################

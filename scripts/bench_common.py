@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts (bench_locomo, bench_scale, bench_latency).
+"""Helpers shared by the benchmark scripts (bench_locomo, bench_longmemeval, bench_updates, bench_scale,
+bench_latency).
 
 Nothing here reads benchmark data: the scripts pass their own inputs. Everything runs on
 the real runtime (service, pipelines, embedded store, offline model); the only thing this
@@ -172,6 +173,130 @@ class UvicornThread:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=15)
+
+
+# --------------------------------------------------------------------------------------
+# embedding cache and the service the quality benchmarks share
+def default_cache_dir() -> Path:
+    """Where benchmark caches live: ``COGNIS_BENCH_CACHE``, else ``~/.cache/cognis-memory-bench`` (never the repo)."""
+    return Path(os.environ.get("COGNIS_BENCH_CACHE") or Path.home() / ".cache" / "cognis-memory-bench")
+
+
+class CachingEmbedder:
+    """An :class:`~cognis_memory.providers.base.Embedder` that keeps the vectors of every text it
+    embedded in a SQLite file keyed by the SHA-256 of the text (one file per model name).
+
+    The quality benchmarks embed tens of thousands of benchmark turns; with the cache, a
+    re-run or a recipe ablation that needs a fresh store costs only the store writes. The
+    vectors are the wrapped model's, so results are identical with and without the cache.
+    """
+
+    def __init__(self, inner: Any, cache_dir: Path | None = None) -> None:
+        import sqlite3
+
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        directory = cache_dir or default_cache_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"embeddings-{inner.name}-{inner.dim}.sqlite"
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=120)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, v BLOB NOT NULL)")
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def warm(self, texts: Sequence[str], *, batch: int = 64, progress: bool = False) -> int:
+        """Embed the texts not cached yet, longest first in batches of similar length (far less padding
+        than the ingest's per-request batches); returns how many were embedded."""
+        import hashlib
+
+        unique = {hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest(): t for t in texts}
+        keys = list(unique)
+        have: set[bytes] = set()
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                have.update(k for (k,) in self._db.execute(
+                    f"SELECT key FROM vec WHERE key IN ({','.join('?' * len(chunk))})", chunk))  # fmt: skip
+        todo = sorted((unique[k] for k in keys if k not in have), key=len, reverse=True)
+        t0 = time.perf_counter()
+        for i in range(0, len(todo), batch):
+            self.embed(todo[i : i + batch])
+            if progress and (i // batch) % 20 == 0:
+                print(f"  embedded {i + batch}/{len(todo)} texts ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+        return len(todo)
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import hashlib
+
+        import numpy as np
+
+        keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
+        found: dict[bytes, Any] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                rows = self._db.execute(
+                    f"SELECT key, v FROM vec WHERE key IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        self.hits += len(keys) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            vectors = self.inner.embed([texts[i] for i in missing])
+            with self._lock:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO vec (key, v) VALUES (?, ?)",
+                    [(keys[i], np.asarray(v, dtype=np.float32).tobytes())
+                     for i, v in zip(missing, vectors, strict=True)],  # fmt: skip
+                )
+            found.update((keys[i], np.asarray(v, dtype=np.float32)) for i, v in zip(missing, vectors, strict=True))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+
+def quality_service(db_path: Path, *, cache: bool = True, **settings: Any) -> Any:
+    """A :class:`MemoryService` on an embedded store at ``db_path`` for the quality benchmarks:
+    the configured embedder (wrapped in :class:`CachingEmbedder` unless ``cache`` is false),
+    no worker, telemetry kept in memory. ``settings`` override :class:`Settings` fields."""
+    from cognis_memory.config import Settings
+    from cognis_memory.providers.factory import build_embedder, build_llm, build_reranker
+    from cognis_memory.service import MemoryService
+    from cognis_memory.stores.factory import build_store
+
+    s = Settings(**{"data_dir": db_path.parent, "sqlite_path": db_path, "run_worker": False, **settings})
+    embedder = build_embedder(s)
+    if cache:
+        embedder = CachingEmbedder(embedder)
+    return MemoryService(
+        s,
+        store=build_store(s, dim=s.embedding_dim_full or embedder.dim, dim_short=s.embedding_dim_short),
+        embedder=embedder,
+        llm=build_llm(s),
+        reranker=build_reranker(s),
+        telemetry=RecordingTelemetry(),
+    )
+
+
+def selected_recipes(arg: str | None, *, reranker: bool = False) -> list[str]:
+    """The recipes named by a ``--recipes`` value (default: every recipe); the reranker-only recipes only
+    when a reranker is configured. Unknown names stop the script naming them."""
+    from cognis_memory.retrieval.config import RECIPES, RERANKER_RECIPES
+
+    recipes = [r.strip() for r in arg.split(",")] if arg else list(RECIPES)
+    unknown = [r for r in recipes if r not in RECIPES]
+    if unknown:
+        raise SystemExit(f"--recipes: unknown {unknown}; known: {', '.join(RECIPES)}")
+    return recipes if reranker else [r for r in recipes if r not in RERANKER_RECIPES]
+
+
+def add_quality_args(p: Any) -> None:
+    """The options every quality benchmark shares (recipes, cache, per-question output, output directory)."""
+    p.add_argument("--recipes", default=None, help="comma-separated recipe names (default: every recipe)")
+    p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
+    p.add_argument("--per-question", action="store_true", help="also write per-question scores")
+    p.add_argument("--out", default=str(REPO / "bench-results"), help="output directory (default: %(default)s)")
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:

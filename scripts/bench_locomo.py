@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_common as bc  # noqa: E402
 
 from cognis_memory.config import Settings  # noqa: E402
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES, RERANKER_RECIPES  # noqa: E402
+from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES  # noqa: E402
 from cognis_memory.service import MemoryService, MessageIn  # noqa: E402
 
 KS = (1, 5, 10, 20)
@@ -204,10 +204,7 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 # run
 def build_service(db_path: Path, args: argparse.Namespace) -> MemoryService:
-    from cognis_memory.providers.factory import build_embedder, build_reranker
-    from cognis_memory.stores.factory import build_store
-
-    overrides: dict[str, Any] = {"data_dir": db_path.parent, "sqlite_path": db_path, "run_worker": False}
+    overrides: dict[str, Any] = {}
     if args.cross_encoder:
         overrides.update(reranker="local", reranker_path=str(args.cross_encoder), reranker_timeout_ms=60_000)
     if args.dim_short:
@@ -216,15 +213,7 @@ def build_service(db_path: Path, args: argparse.Namespace) -> MemoryService:
         if "embedding_rotation_path" not in Settings.model_fields:
             raise SystemExit("--rotation: this runtime has no embedding_rotation_path setting")
         overrides["embedding_rotation_path"] = str(args.rotation)
-    settings = Settings(**overrides)
-    embedder = build_embedder(settings)
-    return MemoryService(
-        settings,
-        store=build_store(settings, dim=settings.embedding_dim_full or embedder.dim, dim_short=settings.embedding_dim_short),
-        embedder=embedder,
-        reranker=build_reranker(settings) if args.cross_encoder else None,
-        telemetry=bc.RecordingTelemetry(),
-    )
+    return bc.quality_service(db_path, cache=not args.no_cache, **overrides)
 
 
 async def ingest(svc: MemoryService, convs: list[Conversation]) -> dict[str, Any]:
@@ -431,12 +420,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         tmp = tempfile.mkdtemp(prefix="bench-locomo-")
         db_path = Path(tmp) / "memory.db"
-    recipes = [r.strip() for r in args.recipes.split(",")] if args.recipes else list(RECIPES)
-    unknown = [r for r in recipes if r not in RECIPES]
-    if unknown:
-        raise SystemExit(f"--recipes: unknown {unknown}; known: {', '.join(RECIPES)}")
-    if not args.cross_encoder:
-        recipes = [r for r in recipes if r not in RERANKER_RECIPES]
+    recipes = bc.selected_recipes(args.recipes, reranker=bool(args.cross_encoder))
     svc = build_service(db_path, args)
     try:
         await svc.start(run_worker=False)
@@ -543,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cross-encoder", default=os.environ.get("COGNIS_RERANKER_PATH"), help="local cross-encoder directory")
     p.add_argument("--now", choices=["last-session", "none"], default="last-session", help="reference time of the questions")
     p.add_argument("--db", default=None, help="keep the embedded store at this SQLite path (re-runs skip known turns)")
+    p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache (bench_common)")
     p.add_argument("--dim-short", type=int, default=None, help="prefix size (default: the service setting)")
     p.add_argument("--rotation", default=None, help="a .npy variance rotation for the prefix (see scripts/fit_rotation.py)")
     p.add_argument("--prefix-study", action="store_true", help="also measure two-stage vs exact vector search on "

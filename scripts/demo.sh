@@ -14,8 +14,9 @@ cli=.venv/bin/cognis-memory
 
 echo "demo: importing examples/demo_conversation.jsonl for tenant 'demo', user 'demo-user'"
 "$cli" import examples/demo_conversation.jsonl --tenant demo --user demo-user --quiet
-echo "demo: a sample search"
-"$cli" search --tenant demo --user demo-user --limit 3 "Where does the user live now?" \
+question="Is Maya still vegetarian?"  # a present-state question whose answer changed between the two sessions
+echo "demo: a sample search: $question"
+"$cli" search --tenant demo --user demo-user --limit 3 "$question" \
   | .venv/bin/python -c 'import json, sys
 for r in json.load(sys.stdin)["results"]:
     print("  %.3f  %s" % (r["score"], r["content"]))'
@@ -24,6 +25,7 @@ key=${COGNIS_API_KEYS%%=*}
 cat <<MSG
 
 cognis-memory is starting on http://127.0.0.1:${COGNIS_PORT}  (docs: http://127.0.0.1:${COGNIS_PORT}/docs)
+Memory inspector: http://127.0.0.1:${COGNIS_PORT}/ui/  (API key: ${key})
 Try, from another terminal:
   curl -s -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' \\
        -d '{"query": "What did the user do last weekend?", "limit": 3}' \\

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh machine for cognis-memory: the .venv virtualenv with every
 # extra, and (with --servers) the system pieces the integration tests need: Debian's
-# redis-server and the OpenSearch launcher built with Maven. Safe to run again: it only
-# does what is missing. Used by scripts/demo.sh and scripts/test.sh.
+# redis-server, chromium with its chromedriver (browser tests of the inspector) and the
+# OpenSearch launcher built with Maven. Safe to run again: it only does what is missing.
+# Used by scripts/demo.sh and scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +22,7 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   # Every extra, sentence-transformers (torch) included: the tests compare the ONNX default with it.
   echo "setup: installing cognis-memory and its dependencies into .venv (torch is large; pip's cache serves reinstalls)"
   .venv/bin/pip install --quiet --upgrade pip setuptools wheel
-  .venv/bin/pip install --quiet -e '.[prod,infra,policy,bench,dev,mcp,sentence-transformers]'
+  .venv/bin/pip install --quiet -e '.[prod,infra,policy,bench,dev,mcp,otel,sentence-transformers]'
   touch "$stamp"
 fi
 
@@ -33,6 +34,12 @@ if (( want_servers )); then
     else
       sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
     fi
+  fi
+  if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
+    echo "setup: installing Debian's chromium and chromium-driver (the inspector's browser tests)"
+    apt_prefix=(); [[ $(id -u) -eq 0 ]] || apt_prefix=(sudo)
+    "${apt_prefix[@]}" apt-get update -qq
+    "${apt_prefix[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
   fi
   if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
     echo "setup: installing Maven and a JDK 17 (the local OpenSearch node is built from Maven Central)"

@@ -11,7 +11,7 @@ import pytest
 
 from scripts.local_servers._base import free_port
 
-__all__ = ["free_port", "wait_for_http"]
+__all__ = ["free_port", "stop", "wait_for_http"]
 
 
 def wait_for_http(proc: subprocess.Popen, url: str, log: Path, *, timeout_s: float = 120, healthy: bool = True) -> None:
@@ -30,6 +30,18 @@ def wait_for_http(proc: subprocess.Popen, url: str, log: Path, *, timeout_s: flo
         if time.monotonic() > deadline:
             pytest.fail(f"{url} did not answer within {timeout_s:.0f} s:\n{_tail(log)}")
         time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen, *, timeout_s: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``; waits for the exit either way."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def _tail(log: Path) -> str:

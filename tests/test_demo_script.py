@@ -3,7 +3,9 @@ quick), import of the demo conversation, the sample search, then the server it l
 
 It was broken once without any test noticing (a Python 3.12-only f-string in the sample search made
 the script exit before serving), so it is exercised end to end here: stdout shows three scored
-results, the server answers a search and ``/context`` with the demo key, and it stops on SIGTERM.
+results, the first of which answers the present-state sample question with the current statement
+(issue 12: it used to show the stale one), the server answers a search and ``/context`` with the
+demo key, and it stops on SIGTERM.
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ def test_demo_script_imports_searches_and_serves(tmp_path) -> None:
         log.seek(0)
         out = log.read()
         sample = out.split("demo: a sample search", 1)[1].split("cognis-memory is starting", 1)[0]
-        assert len(re.findall(r"^  \d\.\d{3}  \S", sample, flags=re.M)) == 3, out[-2000:]
+        results = re.findall(r"^  \d\.\d{3}  (.*)$", sample, flags=re.M)
+        assert len(results) == 3, out[-2000:]
+        # the sample is a present-state question: the first result is what holds now, not the stale statement
+        assert results[0].startswith("Maya: By the way, I am not vegetarian anymore"), results
         headers = {"Authorization": "Bearer demo-key"}
         found = httpx.post(
             f"{base}/v1/users/demo-user/search", json={"query": "Where does the user live now?"}, headers=headers

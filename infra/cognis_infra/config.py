@@ -216,6 +216,10 @@ def load(
         bedrock_model_id=r.str("bedrockModelId", d["bedrock_model_id"]),
         bedrock_extra_model_ids=tuple(r.obj("bedrockExtraModelIds", [])),
         first_tenant=r.str("firstTenant", d["first_tenant"]),
+        telemetry_mode=r.str("telemetryMode", d["telemetry_mode"]),
+        traces=r.bool("traces", d["traces"]),
+        trace_sample_ratio=r.float("traceSampleRatio", d["trace_sample_ratio"]),
+        adot_collector_image=r.str("adotCollectorImage", d["adot_collector_image"]),
     )
 
     d = _defaults(ObservabilitySettings)

@@ -14,6 +14,11 @@
   - execution role: pull the API image, write its log group, read the two secrets ECS
     injects (``COGNIS_API_KEYS``, ``COGNIS_REDIS_PASSWORD``).
 
+* Telemetry: the API runs with ``COGNIS_TELEMETRY=emf`` (set, not detected). With
+  ``cognis:traces`` a non-essential ADOT collector sidecar takes the API's OTLP spans on the
+  task's localhost and sends them to X-Ray (task role: ``xray:PutTraceSegments`` and
+  ``xray:PutTelemetryRecords``).
+
 * Health: the ALB target group and the container's ECS health check both use *liveness*
   (``GET /health``). ECS replaces tasks that fail either, so checking readiness (``GET
   /ready``: the stores answer) there would replace the whole fleet, again and again, during
@@ -30,6 +35,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from collections.abc import Mapping, Sequence
@@ -48,6 +54,9 @@ from .telemetry import READINESS_METRIC, names
 
 CONTAINER_NAME = "api"
 PROBE_CONTAINER_NAME = "readiness-probe"
+COLLECTOR_CONTAINER_NAME = "otel-collector"
+#: Where the collector sidecar takes OTLP/HTTP; containers of one awsvpc task share localhost.
+COLLECTOR_OTLP_HTTP = "127.0.0.1:4318"
 #: Bedrock cross-region inference profile prefixes ("us.anthropic.claude-...").
 INFERENCE_PROFILE_PREFIXES: tuple[str, ...] = ("us", "eu", "apac", "us-gov", "ca", "jp", "au", "global")
 LIVENESS_PATH = "/health"
@@ -99,6 +108,14 @@ class ServiceSettings:
     bedrock_model_id: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
     bedrock_extra_model_ids: tuple[str, ...] = ()
     first_tenant: str = "default"
+    #: ``COGNIS_TELEMETRY`` of the API: ``emf`` writes the metrics the alarms and the dashboard read.
+    telemetry_mode: str = "emf"
+    #: Run an ADOT collector sidecar and send the API's OpenTelemetry traces to X-Ray through it.
+    traces: bool = False
+    #: Share of new traces recorded (``COGNIS_TRACE_SAMPLE_RATIO``; a caller's traceparent decides for its own).
+    trace_sample_ratio: float = 1.0
+    #: The collector sidecar's image (the tag AWS's ECS guide shows; pin a newer release deliberately).
+    adot_collector_image: str = "public.ecr.aws/aws-observability/aws-otel-collector:v0.30.0"
 
     def __post_init__(self) -> None:
         if not self.certificate_arn.startswith("arn:") or ":acm:" not in self.certificate_arn:
@@ -113,12 +130,21 @@ class ServiceSettings:
             ("ELBSecurityPolicy-TLS13-", "ELBSecurityPolicy-TLS-1-2", "ELBSecurityPolicy-FS-1-2")
         ):
             raise ValueError(f"cognis:albSslPolicy {self.ssl_policy} allows TLS below 1.2")
+        if self.telemetry_mode not in TELEMETRY_MODES:
+            raise ValueError(f"cognis:telemetryMode must be one of {', '.join(TELEMETRY_MODES)}")
+        if not 0.0 <= self.trace_sample_ratio <= 1.0:
+            raise ValueError("cognis:traceSampleRatio must be between 0 and 1")
+        if not self.adot_collector_image.strip():
+            raise ValueError("cognis:adotCollectorImage must name an image")
         if not TENANT_ID.fullmatch(self.first_tenant) or ":" in self.first_tenant or "=" in self.first_tenant:
             raise ValueError(
                 "cognis:firstTenant must follow the service's id rule (1-128 ASCII letters, digits and . _ - @ + |,"
                 " starting with a letter, digit or _) without ':' or '=' (they separate COGNIS_API_KEYS entries)"
             )
 
+
+#: The runtime's telemetry modes (``COGNIS_TELEMETRY``; restated like the id rule, a test compares them).
+TELEMETRY_MODES = ("auto", "emf", "json", "text", "off")
 
 #: The service's id rule (runtime validation.ID_PATTERN; the Pulumi environment does not install the runtime,
 #: so it is restated here and a test compares the two). A tenant that breaks it would stop the service at start.
@@ -272,6 +298,11 @@ def container_environment(args: ServiceArgs) -> list[dict[str, Any]]:
     }
     if args.reranker_endpoint_name is not None:
         env["COGNIS_SAGEMAKER_ENDPOINT"] = args.reranker_endpoint_name
+    env["COGNIS_TELEMETRY"] = s.telemetry_mode
+    if s.traces:
+        env["COGNIS_TRACES"] = "otlp"
+        env["COGNIS_OTLP_ENDPOINT"] = f"http://{COLLECTOR_OTLP_HTTP}/v1/traces"
+        env["COGNIS_TRACE_SAMPLE_RATIO"] = repr(float(s.trace_sample_ratio))
     env.update(args.extra_environment)
     return [{"name": k, "value": v} for k, v in sorted(env.items())]
 
@@ -346,11 +377,45 @@ def readiness_probe_container(args: ServiceArgs, log_group_name: pulumi.Input[st
     }
 
 
+def collector_config(region: str) -> dict[str, Any]:
+    """The collector's whole configuration: OTLP/HTTP from the task's own localhost in, X-Ray out.
+    Traces only, so the task role needs X-Ray writes and nothing else."""
+    return {
+        "receivers": {"otlp": {"protocols": {"http": {"endpoint": COLLECTOR_OTLP_HTTP}}}},
+        "processors": {"batch": {}},
+        "exporters": {"awsxray": {"region": region}},
+        "service": {
+            "pipelines": {"traces": {"receivers": ["otlp"], "processors": ["batch"], "exporters": ["awsxray"]}}
+        },
+    }
+
+
+def collector_container(args: ServiceArgs, log_group_name: pulumi.Input[str]) -> dict[str, Any]:
+    """Non-essential ADOT collector sidecar; its configuration comes from an environment variable
+    (the collector's ``env:`` config source), so no file or parameter has to be staged. JSON is YAML."""
+    return {
+        "name": COLLECTOR_CONTAINER_NAME,
+        "image": args.settings.adot_collector_image,
+        "essential": False,
+        "command": ["--config=env:COGNIS_COLLECTOR_CONFIG"],
+        "environment": [
+            {"name": "COGNIS_COLLECTOR_CONFIG", "value": json.dumps(collector_config(args.context.region))}
+        ],
+        "logConfiguration": _log_configuration(args, log_group_name, COLLECTOR_CONTAINER_NAME),
+        "stopTimeout": 10,
+    }
+
+
 def task_containers(
     args: ServiceArgs, log_group_name: pulumi.Input[str], api_keys_secret_arn: pulumi.Input[str]
 ) -> list[dict[str, Any]]:
-    """Every container of the task: the API first, then its sidecars."""
-    return [api_container(args, log_group_name, api_keys_secret_arn), readiness_probe_container(args, log_group_name)]
+    """Every container of the task: the API first, then its sidecars (the collector when traces are on)."""
+    api = api_container(args, log_group_name, api_keys_secret_arn)
+    containers = [api, readiness_probe_container(args, log_group_name)]
+    if args.settings.traces:
+        api["dependsOn"] = [{"containerName": COLLECTOR_CONTAINER_NAME, "condition": "START"}]
+        containers.append(collector_container(args, log_group_name))
+    return containers
 
 
 def container_insights_log_group(cluster_name: str) -> str:
@@ -439,6 +504,8 @@ class Service(CognisComponent):
             task_statements.append(
                 statement("InvokeReranker", ["sagemaker:InvokeEndpoint"], [args.reranker_endpoint_arn_pattern])
             )
+        if s.traces:  # the collector sidecar runs with the task role; X-Ray has no resource-level permissions
+            task_statements.append(statement("WriteTraces", ["xray:PutTraceSegments", "xray:PutTelemetryRecords"], "*"))
         task_policy = aws.iam.RolePolicy(
             f"{name}-task", role=args.identity.task_role.id, policy=document(*task_statements), opts=self.child_opts()
         )

@@ -27,7 +27,8 @@ IMPORT_BATCH = 128
 
 def _settings(args: argparse.Namespace) -> Settings:
     overrides: dict[str, Any] = {}
-    for name in ("store", "data_dir", "recipe", "host", "port", "llm", "reranker", "embedder", "embedder_path"):
+    names = ("store", "data_dir", "recipe", "host", "port", "llm", "reranker", "embedder", "embedder_path", "telemetry")
+    for name in names:
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -135,6 +136,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     app = create_app(MemoryService.from_settings(settings))
+    base = f"http://{settings.host}:{settings.port}"
+    inspector = f", inspector {base}/ui/" if settings.inspector else ""
+    print(f"cognis-memory: serving {base} (API docs {base}/docs{inspector})", file=sys.stderr, flush=True)
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level="warning", access_log=False, server_header=False
     )
@@ -406,6 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--embedder-path", dest="embedder_path", help="embedding model: .onnx file or sentence-transformers dir"
+    )
+    common.add_argument(
+        "--telemetry",
+        choices=["auto", "emf", "json", "text", "off"],
+        help="per-request log output (COGNIS_TELEMETRY; auto: EMF on ECS/Lambda, text on a terminal, else JSON)",
     )
     owner = argparse.ArgumentParser(add_help=False)
     owner.add_argument("--tenant", default="default", help="tenant id (default: 'default')")

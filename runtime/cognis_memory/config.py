@@ -14,10 +14,13 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .telemetry.modes import TelemetryMode
+
 StoreKind = Literal["embedded", "dual", "opensearch"]
 LLMKind = Literal["none", "bedrock", "openai"]
 RerankerKind = Literal["none", "local", "sagemaker"]
 EmbedderKind = Literal["onnx", "sentence-transformers"]
+TracesKind = Literal["off", "otlp"]
 
 
 class Settings(BaseSettings):
@@ -159,10 +162,28 @@ class Settings(BaseSettings):
     port: int = Field(8080, description="Port of `serve`.")
 
     # --- telemetry ----------------------------------------------------------------------
+    telemetry: TelemetryMode = Field(
+        "auto",
+        description="Per-request output: emf (JSON line + CloudWatch EMF metrics), json (the JSON line), text (one "
+        "human line), off; auto = emf on ECS/Lambda, text on a terminal, json otherwise.",
+    )
     service_name: str = Field("cognis-memory", description="Logger service and the EMF `service` dimension.")
     metrics_namespace: str = Field("CognisMemory", description="CloudWatch namespace of the EMF metrics.")
-    metrics_enabled: bool = Field(True, description="Write EMF metric lines to stdout.")
+    metrics_enabled: bool = Field(True, description="Write EMF metric lines (in emf mode); false keeps the log lines.")
     log_level: str = Field("INFO", description="Log level.")
+    traces: TracesKind = Field(
+        "off",
+        description="OpenTelemetry traces: off, or otlp (needs the otel extra: pip install 'cognis-memory[otel]').",
+    )
+    otlp_endpoint: str | None = Field(
+        None,
+        description="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces (default: OpenTelemetry's "
+        "OTEL_EXPORTER_OTLP_* variables, else http://localhost:4318/v1/traces).",
+    )
+    trace_sample_ratio: float = Field(
+        1.0, ge=0.0, le=1.0, description="Share of new traces recorded; a caller's traceparent decides for its own."
+    )
+    inspector: bool = Field(True, description="Serve the memory inspector (static page, same API keys) at /ui/.")
 
     @field_validator("embedding_dim_short")
     @classmethod

@@ -10,17 +10,17 @@
 
 Input validation lives here (not in the web layer), so the API, the CLI and Python callers
 get the same checks and the same :class:`~cognis_memory.errors.InvalidInputError`s naming
-the offending field. Telemetry (one JSON line and EMF metrics per request) is emitted here.
+the offending field. Telemetry (one log line, EMF metrics and, when traces are on, spans per request)
+is emitted here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import secrets
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -53,13 +53,12 @@ from .retrieval.pipeline import (
     SearchQuery,
     SearchResponse,
 )
-from .retrieval.query_analysis import analyze_query
+from .retrieval.query_analysis import QueryAnalysis
 from .serialization import memory_from_dict, memory_to_dict
-from .stores.base import ApiKeyRecord, MemoryStore
+from .stores.base import ApiKeyRecord, MemoryStore, UserSummary
 from .stores.cache import Cache, NullCache
 from .telemetry import names
 from .telemetry.emitter import Telemetry
-from .telemetry.recorder import StageRecorder
 from .validation import (
     MAX_METADATA_DEPTH,
     MAX_SPEAKER_CHARS,
@@ -111,6 +110,7 @@ class MemoryService:
         self.settings = settings
         self.store = store
         self.cache = cache or NullCache()
+        self._owns_telemetry = telemetry is None  # then its trace exporter is flushed and stopped on close
         self.telemetry = telemetry or Telemetry.from_settings(settings)
         self.encoder = MatryoshkaEncoder.from_settings(settings, embedder)
         self.retrieval_config = retrieval_config or get_recipe(settings.recipe)
@@ -179,6 +179,8 @@ class MemoryService:
         await asyncio.to_thread(self.encoder.close)
         await self.cache.close()
         await self.store.close()
+        if self._owns_telemetry:
+            self.telemetry.close()
         self._started = False
 
     async def __aenter__(self) -> MemoryService:
@@ -287,8 +289,8 @@ class MemoryService:
             raise InvalidInputError("messages", f"at most {self.settings.max_messages_per_request} per request")
         now = utcnow()
         msgs = [self._to_message(owner, i, m, now) for i, m in enumerate(messages)]
-        rec = StageRecorder()
-        with self._observed(names.OPERATION_INGEST, rec, request_id, tenant_id, user_id, client_request_id):
+        ids = {"request_id": request_id, "client_request_id": client_request_id}
+        with self.telemetry.request(names.OPERATION_INGEST, tenant_id=tenant_id, user_id=user_id, **ids) as rec:
             result = await self.ingest.ingest(owner, msgs, rec, background=background)
             if result.job is not None:
                 self.worker.notify()
@@ -345,14 +347,14 @@ class MemoryService:
             cfg = config or (get_recipe(recipe) if recipe else None)
         except ValueError as exc:
             raise InvalidInputError("recipe", str(exc).removeprefix("recipe: ")) from None
-        rec = StageRecorder()
-        with self._observed(names.OPERATION_SEARCH, rec, request_id, tenant_id, user_id, client_request_id):
+        ids = {"request_id": request_id, "client_request_id": client_request_id}
+        with self.telemetry.request(names.OPERATION_SEARCH, tenant_id=tenant_id, user_id=user_id, **ids) as rec:
             key = None if explain else _search_cache_key(q, cfg or self.retrieval_config)
             if key is not None:
                 cached = await self.cache.get_search(owner, key)
                 if cached is not None:
                     rec.fields["cache"] = "hit"
-                    return _response_from_cache(cached, q, cfg or self.retrieval_config)
+                    return _response_from_cache(cached, self.retrieval.analyze(q, cfg or self.retrieval_config))
             response = await self.retrieval.search(q, rec, cfg)
             if key is not None and not response.degraded:
                 await self.cache.set_search(owner, key, _response_to_cache(response))
@@ -381,43 +383,6 @@ class MemoryService:
             [(h.memory, h.history) for h in response.hits], max_tokens=max_tokens, with_ids=with_ids
         )
         return assembled, response
-
-    _OPERATIONS = {
-        names.OPERATION_INGEST: (names.EVENT_INGEST, names.INGEST_LATENCY, names.PIPELINE_INGEST),
-        names.OPERATION_SEARCH: (names.EVENT_RETRIEVAL, names.RETRIEVAL_LATENCY, names.PIPELINE_RETRIEVAL),
-    }
-
-    @contextlib.contextmanager
-    def _observed(
-        self,
-        operation: str,
-        rec: StageRecorder,
-        request_id: str | None,
-        tenant_id: str,
-        user_id: str,
-        client_request_id: str | None = None,
-    ) -> Iterator[None]:
-        """One JSON log line and the EMF metrics of a request, whether it succeeds or fails."""
-        event, latency_metric, pipeline = self._OPERATIONS[operation]
-        error = False
-        try:
-            yield
-        except Exception:
-            error = True
-            raise
-        finally:
-            self.telemetry.log_request(
-                event,
-                rec,
-                request_id=request_id,
-                tenant_id=tenant_id,
-                user_id=user_id,
-                error=error,
-                **({"client_request_id": client_request_id} if client_request_id else {}),
-            )
-            self.telemetry.emit_request_metrics(
-                operation=operation, latency_metric=latency_metric, pipeline=pipeline, rec=rec, error=error
-            )
 
     # -- memories -----------------------------------------------------------------------
     async def get_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
@@ -490,6 +455,13 @@ class MemoryService:
         check_int("limit", limit, 1, 1000)
         check_id("after", after, required=False)
         return await self.store.list_memories(owner, include_history=include_history, limit=limit, after_id=after)
+
+    async def list_users(self, tenant_id: str, *, limit: int = 100, after: str | None = None) -> list[UserSummary]:
+        """The tenant's users, ordered by user id, after the ``after`` user id (the paging cursor)."""
+        check_id("tenant_id", tenant_id)
+        check_int("limit", limit, 1, 1000)
+        check_id("after", after, required=False)
+        return await self.store.list_users(tenant_id, limit=limit, after_user_id=after)
 
     async def export(self, tenant_id: str, user_id: str, *, include_history: bool = True) -> AsyncIterator[Memory]:
         owner = self._owner(tenant_id, user_id)
@@ -569,9 +541,8 @@ def _response_to_cache(response: SearchResponse) -> dict[str, Any]:
     }
 
 
-def _response_from_cache(cached: dict[str, Any], q: SearchQuery, cfg: RetrievalConfig) -> SearchResponse:
-    """A cached answer; the (cheap, deterministic) query analysis is recomputed."""
-    analysis = analyze_query(q.text, q.now or utcnow(), default_window_days=cfg.temporal_window_days)
+def _response_from_cache(cached: dict[str, Any], analysis: QueryAnalysis) -> SearchResponse:
+    """A cached answer with its (cheap, deterministic, recomputed) query analysis."""
     hits = [
         SearchHit(
             memory=memory_from_dict(h["memory"]),

@@ -22,7 +22,7 @@ import pytest
 
 from cognis_memory.agent_tools import TOOLS, AsyncMemoryToolbox, input_schema
 from cognis_memory.client import NO_RETRIES, AsyncMemoryClient
-from tests.processes import free_port, wait_for_http
+from tests.processes import free_port, stop, wait_for_http
 
 try:
     from mcp import Client
@@ -83,13 +83,7 @@ def background(cmd: list[str], log: Path, env: dict[str, str]):
         try:
             yield proc
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
+            stop(proc, timeout_s=15)
 
 
 def _assert_same_tools(tools) -> None:

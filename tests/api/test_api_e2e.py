@@ -25,6 +25,8 @@ ROUTES = {
     "/v1/users/{user_id}/jobs/{job_id}",
     "/v1/jobs",
     "/v1/users/{user_id}/context",
+    "/v1/users",
+    "/v1/key",
 }
 
 

@@ -32,6 +32,7 @@ def server(tmp_path_factory):
         "HF_HUB_OFFLINE": "1",
         "COGNIS_DATA_DIR": str(tmp / "data"),
         "COGNIS_API_KEYS": "real-key=acme,real-read=acme:read",
+        "COGNIS_TELEMETRY": "emf",  # as the infra sets it on ECS (auto would pick json for a file)
     }
     out = open(tmp / "server.out", "w+", encoding="utf-8")
     proc = subprocess.Popen(

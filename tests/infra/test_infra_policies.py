@@ -106,8 +106,9 @@ def _dev_profile() -> dict:
         ({"image": "ghcr.io/acme/cognis-memory:1"}, ()),
         ({"natGateways": 1, "alarmEmail": None, "cacheEngine": "valkey"}, ()),
         ("dev", ("rerankerModelS3Uri",)),
+        ({"traces": True}, ()),
     ],
-    ids=["no-reranker", "image-from-ci", "one-nat-valkey", "dev-profile"],
+    ids=["no-reranker", "image-from-ci", "one-nat-valkey", "dev-profile", "traces-on"],
 )
 def test_program_variants_pass_every_policy(overrides, drop):
     overrides = _dev_profile() if overrides == "dev" else overrides

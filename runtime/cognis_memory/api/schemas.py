@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from ..domain import Category, Job, Memory, MemoryKind, Message, Scope
+from ..stores.base import UserSummary
 
 
 def _iso_text(value: Any) -> Any:
@@ -193,6 +194,26 @@ class HistoryOut(BaseModel):
 class MemoryListOut(BaseModel):
     memories: list[MemoryOut]
     next_after: str | None
+
+
+class UserOut(BaseModel):
+    user_id: str
+    current_memories: int = Field(description="Current versions that are not deleted.")
+    last_memory_at: datetime = Field(description="When the user's newest memory version was written.")
+
+    @classmethod
+    def of(cls, u: UserSummary) -> UserOut:
+        return cls(user_id=u.user_id, current_memories=u.current_memories, last_memory_at=u.last_memory_at)
+
+
+class UserListOut(BaseModel):
+    users: list[UserOut]
+    next_after: str | None = Field(description="Pass as `after` for the next page; null on the last page.")
+
+
+class KeyOut(BaseModel):
+    tenant_id: str = Field(description="The tenant every call with this key acts on.")
+    read_only: bool = Field(description="True: the key may read and search, never change anything.")
 
 
 class JobListOut(BaseModel):

@@ -32,6 +32,7 @@ from .embedding import MatryoshkaEncoder
 from .extraction import Action, ContextAwareExtractor, ExtractionResult
 from .parts import part_id
 from .resolution import ResolvedMessage, resolve_parts
+from .supersession import mark_superseded
 
 
 #: Message metadata key holding the id its raw memory gets. Always generated here, before the
@@ -247,6 +248,7 @@ class IngestPipeline:
                     embedding=fact.embedding,
                     embedding_short=fact.embedding_short,
                 )
+                mark_superseded(op.target, new, source_ids, first.message_time if first else None)
             else:
                 new = op.target.tombstone()
                 new.source_message_ids = list(dict.fromkeys(op.target.source_message_ids + source_ids))

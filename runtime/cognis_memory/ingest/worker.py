@@ -15,7 +15,6 @@ from datetime import timedelta
 from ..domain import Job, JobStatus, Owner, utcnow
 from ..telemetry import names
 from ..telemetry.emitter import Telemetry
-from ..telemetry.recorder import StageRecorder
 from .pipeline import IngestPipeline
 
 
@@ -46,9 +45,10 @@ class JobWorker:
         job = await store.claim_job(utcnow(), self.lease_s)
         if job is None:
             return None
-        rec = StageRecorder()
+        rec = self.telemetry.recorder()
         try:
-            job.result = await self.pipeline.run_job(job, rec)
+            with self.telemetry.operation_span(names.OPERATION_INGEST, rec, request_id=job.id, tenant_id=job.tenant_id):
+                job.result = await self.pipeline.run_job(job, rec)
             job.status, job.last_error = JobStatus.DONE, None
         except Exception as exc:  # noqa: BLE001 - any failure is recorded on the job and retried
             job.last_error = f"{type(exc).__name__}: {exc}"[:2000]

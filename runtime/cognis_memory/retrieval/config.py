@@ -7,15 +7,19 @@ configuration is the ``architecture`` recipe. A *recipe* is a named configuratio
 runtime exposes (``cognis-memory recipes`` lists them; the benchmark scripts run them
 side by side as ablations and baselines).
 
-The ``default`` recipe (what the service uses unless told otherwise) adds two measured
-improvements and re-weights the fusion; docs/benchmarks.md has the figures behind each:
+The ``default`` recipe (what the service uses unless told otherwise) adds three measured
+mechanisms and re-weights the fusion; docs/benchmarks.md has the figures behind each, on
+LoCoMo, LongMemEval and the project's knowledge-update set:
 
 * speaker-aware queries (:mod:`.speakers`): a name of one of the user's speakers is taken
   out of the embedded and keyword query and boosts that speaker's memories instead;
 * conversation context (:mod:`.context`): a candidate said next to a strong match, in the
   same session, inherits part of its score;
 * fusion weights 0.5/0.5: with all-MiniLM-L6-v2 on conversational text BM25 is the
-  stronger ranker, and the 0.7/0.3 vector-heavy split loses recall.
+  stronger ranker, and the 0.7/0.3 vector-heavy split loses recall;
+* current-state ordering (:mod:`.current_state`): for a present-state question a newer
+  statement of the same speaker about the same thing ranks above the one it replaced (history
+  questions: the reverse).
 """
 
 from __future__ import annotations
@@ -53,6 +57,23 @@ class RetrievalConfig(BaseModel):
     context: bool = Field(False, description="Candidates near a strong match in its session inherit part of its score.")
     context_weight: float = Field(0.3, ge=0, description="score + weight * best nearby score in the same session.")
     context_window_minutes: float = Field(30.0, gt=0, description="How close in message time 'nearby' is.")
+    # after fusion: current-state ordering
+    current_state: bool = Field(
+        False,
+        description="Present-state queries: a newer statement of the same speaker about the same thing ranks above "
+        "the one it replaced (history queries: the reverse); present-state adverbs leave the searched text.",
+    )
+    state_from_tense: bool = Field(
+        True, description="A present-tense question without a time ('where do I live?') counts as present-state."
+    )
+    state_head: int = Field(5, ge=2, description="Best-ranked candidates among which statements can supersede.")
+    state_same_speaker: bool = Field(True, description="Only a statement of the same speaker supersedes.")
+    state_similarity: float = Field(
+        0.55, ge=0, le=1, description="Cosine at or above which two statements are about the same thing."
+    )
+    state_gap_minutes: float = Field(
+        60.0, ge=0, description="A restatement sooner than this after the first is elaboration, not an update."
+    )
     # stage 5: temporal boosting
     temporal_boost: bool = True
     temporal_weight: float = Field(0.40, ge=0, le=1, description="final = (1-w) * fused_norm + w * temporal.")
@@ -76,7 +97,9 @@ class RetrievalConfig(BaseModel):
 
 
 ARCHITECTURE = RetrievalConfig()
-_DEFAULT = RetrievalConfig(speaker_aware=True, context=True, keyword_cleanup=True, weight_vector=0.5, weight_bm25=0.5)
+_DEFAULT = RetrievalConfig(
+    speaker_aware=True, context=True, keyword_cleanup=True, weight_vector=0.5, weight_bm25=0.5, current_state=True
+)
 _NO_RERANK = {"rerank": False}
 
 RECIPES: dict[str, RetrievalConfig] = {
@@ -100,6 +123,7 @@ RECIPES: dict[str, RetrievalConfig] = {
     "arch+speakers": ARCHITECTURE.with_overrides(speaker_aware=True, **_NO_RERANK),
     "arch+context": ARCHITECTURE.with_overrides(context=True, **_NO_RERANK),
     "arch+weights_50_50": ARCHITECTURE.with_overrides(weight_vector=0.5, weight_bm25=0.5, **_NO_RERANK),
+    "arch+current_state": ARCHITECTURE.with_overrides(current_state=True, **_NO_RERANK),
     # leave-one-out from the default
     "default-speakers": _DEFAULT.with_overrides(speaker_aware=False, **_NO_RERANK),
     "default-context": _DEFAULT.with_overrides(context=False, **_NO_RERANK),
@@ -108,6 +132,7 @@ RECIPES: dict[str, RetrievalConfig] = {
     "default-dedup": _DEFAULT.with_overrides(dedup=False, **_NO_RERANK),
     "default-two_stage": _DEFAULT.with_overrides(two_stage=False, **_NO_RERANK),
     "default-keyword_cleanup": _DEFAULT.with_overrides(keyword_cleanup=False, **_NO_RERANK),
+    "default-current_state": _DEFAULT.with_overrides(current_state=False, **_NO_RERANK),
     "default-rerank": _DEFAULT.with_overrides(**_NO_RERANK),
     "default": _DEFAULT,
 }  # fmt: skip
@@ -127,6 +152,7 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
     "arch+speakers": "architecture + speaker-aware queries (no reranker)",
     "arch+context": "architecture + conversation-context expansion (no reranker)",
     "arch+weights_50_50": "architecture with 0.5/0.5 fusion weights (no reranker)",
+    "arch+current_state": "architecture + current-state ordering (no reranker)",
     "default-speakers": "default without speaker-aware queries",
     "default-context": "default without conversation-context expansion",
     "default-weights_70_30": "default with the architecture's 0.7/0.3 fusion weights",
@@ -134,8 +160,10 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
     "default-dedup": "default without near-duplicate removal",
     "default-two_stage": "default with exact full-vector search instead of the prefix shortlist",
     "default-keyword_cleanup": "default with the raw query text sent to BM25",
+    "default-current_state": "default without current-state ordering",
     "default-rerank": "default without cross-encoder reranking (differs only when a reranker is configured)",
-    "default": "speaker-aware queries + conversation context + 0.5/0.5 RRF + temporal + dedup + rerank + history",
+    "default": "speaker-aware queries + conversation context + 0.5/0.5 RRF + temporal + dedup + rerank + "
+    "current-state ordering + history",
 }
 
 

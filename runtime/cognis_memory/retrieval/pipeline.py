@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,8 @@ from .config import RetrievalConfig
 from .context import context_scores
 from .dedup import dedup_indices
 from .fusion import min_max_normalise, weighted_rrf
-from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names
+from .current_state import order_by_state
+from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names, without_state_words
 from .speakers import SpeakerDirectory
 from .temporal import blend, temporal_score
 
@@ -122,18 +123,22 @@ class RetrievalPipeline:
             enc.query_cache.put(owner.tenant_id, owner.user_id, key, full)
         return full, normalise_rows(full[None, : enc.dim_short])[0]
 
+    def analyze(self, q: SearchQuery, config: RetrievalConfig | None = None) -> QueryAnalysis:
+        """Stage 1 alone (cheap and deterministic): what the query asks about time and state."""
+        cfg = config or self.config
+        if not cfg.query_analysis:
+            return QueryAnalysis("none")
+        return analyze_query(
+            q.text, q.now or utcnow(), default_window_days=cfg.temporal_window_days, state_from_tense=cfg.state_from_tense
+        )
+
     async def search(
         self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None
     ) -> SearchResponse:
         cfg = config or self.config
-        now = q.now or utcnow()
         flt = q.to_filter()
         with rec.stage("query_analysis"):
-            analysis = (
-                analyze_query(q.text, now, default_window_days=cfg.temporal_window_days)
-                if cfg.query_analysis
-                else QueryAnalysis("none")
-            )
+            analysis = self.analyze(q, cfg)
         degraded: list[str] = []
         candidates: dict[str, Memory] = {}
         explain: dict[str, dict[str, float]] = {}
@@ -142,11 +147,13 @@ class RetrievalPipeline:
         if cfg.speaker_aware:
             with rec.stage("speaker_names"):
                 names, probed = await self.speakers.names_in_query(
-                    q.owner, q.text, lambda w: self._probe_speakers(q.owner, w)
+                    q.owner, q.text, lambda w: self._probe_speakers(q.owner, w), analysis.spans
                 )
                 if names:
-                    text = strip_names(q.text, names)
+                    text = strip_names(q.text, names, analysis.spans)
             rec.fields["speaker_probe"] = probed
+        if cfg.current_state and analysis.state == "present":
+            text = without_state_words(text)
         bm25_text = keyword_text(text, analysis) if cfg.keyword_cleanup else text
 
         # Stages 2 and 3 run concurrently.
@@ -155,9 +162,11 @@ class RetrievalPipeline:
                 return None
             with rec.stage("embed_query"):
                 full, short = await self.embed_query(q.owner, text)
-            return await self.store.vector_search(
+            result = await self.store.vector_search(
                 flt, full, short if cfg.two_stage else None, limit=cfg.vector_k, shortlist=cfg.shortlist
             )
+            rec.add_completed(result.timings_ms)  # timed inside the store, ended just now
+            return result
 
         async def keyword_side() -> list[ScoredMemory] | None:
             if not cfg.use_bm25:
@@ -172,8 +181,6 @@ class RetrievalPipeline:
         vec, kw = await asyncio.gather(vector_side(), keyword_side())
         lists: list[tuple[list[str], float]] = []
         if vec is not None:
-            for name, ms in vec.timings_ms.items():
-                rec.add(name, ms)
             rec.fields["candidates_short"] = vec.candidates_short
             rec.fields["candidates_full"] = len(vec.hits)
             ids = []
@@ -198,7 +205,7 @@ class RetrievalPipeline:
             for doc, s in fused.items():
                 explain[doc]["rrf"] = s
         if cfg.speaker_aware:
-            self.speakers.observe(q.owner, (m.speaker for m in candidates.values()))
+            self.speakers.observe(q.owner, candidates.values())
 
         base = fused  # fused score, adjusted by the speaker and context steps when enabled
         if names and cfg.speaker_boost > 0 and base:
@@ -255,6 +262,10 @@ class RetrievalPipeline:
             with rec.stage("cross_encoder"):
                 ranked = await self._rerank(q.text, ranked, candidates, final, explain, cfg, degraded)
 
+        if cfg.current_state and analysis.state != "none" and ranked:
+            with rec.stage("current_state"):
+                ranked = self._order_by_state(ranked, candidates, final, explain, analysis, cfg)
+
         top = ranked[: q.limit]
         hits = [SearchHit(candidates[d], final[d], explain.get(d, {}) if q.explain else {}) for d in top]
 
@@ -281,6 +292,31 @@ class RetrievalPipeline:
                 "candidates": {k: v for k, v in rec.fields.items() if k.startswith("candidates")},
             }
         return response
+
+    @staticmethod
+    def _order_by_state(
+        ranked: list[str],
+        candidates: dict[str, Memory],
+        final: dict[str, float],
+        explain: dict[str, dict[str, float]],
+        analysis: QueryAnalysis,
+        cfg: RetrievalConfig,
+    ) -> list[str]:
+        """Current-state ordering (:mod:`.current_state`); scores stay non-increasing down the ranking:
+        a statement moved up takes the score of the one it now precedes."""
+        assert analysis.state in ("present", "history")
+        out, below = order_by_state(
+            ranked, candidates, analysis.state, head=cfg.state_head, min_similarity=cfg.state_similarity,
+            min_gap=timedelta(minutes=cfg.state_gap_minutes), same_speaker=cfg.state_same_speaker,
+        )  # fmt: skip
+        if not below:
+            return ranked
+        for d, first in below.items():
+            final[first] = max(final[first], final[d])
+            explain.setdefault(d, {})["state_rank_below"] = float(out.index(first) + 1)
+        for prev, d in zip(out, out[1:]):
+            final[d] = min(final[d], final[prev])
+        return out
 
     async def _rerank(
         self,

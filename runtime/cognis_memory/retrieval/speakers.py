@@ -7,6 +7,12 @@ the word is a speaker when one of the memories it finds was said by someone of t
 Words that turned out not to be speakers are remembered for ``negative_ttl_s`` seconds, so
 a query naming a place or a product does not probe on every request.
 
+Only speakers written as names are learnt (:func:`speaker_name`): a speaker that is just the
+message's role (``user``, ``assistant``: what ingest records when a message names no
+speaker) or is not capitalised ("note") is a label, not a name, and never turns a query word
+into a speaker. A known name counts in a query only where the query uses it as a name
+(:func:`~.query_analysis.name_mentions`).
+
 The directory is only a cache of facts in the store: losing it (restart, eviction) costs
 one probe; a speaker that appears later is learnt from the next search's candidates or
 probe. It never decides what a user may see: every probe is an ordinary filtered search.
@@ -22,9 +28,23 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..domain import Memory, Owner
+from ..timeexpr import TimeSpan
 from .query_analysis import find_names, name_candidates
 
 Probe = Callable[[str], Awaitable[list[Memory]]]
+
+
+def speaker_name(memory: Memory) -> str | None:
+    """The memory's speaker when it is a name: capitalised, and not the role of the message it came
+    from (a raw memory of a message without a speaker has its role, ``user`` or ``assistant``, as
+    speaker); else None."""
+    s = (memory.speaker or "").strip()
+    if not s or not s[:1].isupper():
+        return None
+    role = memory.metadata.get("role") if isinstance(memory.metadata, dict) else None
+    if isinstance(role, str) and s.lower() == role.strip().lower():
+        return None
+    return s
 
 
 @dataclass(slots=True)
@@ -51,14 +71,15 @@ class SpeakerDirectory:
             self._entries.move_to_end(owner)
         return e
 
-    def observe(self, owner: Owner, speakers: Iterable[str | None]) -> None:
-        """Remember speakers seen on this owner's memories."""
+    def observe(self, owner: Owner, memories: Iterable[Memory]) -> None:
+        """Remember the speaker names (see :func:`speaker_name`) seen on this owner's memories."""
+        names = [n for n in map(speaker_name, memories) if n]
         with self._lock:
             e = self._entry(owner)
-            for s in speakers:
-                if s and s.strip() and len(e.speakers) < self.max_speakers:
-                    key = s.strip().lower()
-                    e.speakers.setdefault(key, s.strip())
+            for s in names:
+                if len(e.speakers) < self.max_speakers:
+                    key = s.lower()
+                    e.speakers.setdefault(key, s)
                     e.not_speakers.pop(key, None)
 
     def known(self, owner: Owner) -> list[str]:
@@ -93,13 +114,17 @@ class SpeakerDirectory:
                 if w.lower() not in e.speakers:
                     e.not_speakers[w.lower()] = exp
 
-    async def names_in_query(self, owner: Owner, query: str, probe: Probe) -> tuple[list[str], bool]:
-        """Speaker names the query mentions, and whether a probe was needed to learn them."""
-        unknown = self._unknown(owner, name_candidates(query))
+    async def names_in_query(
+        self, owner: Owner, query: str, probe: Probe, spans: Iterable[TimeSpan] = ()
+    ) -> tuple[list[str], bool]:
+        """Speaker names the query uses as names, and whether a probe was needed to learn them.
+        ``spans``: the query's time expressions, whose words are never names ("in May")."""
+        spans = tuple(spans)
+        unknown = self._unknown(owner, name_candidates(query, spans))
         probed = False
         if unknown:
             probed = True
             results = await asyncio.gather(*(probe(w) for w in unknown))
-            self.observe(owner, (m.speaker for found in results for m in found))
+            self.observe(owner, (m for found in results for m in found))
             self._mark_not_speakers(owner, unknown)
-        return find_names(query, self.known(owner)), probed
+        return find_names(query, self.known(owner), spans), probed

@@ -64,6 +64,16 @@ class VectorSearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(slots=True, frozen=True)
+class UserSummary:
+    """One user of a tenant, as :meth:`MemoryStore.list_users` sees it: a user exists while any
+    memory of theirs (any version, tombstones included) is stored."""
+
+    user_id: str
+    current_memories: int  #: current versions that are not deleted
+    last_memory_at: datetime  #: creation time of the user's newest memory version
+
+
 @dataclass(slots=True)
 class ApiKeyRecord:
     key_hash: str
@@ -141,6 +151,12 @@ class MemoryStore(Protocol):
 
     async def forget_user(self, owner: Owner) -> dict[str, int]:
         """Hard-delete everything of one user (messages, every version, jobs). Returns counts."""
+
+    async def list_users(
+        self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None
+    ) -> list[UserSummary]:
+        """The tenant's users ordered by user id, those after ``after_user_id`` (the paging cursor);
+        the tenant is applied inside the backend query."""
 
     # -- jobs -------------------------------------------------------------------------
     async def enqueue_job(self, job: Job) -> None: ...

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import DependencyUnavailable
-from .base import ApiKeyRecord, ScoredMemory, SearchFilter, VectorSearchResult
+from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
 from .postgres import OutboxBatch, OutboxItem, PostgresStore
 
@@ -316,6 +316,11 @@ class DualStore:
         self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
     ) -> list[Memory]:
         return await self.pg.list_memories(owner, include_history=include_history, limit=limit, after_id=after_id)
+
+    async def list_users(
+        self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None
+    ) -> list[UserSummary]:
+        return await self.pg.list_users(tenant_id, limit=limit, after_user_id=after_user_id)
 
     async def forget_user(self, owner: Owner) -> dict[str, int]:
         counts, outbox_id = await self.pg.forget_user_with_outbox(owner)

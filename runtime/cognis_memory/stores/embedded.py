@@ -30,7 +30,7 @@ import numpy as np
 
 from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 from ..errors import ConflictError, NotFoundError
-from .base import ApiKeyRecord, ScoredMemory, SearchFilter, VectorSearchResult
+from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .numpy_index import IndexedRow, VectorIndexCache
 
 _SCHEMA = """
@@ -590,6 +590,17 @@ class EmbeddedStore:
             (owner.tenant_id, owner.user_id, after_id or "", limit),
         )
         return [self._row_to_memory(r) for r in rows]
+
+    async def list_users(
+        self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None
+    ) -> list[UserSummary]:
+        rows = await asyncio.to_thread(
+            self._read,
+            "SELECT user_id, SUM(is_current = 1 AND deleted = 0) AS current, MAX(created_at) AS last FROM memories"
+            " WHERE tenant_id = ? AND user_id > ? GROUP BY user_id ORDER BY user_id LIMIT ?",
+            (tenant_id, after_user_id or "", limit),
+        )
+        return [UserSummary(r["user_id"], int(r["current"]), _dt(r["last"])) for r in rows]  # type: ignore[arg-type]
 
     def _forget_user(self, owner: Owner) -> dict[str, int]:
         with self._tx() as conn:

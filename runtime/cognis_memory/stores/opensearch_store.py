@@ -60,7 +60,7 @@ from opensearchpy import exceptions as os_exc
 
 from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 from ..errors import ConflictError, NotFoundError
-from .base import ApiKeyRecord, ScoredMemory, SearchFilter, VectorSearchResult
+from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .opensearch_index import (
     MEMORY_FIELDS,
     OpenSearchRunner,
@@ -652,6 +652,35 @@ class OpenSearchStore:
             return [self._memory_from(h["_source"]) for h in res["hits"]["hits"]]
         found, drop = await self._search(owner, body)
         return [self._memory_from(h["_source"]) for h in found["hits"] if h["_source"]["memory_id"] not in drop]
+
+    async def list_users(
+        self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None
+    ) -> list[UserSummary]:
+        """A composite aggregation over user_id within the tenant's filter, paged by its ``after`` key.
+        Counts come from searchable documents: a write may take up to the refresh interval to show."""
+        live = [{"term": {"is_current": True}}, {"term": {"deleted": False}}]
+        users: dict[str, Any] = {
+            "composite": {"size": limit, "sources": [{"user_id": {"terms": {"field": "user_id"}}}]},
+            "aggs": {
+                "current": {"filter": {"bool": {"filter": live}}},
+                "last": {"max": {"field": "created_at"}},
+            },
+        }
+        if after_user_id is not None:
+            users["composite"]["after"] = {"user_id": after_user_id}
+        tenant = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}}
+        body = {"size": 0, "query": tenant, "aggs": {"users": users}}
+        res = await self.runner(
+            self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s
+        )
+        return [
+            UserSummary(
+                b["key"]["user_id"],
+                int(b["current"]["doc_count"]),
+                datetime.fromtimestamp(b["last"]["value"] / 1000, tz=UTC),
+            )
+            for b in res["aggregations"]["users"]["buckets"]
+        ]
 
     async def forget_user(self, owner: Owner) -> dict[str, int]:
         q = _owner_query(owner)

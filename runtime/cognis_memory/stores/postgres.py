@@ -45,7 +45,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 from ..errors import ConflictError, DependencyUnavailable, NotFoundError
-from .base import ApiKeyRecord, ScoredMemory, SearchFilter, VectorSearchResult
+from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .migrations.postgres import apply_migrations
 
 log = logging.getLogger(__name__)
@@ -579,6 +579,21 @@ class PostgresStore:
             " ORDER BY id LIMIT %s",
             (owner.tenant_id, owner.user_id, after_id or "", limit),
         )
+
+    async def list_users(
+        self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None
+    ) -> list[UserSummary]:
+        # Code point order ("C" collation), as SQLite and OpenSearch sort, whatever the database's collation.
+        # A page aggregates the tenant's rows past the cursor (no index has that collation): an operator's
+        # listing, not a request path.
+        async with self.connection() as conn, conn.cursor() as cur:
+            await cur.execute(
+                "SELECT user_id, count(*) FILTER (WHERE is_current AND NOT deleted), max(created_at) FROM memories"
+                ' WHERE tenant_id = %s AND user_id COLLATE "C" > %s'
+                ' GROUP BY user_id ORDER BY user_id COLLATE "C" LIMIT %s',
+                (tenant_id, after_user_id or "", limit),
+            )
+            return [UserSummary(u, int(n), last) for u, n, last in await cur.fetchall()]
 
     async def forget_user(self, owner: Owner) -> dict[str, int]:
         """Delete every row of the user in every table (memories, messages, jobs, outbox)."""

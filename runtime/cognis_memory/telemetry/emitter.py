@@ -1,6 +1,10 @@
-"""Emit one JSON log line and a set of CloudWatch EMF metrics per request.
+"""Emit one log line (and, in ``emf`` mode, a set of CloudWatch EMF metrics) per request, and the
+request's trace spans when traces are on.
 
-* Logs go through an aws-lambda-powertools ``Logger``. Request-specific keys are passed
+* The mode (:mod:`.modes`) decides what is written: ``emf`` the JSON line and the EMF lines,
+  ``json`` the JSON line, ``text`` one human line with the same fields, ``off`` nothing. The
+  record (what :meth:`Telemetry.log_request` returns) is the same in every mode.
+* JSON logs go through an aws-lambda-powertools ``Logger``. Request-specific keys are passed
   per call (``extra=``), never through ``append_keys`` (which is shared by all concurrent
   requests).
 * Metrics are built per request with ``EphemeralMetrics`` (whose buffer is not shared)
@@ -11,19 +15,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
 import threading
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import IO, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from . import names
+from ..config import TelemetryMode
+from . import names, text
+from .modes import resolve_mode
 from .recorder import StageRecorder
+from .tracing import Tracing, trace_id_of_current_span
+
+#: operation -> (log event, latency metric, pipeline dimension, span name in the GenAI memory conventions)
+_OPERATIONS = {
+    names.OPERATION_INGEST: (names.EVENT_INGEST, names.INGEST_LATENCY, names.PIPELINE_INGEST, "upsert_memory"),
+    names.OPERATION_SEARCH: (names.EVENT_RETRIEVAL, names.RETRIEVAL_LATENCY, names.PIPELINE_RETRIEVAL, "search_memory"),
+}
 
 
 class _InstanceLogger(Logger):
@@ -41,7 +56,11 @@ class _InstanceLogger(Logger):
 
 
 class Telemetry:
-    """Shared by the whole process; every method is safe under concurrent requests."""
+    """Shared by the whole process; every method is safe under concurrent requests.
+
+    ``mode`` is a :mod:`.modes` setting (``auto`` is resolved here, against ``log_stream``); built
+    directly, the default is ``emf``, the historical behaviour. ``tracing`` turns spans on.
+    """
 
     def __init__(
         self,
@@ -52,11 +71,18 @@ class Telemetry:
         log_level: str = "INFO",
         log_stream: IO[str] | None = None,
         metrics_stream: IO[str] | None = None,
+        mode: TelemetryMode = "emf",
+        tracing: Tracing | None = None,
     ) -> None:
-        self.service, self.namespace, self.metrics_enabled = service, namespace, metrics_enabled
+        self.service, self.namespace = service, namespace
+        self.mode = resolve_mode(mode, stream=log_stream or sys.stdout)
+        self.metrics_enabled = metrics_enabled and self.mode == "emf"
+        self.tracing = tracing
         self.logger = _InstanceLogger(
             service=service, level=log_level, stream=log_stream or sys.stdout, use_rfc3339=True
         )
+        self._log_stream = log_stream
+        self._info_enabled = logging.getLevelNamesMapping().get(log_level.upper(), logging.INFO) <= logging.INFO
         self._metrics_stream = metrics_stream
         self._write_lock = threading.Lock()
 
@@ -72,11 +98,60 @@ class Telemetry:
             log_level=settings.log_level,
             log_stream=stream,
             metrics_stream=stream,
+            mode=settings.telemetry,
+            tracing=Tracing.from_settings(settings),
         )
+
+    @property
+    def tracer(self) -> Any | None:
+        return self.tracing.tracer if self.tracing is not None else None
+
+    def recorder(self) -> StageRecorder:
+        """A new request's stage recorder (its stages become spans when traces are on)."""
+        return StageRecorder(tracer=self.tracer)
+
+    def close(self) -> None:
+        """Send the spans still queued (at shutdown)."""
+        if self.tracing is not None:
+            self.tracing.shutdown()
+
+    # -- one operation: span, log line, metrics -----------------------------------------
+    @contextlib.contextmanager
+    def operation_span(self, operation: str, rec: StageRecorder, **attributes: Any) -> Iterator[None]:
+        """The operation's span around the body when traces are on (stage spans nest in it)."""
+        if self.tracing is None:
+            yield
+            return
+        with self.tracing.operation(_OPERATIONS[operation][3], rec, **attributes):
+            yield
+
+    @contextlib.contextmanager
+    def request(
+        self, operation: str, *, request_id: str | None, tenant_id: str, **fields: Any
+    ) -> Iterator[StageRecorder]:
+        """One request of ``operation`` (names.OPERATION_*), yielding its stage recorder: its span, then
+        its log line and metrics, whether it succeeds or fails. ``fields`` go into the log line (those
+        that are None are left out)."""
+        event, latency_metric, pipeline, _ = _OPERATIONS[operation]
+        fields = {k: v for k, v in fields.items() if v is not None}
+        rec = self.recorder()
+        error = False
+        with self.operation_span(operation, rec, request_id=request_id, tenant_id=tenant_id):
+            try:
+                yield rec
+            except Exception:
+                error = True
+                raise
+            finally:
+                trace = {"trace_id": trace_id_of_current_span()} if self.tracing is not None else {}
+                self.log_request(event, rec, request_id=request_id, tenant_id=tenant_id, **fields, **trace, error=error)
+                self.emit_request_metrics(
+                    operation=operation, latency_metric=latency_metric, pipeline=pipeline, rec=rec, error=error
+                )
 
     # -- logs ---------------------------------------------------------------------------
     def log_request(self, event: str, rec: StageRecorder, *, request_id: str | None, **fields: Any) -> dict[str, Any]:
-        """Log the request's JSON line and return the record (for tests and explain mode)."""
+        """Write the request's line (as the mode says) and return the record (for tests and explain)."""
         record: dict[str, Any] = {
             "event": event,
             "ts": datetime.now(UTC).isoformat(),
@@ -88,21 +163,30 @@ class Telemetry:
         }
         if rec.degraded:
             record["degraded"] = list(rec.degraded)
-        self.logger.info(event, extra=_safe_extra(record))
+        if self.mode == "text":
+            if self._info_enabled:
+                self._write_line(text.request_line(record), self._log_stream)
+        elif self.mode != "off":
+            self.logger.info(event, extra=_safe_extra(record))
         return record
 
     def log_error(self, event: str, *, request_id: str | None, error: BaseException, **fields: Any) -> None:
-        self.logger.error(
-            event, extra=_safe_extra({"event": event, "request_id": request_id, "error": repr(error), **fields})
-        )
+        """An unexpected failure: written in every mode (as JSON in ``off``)."""
+        record = {"event": event, "request_id": request_id, "error": repr(error), **fields}
+        if self.mode == "text":
+            self._write_line(text.error_line({"ts": datetime.now(UTC).isoformat(), **record}), self._log_stream)
+        else:
+            self.logger.error(event, extra=_safe_extra(record))
 
     # -- metrics ------------------------------------------------------------------------
     def _new(self) -> EphemeralMetrics:
         return EphemeralMetrics(namespace=self.namespace, service=self.service)
 
     def _write(self, blob: dict[str, Any]) -> None:
-        line = json.dumps(blob, separators=(",", ":"))
-        stream = self._metrics_stream or sys.stdout
+        self._write_line(json.dumps(blob, separators=(",", ":")), self._metrics_stream)
+
+    def _write_line(self, line: str, stream: IO[str] | None) -> None:
+        stream = stream or sys.stdout
         with self._write_lock:
             stream.write(line + "\n")
             stream.flush()

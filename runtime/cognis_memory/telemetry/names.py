@@ -56,6 +56,7 @@ RETRIEVAL_STAGES: tuple[str, ...] = (
     "temporal_boost",
     "dedup",
     "cross_encoder",
+    "current_state",
     "version_chain",
 )
 #: Ingest stages, in pipeline order.

@@ -1,0 +1,141 @@
+"""Current-state ordering: a newer statement about the same thing comes before the one it replaced.
+
+"I live in Porto" (January) and "we finally moved to Lisbon" (March) both match "where do I
+live now?"; the newer one is the answer. Which statements are *about the same thing* is
+decided without any vocabulary (no list of attributes or of "change" phrasings), from three
+facts the store already holds:
+
+* both are among the ``head`` best-ranked candidates for the query (the query says what the
+  subject is);
+* they come from the same speaker (a person's state is restated by that person; a fact
+  extracted from someone's messages carries that speaker too);
+* they are similar to each other (cosine of their embeddings >= ``min_similarity``) and were
+  said at least ``min_gap`` apart (restating within one conversation is elaboration, not an
+  update).
+
+A later statement that meets all three *supersedes* the earlier one. For a present-state
+query (:func:`~.query_analysis.state_intent`), each stale statement's newest successor (its
+supersession chain followed to the end, taking the most similar successor at each step)
+takes the stale statement's place in the ranking and the stale one follows directly below
+it: the newest statement ranks above every statement it replaced. For a history query the
+direction is reversed: the oldest predecessor comes first, the later statement below it.
+Nothing is removed; only the order changes.
+
+With an extraction LLM, facts and the raw messages they came from are linked explicitly
+(:mod:`cognis_memory.ingest.supersession`): a raw memory whose message stated a value that a
+current fact among the candidates has replaced is superseded by that fact, whatever their
+similarity and rank, so a stale message never ranks above the fact that replaced it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Literal
+
+import numpy as np
+
+from ..domain import Memory, MemoryKind
+from ..ingest.supersession import superseded_sources
+
+
+def _speaker(m: Memory) -> str:
+    return (m.speaker or "").strip().lower()
+
+
+def _time(m: Memory) -> float | None:
+    t = m.message_time or m.event_time or m.created_at
+    return t.timestamp() if t is not None else None
+
+
+def successors(
+    head: Sequence[str],
+    memories: Mapping[str, Memory],
+    *,
+    min_similarity: float,
+    min_gap: timedelta,
+    newer: bool = True,
+    same_speaker: bool = True,
+) -> dict[str, str]:
+    """For each memory of ``head`` that another one supersedes (``newer``) or that supersedes another
+    one (not ``newer``): the most similar such later (earlier) memory of the same speaker."""
+    usable = [d for d in head if memories[d].embedding is not None and _time(memories[d]) is not None]
+    if len(usable) < 2:
+        return {}
+    sims = np.stack([memories[d].embedding for d in usable]).astype(np.float32, copy=False)
+    sims = sims @ sims.T
+    times = np.array([_time(memories[d]) for d in usable], dtype=np.float64)
+    speakers = np.array([_speaker(memories[d]) for d in usable], dtype=object)
+    gap = min_gap.total_seconds()
+    later = (times[None, :] - times[:, None]) >= gap  # later[a, b]: b said at least min_gap after a
+    allowed = (later if newer else later.T) & (sims >= min_similarity)
+    if same_speaker:
+        allowed &= speakers[None, :] == speakers[:, None]
+    masked = np.where(allowed, sims, -np.inf)
+    best = masked.argmax(axis=1)
+    return {usable[a]: usable[int(best[a])] for a in range(len(usable)) if np.isfinite(masked[a, best[a]])}
+
+
+def evidence_links(head: Sequence[str], memories: Mapping[str, Memory]) -> dict[str, str]:
+    """Raw memories of ``head`` whose message is superseded evidence of a current fact of ``head``:
+    raw memory id -> that fact's id."""
+    stale: dict[str, str] = {}
+    for d in head:
+        m = memories[d]
+        if m.kind is MemoryKind.FACT and m.is_current:
+            for msg in superseded_sources(m):
+                stale.setdefault(msg, d)
+    if not stale:
+        return {}
+    out = {}
+    for d in head:
+        m = memories[d]
+        if m.kind is MemoryKind.RAW:
+            fact = next((stale[s] for s in m.source_message_ids if s in stale), None)
+            if fact is not None:
+                out[d] = fact
+    return out
+
+
+def _chain_end(start: str, step: Mapping[str, str]) -> str:
+    seen, cur = {start}, start
+    while cur in step and step[cur] not in seen:
+        cur = step[cur]
+        seen.add(cur)
+    return cur
+
+
+def order_by_state(
+    ranked: Sequence[str],
+    memories: Mapping[str, Memory],
+    intent: Literal["present", "history"],
+    *,
+    head: int,
+    min_similarity: float,
+    min_gap: timedelta,
+    same_speaker: bool = True,
+) -> tuple[list[str], dict[str, str]]:
+    """The ranking with each stale (present) or later (history) statement of the head placed directly
+    below the statement that should come first; and, per statement moved below, that statement's id."""
+    step = successors(ranked[:head], memories, min_similarity=min_similarity, min_gap=min_gap,
+                      newer=intent == "present", same_speaker=same_speaker)  # fmt: skip
+    # an explicit fact link beats similarity, and holds over the whole ranking (it has no false positives)
+    for raw, fact in evidence_links(ranked, memories).items():
+        if intent == "present":
+            step[raw] = fact
+        else:
+            step[fact] = raw
+    if not step:
+        return list(ranked), {}
+    leader = {d: _chain_end(d, step) for d in ranked if d in step}
+    out: list[str] = []
+    placed: set[str] = set()
+    for d in ranked:
+        first = leader.get(d)
+        if first is not None and first not in placed:
+            out.append(first)
+            placed.add(first)
+        if d not in placed:
+            out.append(d)
+            placed.add(d)
+    return out, {d: f for d, f in leader.items() if f != d}
