@@ -225,3 +225,16 @@ async def test_an_async_embedder_is_awaited_directly() -> None:
     full, _ = await enc.encode_async(["hello", "world"])
     np.testing.assert_allclose(full[0], vector("hello"), atol=1e-6)
     assert remote.requests == [["hello", "world"]] and enc.batcher.calls == 0
+
+
+async def test_a_malformed_answer_of_the_embedder_fails_its_callers_instead_of_hanging() -> None:
+    class ShortEmbedder(GatedEmbedder):
+        def embed(self, texts):
+            return super().embed(texts)[:-1]  # one row short
+
+    embedder = ShortEmbedder(hold=False)
+    batcher = EmbeddingBatcher(embedder)
+    with pytest.raises(ValueError, match="returned"):
+        await asyncio.wait_for(batcher.embed(["a", "b"]), timeout=30)
+    assert (await batcher.embed([])).shape == (0, 8)
+    batcher.close()

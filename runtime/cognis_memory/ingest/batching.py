@@ -202,18 +202,19 @@ class EmbeddingBatcher:
                     self._cond.notify()  # another worker can start on the rest now
             batch = [r.texts[i] for r, start, end in slices for i in r.order[start:end]]
             try:
-                vectors = self.embedder.embed(batch)
+                vectors = np.asarray(self.embedder.embed(batch), dtype=np.float32)
+                if vectors.ndim != 2 or vectors.shape[0] != len(batch):
+                    raise ValueError(f"the embedder returned {vectors.shape} for {len(batch)} texts")
+                self.calls += 1
+                self.texts += len(batch)
+                offset = 0
+                for r, start, end in slices:
+                    n = end - start
+                    self._deliver(r, r.order[start:end], vectors[offset : offset + n])
+                    offset += n
             except Exception as exc:  # noqa: BLE001 - handed to every waiting caller of this call
-                for r, _, _ in slices:
+                for r, _, _ in slices:  # a caller is never left waiting on a dead call
                     self._fail(r, exc)
-                continue
-            self.calls += 1
-            self.texts += len(batch)
-            offset = 0
-            for r, start, end in slices:
-                n = end - start
-                self._deliver(r, r.order[start:end], vectors[offset : offset + n])
-                offset += n
 
     def _deliver(self, r: _Request, positions: list[int], vectors: np.ndarray) -> None:
         with self._cond:
