@@ -217,7 +217,9 @@ class EmbeddedStore:
                     if conn is not None:
                         conn.close()
                 self._writer = self._reader = None
-                self._vectors.clear()
+            # Not under the reader lock: a search loading an index holds the index lock and then
+            # takes the reader lock, so clearing inside it deadlocked a close racing a first search.
+            self._vectors.clear()
 
         await asyncio.to_thread(_close)
 
