@@ -200,12 +200,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     async def run(svc):
         from .domain import utcnow
+        from .validation import check_message, check_owner
 
         now = utcnow()
         for i, ((uid, _), m) in enumerate(zip(pairs, messages, strict=True)):
             # The service's own checks, for the whole file before anything is stored, so a bad
             # message names its index in the file and an import is all or nothing.
-            svc._to_message(svc._owner(args.tenant, uid), i, m, now)
+            check_message(check_owner(args.tenant, uid), i, m, now, max_bytes=svc.settings.max_message_bytes)
         created = 0
         batch: list[tuple[int, str, dict[str, Any]]] = []
         bar = tqdm(total=len(pairs), unit="msg", disable=args.quiet, file=sys.stderr)

@@ -8,88 +8,58 @@
 ...         found = await svc.search("acme", "alice", "Where does Alice live?")
 ...         print(found.hits[0].memory.content)
 
-Input validation lives here (not in the web layer), so the API, the CLI and Python callers
-get the same checks and the same :class:`~cognis_memory.errors.InvalidInputError`s naming
-the offending field. Telemetry (one log line, EMF metrics and, when traces are on, spans per request)
+Every operation checks its input with :mod:`cognis_memory.validation` before it touches
+anything (not in the web layer), so the API, the CLI and Python callers get the same checks and
+the same :class:`~cognis_memory.errors.InvalidInputError`s naming the offending field. Searches go
+through :class:`~cognis_memory.retrieval.cached.CachedRetrieval` (the pipeline behind the
+search-result cache). Telemetry (one log line, EMF metrics and, when traces are on, spans per request)
 is emitted here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import secrets
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from .api_keys import LEGACY_LIST_KEY_NAME, MAX_KEY_LENGTH, hash_api_key, parse_api_key_list
 from .config import Settings
-from .domain import (
-    Category,
-    Job,
-    JobStatus,
-    Memory,
-    MemoryKind,
-    Message,
-    Owner,
-    Scope,
-    utcnow,
-)
+from .domain import Category, Job, JobStatus, Memory, MemoryKind, Scope, utcnow
 from .errors import InvalidInputError, NotFoundError
 from .ingest.categorizer import EmbeddingCategorizer
-from .ingest.batching import Priority
-from .ingest.embedding import MatryoshkaEncoder
-from .ingest.pipeline import RESERVED_METADATA_KEYS, IngestPipeline, IngestResult
+from .encoding.batching import Priority
+from .encoding.encoder import MatryoshkaEncoder
+from .ingest.pipeline import IngestPipeline, IngestResult
 from .ingest.worker import JobWorker
 from .prompt_context import AssembledContext, assemble_context
 from .providers.base import LLM, Embedder, Reranker
 from .retrieval.config import RetrievalConfig, get_recipe
-from .retrieval.pipeline import (
-    RetrievalPipeline,
-    SearchHit,
-    SearchQuery,
-    SearchResponse,
-)
-from .retrieval.query_analysis import QueryAnalysis
-from .serialization import memory_from_dict, memory_to_dict
+from .retrieval.cached import CachedRetrieval
+from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
 from .stores.base import ApiKeyRecord, MemoryStore, UserSummary
 from .stores.cache import Cache, NullCache
 from .telemetry import names
 from .telemetry.emitter import Telemetry
 from .validation import (
-    MAX_METADATA_DEPTH,
-    MAX_SPEAKER_CHARS,
+    MessageIn,
+    check_filter,
     check_id,
     check_int,
-    check_name,
+    check_messages,
+    check_owner,
     check_query,
-    check_text,
+    check_recipe,
     check_time,
-    enum_set,
+    check_update,
     enum_value,
-    metadata_depth,
-    unstorable_text,
 )
 
 MAX_CONTEXT_TOKENS = 32000
 
 
-@dataclass(slots=True)
-class MessageIn:
-    """A message as a caller submits it."""
-
-    content: str
-    speaker: str | None = None
-    role: str = "user"
-    timestamp: datetime | None = None
-    session_id: str | None = None
-    agent_id: str | None = None
-    client_message_id: str | None = None
-    scope: Scope = Scope.USER
-    metadata: dict[str, Any] = field(default_factory=dict)
+__all__ = ["MAX_CONTEXT_TOKENS", "MemoryService", "MessageIn"]
 
 
 class MemoryService:
@@ -131,6 +101,7 @@ class MemoryService:
             reranker=reranker,
             reranker_timeout_s=settings.reranker_timeout_ms / 1000,
         )
+        self.cached_retrieval = CachedRetrieval(self.retrieval, self.cache)
         self.worker = JobWorker(
             self.ingest,
             self.telemetry,
@@ -230,48 +201,6 @@ class MemoryService:
         return listed or removed
 
     # -- ingest -------------------------------------------------------------------------
-    def _owner(self, tenant_id: str, user_id: str) -> Owner:
-        check_id("tenant_id", tenant_id)
-        check_id("user_id", user_id)
-        return Owner(tenant_id, user_id)
-
-    def _to_message(self, owner: Owner, i: int, m: MessageIn, now: datetime) -> Message:
-        f = f"messages[{i}]"
-        content = check_text(f"{f}.content", m.content, self.settings.max_message_bytes)
-        check_id(f"{f}.client_message_id", m.client_message_id, required=False)
-        check_id(f"{f}.session_id", m.session_id, required=False)
-        check_id(f"{f}.agent_id", m.agent_id, required=False)
-        if m.speaker is not None:
-            check_name(f"{f}.speaker", m.speaker)
-            check_text(f"{f}.speaker", m.speaker, 4 * MAX_SPEAKER_CHARS)
-        if m.scope is Scope.CONTEXT and not m.session_id:
-            raise InvalidInputError(f"{f}.session_id", "is required for CONTEXT scope")
-        if not isinstance(m.metadata, dict):
-            raise InvalidInputError(f"{f}.metadata", "must be an object")
-        for k in m.metadata:  # in the caller's order, so the error names the first one
-            if k in RESERVED_METADATA_KEYS:
-                raise InvalidInputError(f"{f}.metadata.{k}", "is reserved for the service; use another key")
-        if metadata_depth(m.metadata) > MAX_METADATA_DEPTH:
-            raise InvalidInputError(f"{f}.metadata", f"is nested deeper than {MAX_METADATA_DEPTH} levels")
-        if (why := unstorable_text(m.metadata)) is not None:  # PostgreSQL jsonb refuses both (a 500 before)
-            raise InvalidInputError(f"{f}.metadata", why)
-        metadata = dict(m.metadata)
-        if len(json.dumps(metadata, default=str)) > 8192:
-            raise InvalidInputError(f"{f}.metadata", "is larger than 8 KB")
-        metadata["scope"] = m.scope.value
-        return Message(
-            tenant_id=owner.tenant_id,
-            user_id=owner.user_id,
-            content=content,
-            timestamp=check_time(f"{f}.timestamp", m.timestamp) or now,
-            speaker=m.speaker,
-            role=m.role,
-            session_id=m.session_id,
-            agent_id=m.agent_id,
-            client_message_id=m.client_message_id,
-            metadata=metadata,
-        )
-
     async def add_messages(
         self,
         tenant_id: str,
@@ -282,13 +211,14 @@ class MemoryService:
         request_id: str | None = None,
         client_request_id: str | None = None,
     ) -> IngestResult:
-        owner = self._owner(tenant_id, user_id)
-        if not messages:
-            raise InvalidInputError("messages", "must contain at least one message")
-        if len(messages) > self.settings.max_messages_per_request:
-            raise InvalidInputError("messages", f"at most {self.settings.max_messages_per_request} per request")
-        now = utcnow()
-        msgs = [self._to_message(owner, i, m, now) for i, m in enumerate(messages)]
+        owner = check_owner(tenant_id, user_id)
+        msgs = check_messages(
+            owner,
+            messages,
+            utcnow(),
+            max_count=self.settings.max_messages_per_request,
+            max_bytes=self.settings.max_message_bytes,
+        )
         ids = {"request_id": request_id, "client_request_id": client_request_id}
         with self.telemetry.request(names.OPERATION_INGEST, tenant_id=tenant_id, user_id=user_id, **ids) as rec:
             result = await self.ingest.ingest(owner, msgs, rec, background=background)
@@ -320,45 +250,31 @@ class MemoryService:
         request_id: str | None = None,
         client_request_id: str | None = None,
     ) -> SearchResponse:
-        owner = self._owner(tenant_id, user_id)
+        owner = check_owner(tenant_id, user_id)
         check_query("query", query)
         check_int("limit", limit, 1, 100)
-        check_id("session_id", session_id, required=False)
-        check_id("agent_id", agent_id, required=False)
-        t_from, t_to = check_time("time_from", time_from), check_time("time_to", time_to)
-        if t_from and t_to and t_from > t_to:
-            raise InvalidInputError("time_from", "must not be after time_to")
+        flt = check_filter(
+            owner,
+            scopes=scopes,
+            session_id=session_id,
+            categories=categories,
+            kinds=kinds,
+            agent_id=agent_id,
+            time_from=time_from,
+            time_to=time_to,
+        )
         q = SearchQuery(
-            owner=owner,
+            filter=flt,
             text=query,
             limit=limit,
-            scopes=enum_set("scopes", Scope, scopes),
-            session_id=session_id,
-            categories=enum_set("categories", Category, categories),
-            kinds=enum_set("kinds", MemoryKind, kinds),
-            agent_id=agent_id,
-            time_from=t_from,
-            time_to=t_to,
             include_history=include_history,
             explain=explain,
             now=check_time("now", now),
         )
-        try:
-            cfg = config or (get_recipe(recipe) if recipe else None)
-        except ValueError as exc:
-            raise InvalidInputError("recipe", str(exc).removeprefix("recipe: ")) from None
+        cfg = config or check_recipe(recipe)
         ids = {"request_id": request_id, "client_request_id": client_request_id}
         with self.telemetry.request(names.OPERATION_SEARCH, tenant_id=tenant_id, user_id=user_id, **ids) as rec:
-            key = None if explain else _search_cache_key(q, cfg or self.retrieval_config)
-            if key is not None:
-                cached = await self.cache.get_search(owner, key)
-                if cached is not None:
-                    rec.fields["cache"] = "hit"
-                    return _response_from_cache(cached, self.retrieval.analyze(q, cfg or self.retrieval_config))
-            response = await self.retrieval.search(q, rec, cfg)
-            if key is not None and not response.degraded:
-                await self.cache.set_search(owner, key, _response_to_cache(response))
-            return response
+            return await self.cached_retrieval.search(q, rec, cfg)
 
     async def context(
         self,
@@ -386,7 +302,7 @@ class MemoryService:
 
     # -- memories -----------------------------------------------------------------------
     async def get_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
-        owner = self._owner(tenant_id, user_id)
+        owner = check_owner(tenant_id, user_id)
         check_id("memory_id", memory_id)
         memory = await self.store.get_memory(owner, memory_id)
         if memory is None:
@@ -394,7 +310,7 @@ class MemoryService:
         return memory
 
     async def history(self, tenant_id: str, user_id: str, memory_id: str) -> list[Memory]:
-        owner = self._owner(tenant_id, user_id)
+        owner = check_owner(tenant_id, user_id)
         check_id("memory_id", memory_id)
         chain = await self.store.get_chain(owner, memory_id)
         if not chain:
@@ -412,19 +328,14 @@ class MemoryService:
         event_time: datetime | None = None,
     ) -> Memory:
         """Write a new version of a current memory (the old one stays in its history)."""
-        owner = self._owner(tenant_id, user_id)
+        owner = check_owner(tenant_id, user_id)
         current = await self.get_memory(tenant_id, user_id, memory_id)
-        changes: dict[str, Any] = {}
-        if content is not None:
-            changes["content"] = check_text("content", content, self.settings.memory_max_bytes)
+        changes = check_update(
+            content=content, category=category, event_time=event_time, max_bytes=self.settings.memory_max_bytes
+        )
+        if "content" in changes:
             full, short = await self.encoder.encode_async([changes["content"]], Priority.QUERY)
             changes["embedding"], changes["embedding_short"] = full[0], short[0]
-        if category is not None:
-            changes["category"] = enum_value("category", Category, category)
-        if event_time is not None:
-            changes["event_time"] = check_time("event_time", event_time)
-        if not changes:
-            raise InvalidInputError("body", "nothing to update: give content, category or event_time")
         if current.kind is MemoryKind.RAW and "content" in changes:
             changes["kind"] = MemoryKind.FACT  # an edited message is no longer the raw message
         new = await self.store.write_version(owner, memory_id, current.next_version(**changes))
@@ -433,7 +344,7 @@ class MemoryService:
 
     async def delete_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
         """Soft delete: a tombstone version on top of the chain; history keeps the rest."""
-        owner = self._owner(tenant_id, user_id)
+        owner = check_owner(tenant_id, user_id)
         current = await self.get_memory(tenant_id, user_id, memory_id)
         tomb = await self.store.write_version(owner, memory_id, current.tombstone())
         await self.cache.invalidate(owner)
@@ -441,7 +352,7 @@ class MemoryService:
 
     async def forget_user(self, tenant_id: str, user_id: str) -> dict[str, int]:
         """Hard delete of everything of one user, in the store and the cache."""
-        owner = self._owner(tenant_id, user_id)
+        owner = check_owner(tenant_id, user_id)
         counts = await self.store.forget_user(owner)
         counts["cache_entries"] = await self.cache.forget_user(owner)
         self.retrieval.speakers.forget(owner)  # speaker names learnt from the user's memories
@@ -451,7 +362,7 @@ class MemoryService:
     async def list_memories(
         self, tenant_id: str, user_id: str, *, include_history: bool = False, limit: int = 100, after: str | None = None
     ) -> list[Memory]:
-        owner = self._owner(tenant_id, user_id)
+        owner = check_owner(tenant_id, user_id)
         check_int("limit", limit, 1, 1000)
         check_id("after", after, required=False)
         return await self.store.list_memories(owner, include_history=include_history, limit=limit, after_id=after)
@@ -464,7 +375,7 @@ class MemoryService:
         return await self.store.list_users(tenant_id, limit=limit, after_user_id=after)
 
     async def export(self, tenant_id: str, user_id: str, *, include_history: bool = True) -> AsyncIterator[Memory]:
-        owner = self._owner(tenant_id, user_id)
+        owner = check_owner(tenant_id, user_id)
         after: str | None = None
         while True:
             page = await self.store.list_memories(owner, include_history=include_history, limit=500, after_id=after)
@@ -475,7 +386,7 @@ class MemoryService:
             after = page[-1].id
 
     async def get_job(self, tenant_id: str, user_id: str, job_id: str) -> Job:
-        owner = self._owner(tenant_id, user_id)
+        owner = check_owner(tenant_id, user_id)
         check_id("job_id", job_id)
         job = await self.store.get_job(owner, job_id)
         if job is None:
@@ -507,48 +418,3 @@ class MemoryService:
             checks[f"cache:{self.cache.name}"] = await self.cache.health()
         return ready, checks
 
-
-def _search_cache_key(q: SearchQuery, cfg: RetrievalConfig) -> str:
-    """A digest of everything that determines a search's answer (the owner is in the cache key)."""
-    now = q.now or utcnow().replace(minute=0, second=0, microsecond=0)  # relative queries: hourly
-    parts = {
-        "text": q.text,
-        "limit": q.limit,
-        "scopes": sorted(q.scopes or []),
-        "session_id": q.session_id,
-        "categories": sorted(q.categories or []),
-        "kinds": sorted(q.kinds or []),
-        "agent_id": q.agent_id,
-        "time_from": q.time_from.isoformat() if q.time_from else None,
-        "time_to": q.time_to.isoformat() if q.time_to else None,
-        "history": q.include_history,
-        "now": now.isoformat(),
-        "config": cfg.model_dump(),
-    }
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _response_to_cache(response: SearchResponse) -> dict[str, Any]:
-    return {
-        "hits": [
-            {
-                "memory": memory_to_dict(h.memory),
-                "score": h.score,
-                "history": [memory_to_dict(m) for m in h.history],
-            }
-            for h in response.hits
-        ]
-    }
-
-
-def _response_from_cache(cached: dict[str, Any], analysis: QueryAnalysis) -> SearchResponse:
-    """A cached answer with its (cheap, deterministic, recomputed) query analysis."""
-    hits = [
-        SearchHit(
-            memory=memory_from_dict(h["memory"]),
-            score=float(h["score"]),
-            history=[memory_from_dict(m) for m in h["history"]],
-        )
-        for h in cached["hits"]
-    ]
-    return SearchResponse(hits=hits, analysis=analysis)

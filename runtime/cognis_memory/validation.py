@@ -1,19 +1,28 @@
 """Checks of caller input shared by every entry point (HTTP API, CLI, Python, MCP).
 
 Each check raises :class:`~cognis_memory.errors.InvalidInputError` naming the field, so every
-entry point answers a bad value the same way (422 over HTTP).
+entry point answers a bad value the same way (422 over HTTP). The field rules (ids, names, text,
+times, enums) come first; then the checks of whole requests that
+:class:`~cognis_memory.service.MemoryService` runs before it touches anything: the owner
+(:func:`check_owner`), submitted messages (:func:`check_messages`), a search's filter
+(:func:`check_filter`) and recipe (:func:`check_recipe`), and a memory update (:func:`check_update`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .domain import as_utc
+from .domain import Category, MemoryKind, Message, Owner, Scope, as_utc
 from .errors import InvalidInputError
+from .ingest.pipeline import RESERVED_METADATA_KEYS
+from .retrieval.config import RetrievalConfig, get_recipe
+from .stores.base import SearchFilter
 
 MIN_TIME = datetime(1900, 1, 1, tzinfo=UTC)
 MAX_TIME = datetime(2200, 1, 1, tzinfo=UTC)
@@ -28,6 +37,7 @@ MAX_QUERY_CHARS = 4096
 ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@+|=-]{0,127}")
 ID_RULE = "must be 1-128 characters: ASCII letters, digits and . _ - : @ + | = (starting with a letter, digit or _)"
 MAX_SPEAKER_CHARS = 200
+MAX_METADATA_JSON_CHARS = 8192
 
 
 def check_id(field_name: str, value: str | None, *, required: bool = True) -> None:
@@ -136,3 +146,138 @@ def enum_set(field_name: str, enum: type, values: Sequence[Any] | None) -> froze
     if values is None:
         return None
     return frozenset(enum_value(field_name, enum, v) for v in values)
+
+
+# -- whole requests ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class MessageIn:
+    """A message as a caller submits it (checked by :func:`check_messages`)."""
+
+    content: str
+    speaker: str | None = None
+    role: str = "user"
+    timestamp: datetime | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    client_message_id: str | None = None
+    scope: Scope = Scope.USER
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def check_owner(tenant_id: str, user_id: str) -> Owner:
+    check_id("tenant_id", tenant_id)
+    check_id("user_id", user_id)
+    return Owner(tenant_id, user_id)
+
+
+def check_metadata(field_name: str, metadata: Any) -> dict[str, Any]:
+    """A message's metadata: an object, no reserved key, at most MAX_METADATA_DEPTH deep, storable
+    by every store, at most 8 KB as JSON. Returns a copy."""
+    if not isinstance(metadata, dict):
+        raise InvalidInputError(field_name, "must be an object")
+    for k in metadata:  # in the caller's order, so the error names the first one
+        if k in RESERVED_METADATA_KEYS:
+            raise InvalidInputError(f"{field_name}.{k}", "is reserved for the service; use another key")
+    if metadata_depth(metadata) > MAX_METADATA_DEPTH:
+        raise InvalidInputError(field_name, f"is nested deeper than {MAX_METADATA_DEPTH} levels")
+    if (why := unstorable_text(metadata)) is not None:  # PostgreSQL jsonb refuses both (a 500 before)
+        raise InvalidInputError(field_name, why)
+    if len(json.dumps(metadata, default=str)) > MAX_METADATA_JSON_CHARS:
+        raise InvalidInputError(field_name, "is larger than 8 KB")
+    return dict(metadata)
+
+
+def check_message(owner: Owner, i: int, m: MessageIn, now: datetime, *, max_bytes: int) -> Message:
+    """The ``i``-th submitted message as the :class:`~cognis_memory.domain.Message` to store."""
+    f = f"messages[{i}]"
+    content = check_text(f"{f}.content", m.content, max_bytes)
+    check_id(f"{f}.client_message_id", m.client_message_id, required=False)
+    check_id(f"{f}.session_id", m.session_id, required=False)
+    check_id(f"{f}.agent_id", m.agent_id, required=False)
+    if m.speaker is not None:
+        check_name(f"{f}.speaker", m.speaker)
+        check_text(f"{f}.speaker", m.speaker, 4 * MAX_SPEAKER_CHARS)
+    if m.scope is Scope.CONTEXT and not m.session_id:
+        raise InvalidInputError(f"{f}.session_id", "is required for CONTEXT scope")
+    metadata = check_metadata(f"{f}.metadata", m.metadata)
+    metadata["scope"] = m.scope.value
+    return Message(
+        tenant_id=owner.tenant_id,
+        user_id=owner.user_id,
+        content=content,
+        timestamp=check_time(f"{f}.timestamp", m.timestamp) or now,
+        speaker=m.speaker,
+        role=m.role,
+        session_id=m.session_id,
+        agent_id=m.agent_id,
+        client_message_id=m.client_message_id,
+        metadata=metadata,
+    )
+
+
+def check_messages(
+    owner: Owner, messages: Sequence[MessageIn], now: datetime, *, max_count: int, max_bytes: int
+) -> list[Message]:
+    """A request's messages (1 to ``max_count``), each checked, as the messages to store."""
+    if not messages:
+        raise InvalidInputError("messages", "must contain at least one message")
+    if len(messages) > max_count:
+        raise InvalidInputError("messages", f"at most {max_count} per request")
+    return [check_message(owner, i, m, now, max_bytes=max_bytes) for i, m in enumerate(messages)]
+
+
+def check_filter(
+    owner: Owner,
+    *,
+    scopes: Sequence[Scope | str] | None = None,
+    session_id: str | None = None,
+    categories: Sequence[Category | str] | None = None,
+    kinds: Sequence[MemoryKind | str] | None = None,
+    agent_id: str | None = None,
+    time_from: datetime | None = None,
+    time_to: datetime | None = None,
+) -> SearchFilter:
+    """What a search may see, from the caller's filter fields."""
+    check_id("session_id", session_id, required=False)
+    check_id("agent_id", agent_id, required=False)
+    t_from, t_to = check_time("time_from", time_from), check_time("time_to", time_to)
+    if t_from and t_to and t_from > t_to:
+        raise InvalidInputError("time_from", "must not be after time_to")
+    return SearchFilter(
+        owner=owner,
+        scopes=enum_set("scopes", Scope, scopes),
+        session_id=session_id,
+        categories=enum_set("categories", Category, categories),
+        kinds=enum_set("kinds", MemoryKind, kinds),
+        agent_id=agent_id,
+        time_from=t_from,
+        time_to=t_to,
+    )
+
+
+def check_recipe(recipe: str | None) -> RetrievalConfig | None:
+    """The configuration of a named recipe, or None for none."""
+    if not recipe:
+        return None
+    try:
+        return get_recipe(recipe)
+    except ValueError as exc:
+        raise InvalidInputError("recipe", str(exc).removeprefix("recipe: ")) from None
+
+
+def check_update(
+    *, content: str | None, category: Category | str | None, event_time: datetime | None, max_bytes: int
+) -> dict[str, Any]:
+    """The fields a memory update changes (content, category, event_time); at least one."""
+    changes: dict[str, Any] = {}
+    if content is not None:
+        changes["content"] = check_text("content", content, max_bytes)
+    if category is not None:
+        changes["category"] = enum_value("category", Category, category)
+    if event_time is not None:
+        changes["event_time"] = check_time("event_time", event_time)
+    if not changes:
+        raise InvalidInputError("body", "nothing to update: give content, category or event_time")
+    return changes

@@ -128,10 +128,11 @@ def test_a_keyless_request_is_refused_before_its_body_is_read(real_server) -> No
 async def test_every_route_declares_read_or_write_access(make_service) -> None:
     """Authorization is a dependency declared per route, not derived from the route's name or method."""
     from cognis_memory.api.auth import read_access, write_access
+    from cognis_memory.api.routes import ROUTERS
 
     app = create_app(await make_service(start=False), manage_lifecycle=False)
     declared = {}
-    for route in app.routes:
+    for route in (r for router in ROUTERS for r in router.routes):
         path = getattr(route, "path", "")
         if not path.startswith("/v1/"):
             continue
@@ -140,6 +141,8 @@ async def test_every_route_declares_read_or_write_access(make_service) -> None:
         assert len(access) == 1, f"{route.methods} {path} declares {access or 'no access'}"
         for method in route.methods:
             declared[(method, path)] = "write" if write_access in access else "read"
+    published = {(m.upper(), p) for p, ops in app.openapi()["paths"].items() if p.startswith("/v1/") for m in ops}
+    assert published == set(declared), "every route the app serves under /v1/ comes from the route modules"
     assert declared[("POST", "/v1/users/{user_id}/search")] == "read"
     assert declared[("POST", "/v1/users/{user_id}/context")] == "read"
     assert declared[("POST", "/v1/users/{user_id}/messages")] == "write"

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ..domain import Category, Memory, MemoryKind, Owner, Scope, utcnow
+from ..domain import Memory, Owner, utcnow
 from ..errors import DependencyUnavailable
-from ..ingest.batching import Priority
-from ..ingest.embedding import MatryoshkaEncoder, normalise_rows
+from ..encoding.batching import Priority
+from ..encoding.encoder import MatryoshkaEncoder, normalise_rows
 from ..providers.base import Reranker
 from ..stores.base import MemoryStore, ScoredMemory, SearchFilter, VectorSearchResult
 from ..stores.cache import Cache
@@ -40,31 +40,18 @@ from .temporal import blend, temporal_score
 
 @dataclass(slots=True)
 class SearchQuery:
-    owner: Owner
+    """A search: its text, what it may see (``filter``, the owner included) and how to answer."""
+
+    filter: SearchFilter
     text: str
     limit: int = 10
-    scopes: frozenset[Scope] | None = None
-    session_id: str | None = None
-    categories: frozenset[Category] | None = None
-    kinds: frozenset[MemoryKind] | None = None
-    agent_id: str | None = None
-    time_from: datetime | None = None
-    time_to: datetime | None = None
     include_history: bool = False
     explain: bool = False
     now: datetime | None = None
 
-    def to_filter(self) -> SearchFilter:
-        return SearchFilter(
-            owner=self.owner,
-            scopes=self.scopes,
-            session_id=self.session_id,
-            categories=self.categories,
-            kinds=self.kinds,
-            agent_id=self.agent_id,
-            time_from=self.time_from,
-            time_to=self.time_to,
-        )
+    @property
+    def owner(self) -> Owner:
+        return self.filter.owner
 
 
 @dataclass(slots=True)
@@ -136,7 +123,7 @@ class RetrievalPipeline:
         self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None
     ) -> SearchResponse:
         cfg = config or self.config
-        flt = q.to_filter()
+        flt = q.filter
         with rec.stage("query_analysis"):
             analysis = self.analyze(q, cfg)
         degraded: list[str] = []

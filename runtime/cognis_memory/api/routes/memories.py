@@ -1,0 +1,65 @@
+"""``/v1/users/{user_id}/memories...``: list, read, version history, update (a new version), delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from ..auth import ReadKey, WriteKey
+from ..deps import Service
+from ..schemas import HistoryOut, MemoryListOut, MemoryOut, UpdateMemoryBody
+
+router = APIRouter(tags=["memories"])
+
+
+@router.get("/v1/users/{user_id}/memories", response_model=MemoryListOut, summary="List memories")
+async def list_memories(
+    user_id: str,
+    key: ReadKey,
+    service: Service,
+    include_history: bool = False,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after: str | None = None,
+):
+    page = await service.list_memories(key.tenant_id, user_id, include_history=include_history, limit=limit, after=after)
+    return MemoryListOut(
+        memories=[MemoryOut.of(m) for m in page], next_after=page[-1].id if len(page) == limit else None
+    )
+
+
+@router.get("/v1/users/{user_id}/memories/{memory_id}", response_model=MemoryOut)
+async def get_memory(user_id: str, memory_id: str, key: ReadKey, service: Service):
+    return MemoryOut.of(await service.get_memory(key.tenant_id, user_id, memory_id))
+
+
+@router.get(
+    "/v1/users/{user_id}/memories/{memory_id}/history",
+    response_model=HistoryOut,
+    summary="Every version of the memory's chain, oldest first",
+)
+async def memory_history(user_id: str, memory_id: str, key: ReadKey, service: Service):
+    return HistoryOut(versions=[MemoryOut.of(m) for m in await service.history(key.tenant_id, user_id, memory_id)])
+
+
+@router.patch("/v1/users/{user_id}/memories/{memory_id}", response_model=MemoryOut, summary="Write a new version of a memory")
+async def update_memory(user_id: str, memory_id: str, body: UpdateMemoryBody, key: WriteKey, service: Service):
+    return MemoryOut.of(
+        await service.update_memory(
+            key.tenant_id,
+            user_id,
+            memory_id,
+            content=body.content,
+            category=body.category,
+            event_time=body.event_time,
+        )
+    )
+
+
+@router.delete(
+    "/v1/users/{user_id}/memories/{memory_id}",
+    response_model=MemoryOut,
+    summary="Delete a memory (tombstone version; history kept)",
+)
+async def delete_memory(user_id: str, memory_id: str, key: WriteKey, service: Service):
+    return MemoryOut.of(await service.delete_memory(key.tenant_id, user_id, memory_id))

@@ -1,0 +1,52 @@
+"""``POST .../search`` (ranked memories) and ``POST .../context`` (the prompt block built from them)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from ..auth import ReadKey
+from ..deps import RequestIds, Service
+from ..schemas import ContextBody, ContextMemoryOut, ContextOut, MemoryOut, SearchBody, SearchHitOut, SearchOut
+
+router = APIRouter(tags=["search"])
+
+
+@router.post("/v1/users/{user_id}/search", response_model=SearchOut, summary="Search memories")
+async def search(user_id: str, body: SearchBody, key: ReadKey, service: Service, ids: RequestIds):
+    res = await service.search(key.tenant_id, user_id, body.query, **ids, **body.model_dump(exclude={"query"}))
+    return SearchOut(
+        results=[
+            SearchHitOut(
+                memory=MemoryOut.of(h.memory),
+                score=h.score,
+                scores=h.scores if body.explain else None,
+                history=[MemoryOut.of(v) for v in h.history],
+            )
+            for h in res.hits
+        ],
+        degraded=res.degraded,
+        query_analysis=res.analysis.to_dict(),
+        explain=res.explain,
+    )
+
+
+@router.post(
+    "/v1/users/{user_id}/context",
+    response_model=ContextOut,
+    summary="Relevant memories as a compact text block for a system prompt, sized to a token budget",
+)
+async def context(user_id: str, body: ContextBody, key: ReadKey, service: Service, ids: RequestIds):
+    block, res = await service.context(
+        key.tenant_id, user_id, body.message, **ids, **body.model_dump(exclude={"message"})
+    )
+    return ContextOut(
+        text=block.text,
+        tokens=block.tokens,
+        memories=[
+            ContextMemoryOut(memory=MemoryOut.of(i.memory), history=[MemoryOut.of(v) for v in i.history])
+            for i in block.items
+        ],
+        omitted=block.omitted,
+        degraded=res.degraded,
+        query_analysis=res.analysis.to_dict(),
+    )

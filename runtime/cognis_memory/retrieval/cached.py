@@ -1,0 +1,89 @@
+"""The retrieval pipeline behind the shared search-result cache.
+
+:class:`CachedRetrieval` has the pipeline's ``search`` and ``analyze``: a search whose answer is
+cached (same owner, text, filter, options, configuration and hour, for relative queries) is
+answered from the cache, with its query analysis recomputed (cheap and deterministic); any other
+is run and, unless degraded or explained, stored. Writes invalidate the owner's entries (the
+ingest pipeline and the service do that on the cache itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ..domain import utcnow
+from ..serialization import memory_from_dict, memory_to_dict
+from ..stores.cache import Cache
+from ..telemetry.recorder import StageRecorder
+from .config import RetrievalConfig
+from .pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse
+from .query_analysis import QueryAnalysis
+
+
+class CachedRetrieval:
+    def __init__(self, pipeline: RetrievalPipeline, cache: Cache) -> None:
+        self.pipeline, self.cache = pipeline, cache
+
+    def analyze(self, q: SearchQuery, config: RetrievalConfig | None = None) -> QueryAnalysis:
+        return self.pipeline.analyze(q, config)
+
+    async def search(self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None) -> SearchResponse:
+        key = None if q.explain else search_cache_key(q, config or self.pipeline.config)
+        if key is not None:
+            cached = await self.cache.get_search(q.owner, key)
+            if cached is not None:
+                rec.fields["cache"] = "hit"
+                return response_from_cache(cached, self.pipeline.analyze(q, config))
+        response = await self.pipeline.search(q, rec, config)
+        if key is not None and not response.degraded:
+            await self.cache.set_search(q.owner, key, response_to_cache(response))
+        return response
+
+
+def search_cache_key(q: SearchQuery, cfg: RetrievalConfig) -> str:
+    """A digest of everything that determines a search's answer (the owner is in the cache key)."""
+    now = q.now or utcnow().replace(minute=0, second=0, microsecond=0)  # relative queries: hourly
+    f = q.filter
+    parts = {
+        "text": q.text,
+        "limit": q.limit,
+        "scopes": sorted(f.scopes or []),
+        "session_id": f.session_id,
+        "categories": sorted(f.categories or []),
+        "kinds": sorted(f.kinds or []),
+        "agent_id": f.agent_id,
+        "time_from": f.time_from.isoformat() if f.time_from else None,
+        "time_to": f.time_to.isoformat() if f.time_to else None,
+        "history": q.include_history,
+        "now": now.isoformat(),
+        "config": cfg.model_dump(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def response_to_cache(response: SearchResponse) -> dict[str, Any]:
+    return {
+        "hits": [
+            {
+                "memory": memory_to_dict(h.memory),
+                "score": h.score,
+                "history": [memory_to_dict(m) for m in h.history],
+            }
+            for h in response.hits
+        ]
+    }
+
+
+def response_from_cache(cached: dict[str, Any], analysis: QueryAnalysis) -> SearchResponse:
+    """A cached answer with its query analysis."""
+    hits = [
+        SearchHit(
+            memory=memory_from_dict(h["memory"]),
+            score=float(h["score"]),
+            history=[memory_from_dict(m) for m in h["history"]],
+        )
+        for h in cached["hits"]
+    ]
+    return SearchResponse(hits=hits, analysis=analysis)
