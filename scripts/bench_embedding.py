@@ -327,7 +327,7 @@ def compare_models(args: argparse.Namespace) -> dict[str, Any]:
 
     texts = [m["content"] for _, sessions in locomo_sessions(None) for s in sessions for m in s][: args.texts]
     queries = [q for _, q, _ in locomo_questions(None)][: args.queries]
-    from cognis_memory.ingest.embedding import limit_cpu_threads
+    from cognis_memory.encoding.encoder import limit_cpu_threads
 
     reference = SentenceTransformerEmbedder()
     limit_cpu_threads(1)  # as the service runs it (two spinning torch threads are many times slower here)

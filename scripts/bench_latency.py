@@ -68,7 +68,7 @@ def build_service(db: Path, embedder: Any, args: argparse.Namespace) -> MemorySe
         telemetry=bc.RecordingTelemetry(),
     )
     if getattr(args, "torch_threads", 0):  # override what the encoder chose (for before/after figures)
-        from cognis_memory.ingest.embedding import limit_cpu_threads
+        from cognis_memory.encoding.encoder import limit_cpu_threads
 
         limit_cpu_threads(args.torch_threads)
     return svc

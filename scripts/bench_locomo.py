@@ -292,7 +292,7 @@ async def prefix_study(svc: MemoryService, convs: list[Conversation], args: argp
     import numpy as np
 
     from cognis_memory.domain import Owner
-    from cognis_memory.ingest.embedding import MatryoshkaEncoder, fit_variance_rotation
+    from cognis_memory.encoding.encoder import MatryoshkaEncoder, fit_variance_rotation
     from cognis_memory.stores.base import SearchFilter
     from cognis_memory.stores.numpy_index import UserVectorIndex
 

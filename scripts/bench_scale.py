@@ -111,7 +111,7 @@ def prefix_study(n: int, embedder: Any, synth: bc.SyntheticVectors, args: argpar
     import numpy as np
 
     from cognis_memory.domain import Owner
-    from cognis_memory.ingest.embedding import MatryoshkaEncoder, fit_variance_rotation
+    from cognis_memory.encoding.encoder import MatryoshkaEncoder, fit_variance_rotation
     from cognis_memory.stores.base import SearchFilter
     from cognis_memory.stores.numpy_index import UserVectorIndex
 

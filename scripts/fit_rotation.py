@@ -3,7 +3,7 @@
 Models that were not trained Matryoshka-style (all-MiniLM-L6-v2 among them) spread their
 signal over all dimensions, so the first ``embedding_dim_short`` dimensions are a weak
 shortlist. An orthogonal rotation onto the principal axes of representative vectors
-(:func:`cognis_memory.ingest.embedding.fit_variance_rotation`) puts the most variance in
+(:func:`cognis_memory.encoding.encoder.fit_variance_rotation`) puts the most variance in
 the first dimensions; cosine similarity of the full vectors is unchanged.
 
 Sample texts come from a text file (one per line), a JSON/JSONL file of messages
@@ -32,7 +32,7 @@ import bench_common as bc  # noqa: E402, F401 - sets the offline environment and
 import numpy as np  # noqa: E402
 
 from cognis_memory.config import Settings  # noqa: E402
-from cognis_memory.ingest.embedding import fit_variance_rotation  # noqa: E402
+from cognis_memory.encoding.encoder import fit_variance_rotation  # noqa: E402
 
 
 def read_texts(path: Path) -> list[str]:

@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from ..domain import Category
-from .embedding import MatryoshkaEncoder
+from ..encoding.encoder import MatryoshkaEncoder
 
 CATEGORY_DESCRIPTIONS: dict[Category, str] = {
     Category.PERSONAL_DETAILS: "personal details: name, age, birthday, where I live, my family background, identity",

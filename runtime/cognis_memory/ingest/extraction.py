@@ -26,8 +26,8 @@ import numpy as np
 from ..domain import Category, Memory, Owner, Scope, as_utc
 from ..providers.base import LLM, LLMOutputError
 from ..stores.base import MemoryStore, SearchFilter
-from .batching import Priority
-from .embedding import MatryoshkaEncoder
+from ..encoding.batching import Priority
+from ..encoding.encoder import MatryoshkaEncoder
 from .resolution import ResolvedMessage
 
 CONTEXT_SIZE = 10

@@ -27,8 +27,8 @@ from ..stores.base import MemoryStore
 from ..stores.cache import Cache
 from ..telemetry.recorder import StageRecorder
 from .categorizer import EmbeddingCategorizer
-from .batching import Priority
-from .embedding import MatryoshkaEncoder
+from ..encoding.batching import Priority
+from ..encoding.encoder import MatryoshkaEncoder
 from .extraction import Action, ContextAwareExtractor, ExtractionResult
 from .parts import part_id
 from .resolution import ResolvedMessage, resolve_parts

@@ -18,7 +18,7 @@ CPU this costs little: with one text per run the default int8 model embedded LoC
 0.76x and long LongMemEval turns at 1.04-1.18x the CPU-time rate of batches of 4-16.
 
 One ``InferenceSession`` is safe for concurrent ``run`` calls, so several worker threads may
-share an embedder (see :class:`cognis_memory.ingest.batching.EmbeddingBatcher`); each call uses
+share an embedder (see :class:`cognis_memory.encoding.batching.EmbeddingBatcher`); each call uses
 ``threads`` intra-op threads, without spin-waiting (on shared vCPUs spinning threads slow each
 other down).
 """
