@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -19,8 +20,8 @@ from typing import Any
 
 from .config import Settings
 from .domain import JobStatus, Scope
-from .serialization import memory_to_dict as _memory_json
 from .errors import CognisError, InvalidInputError
+from .serialization import memory_to_dict as _memory_json
 
 IMPORT_BATCH = 128
 
@@ -139,9 +140,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     base = f"http://{settings.host}:{settings.port}"
     inspector = f", inspector {base}/ui/" if settings.inspector else ""
     print(f"cognis-memory: serving {base} (API docs {base}/docs{inspector})", file=sys.stderr, flush=True)
-    uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level="warning", access_log=False, server_header=False
-    )
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False, server_header=False)
     return 0
 
 
@@ -248,15 +247,12 @@ def _import_settings(args: argparse.Namespace) -> Settings:
 
 def cmd_export(args: argparse.Namespace) -> int:
     async def run(svc):
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-        n = 0
-        try:
+        with contextlib.ExitStack() as stack:
+            out = stack.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
+            n = 0
             async for m in svc.export(args.tenant, args.user, include_history=not args.current_only):
                 out.write(json.dumps(_memory_json(m)) + "\n")
                 n += 1
-        finally:
-            if out is not sys.stdout:
-                out.close()
         return n
 
     n = asyncio.run(_with_service(args, run))

@@ -27,16 +27,16 @@ from typing import Any
 from .api_keys import LEGACY_LIST_KEY_NAME, MAX_KEY_LENGTH, hash_api_key, parse_api_key_list
 from .config import Settings
 from .domain import Category, Job, JobStatus, Memory, MemoryKind, Scope, utcnow
-from .errors import InvalidInputError, NotFoundError
-from .ingest.categorizer import EmbeddingCategorizer
 from .encoding.batching import Priority
 from .encoding.encoder import MatryoshkaEncoder
+from .errors import InvalidInputError, NotFoundError
+from .ingest.categorizer import EmbeddingCategorizer
 from .ingest.pipeline import IngestPipeline, IngestResult
 from .ingest.worker import JobWorker
-from .prompt_context import AssembledContext, assemble_context
+from .prompt_block import PromptBlock, build_prompt_block
 from .providers.base import LLM, Embedder, Reranker
-from .retrieval.config import RetrievalConfig, get_recipe
 from .retrieval.cached import CachedRetrieval
+from .retrieval.config import RetrievalConfig, get_recipe
 from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
 from .stores.base import ApiKeyRecord, MemoryStore, UserSummary
 from .stores.cache import Cache, NullCache
@@ -56,10 +56,10 @@ from .validation import (
     enum_value,
 )
 
-MAX_CONTEXT_TOKENS = 32000
+MAX_PROMPT_BLOCK_TOKENS = 32000
 
 
-__all__ = ["MAX_CONTEXT_TOKENS", "MemoryService", "MessageIn"]
+__all__ = ["MAX_PROMPT_BLOCK_TOKENS", "MemoryService", "MessageIn"]
 
 
 class MemoryService:
@@ -276,7 +276,7 @@ class MemoryService:
         with self.telemetry.request(names.OPERATION_SEARCH, tenant_id=tenant_id, user_id=user_id, **ids) as rec:
             return await self.cached_retrieval.search(q, rec, cfg)
 
-    async def context(
+    async def prompt_block(
         self,
         tenant_id: str,
         user_id: str,
@@ -287,18 +287,18 @@ class MemoryService:
         limit: int = 20,
         request_id: str | None = None,
         **search_options: Any,
-    ) -> tuple[AssembledContext, SearchResponse]:
+    ) -> tuple[PromptBlock, SearchResponse]:
         """The memories relevant to ``message`` as a text block of at most ``max_tokens`` (estimated)
         tokens, for a system prompt; history questions bring the earlier versions along
-        (see :mod:`cognis_memory.prompt_context`). ``search_options`` are :meth:`search`'s filters
+        (see :mod:`cognis_memory.prompt_block`). ``search_options`` are :meth:`search`'s filters
         and options (session_id, scopes, time_from, ...). Also returns the search it was built from."""
-        check_int("max_tokens", max_tokens, 50, MAX_CONTEXT_TOKENS)
+        check_int("max_tokens", max_tokens, 50, MAX_PROMPT_BLOCK_TOKENS)
         check_query("message", message)
         response = await self.search(tenant_id, user_id, message, limit=limit, request_id=request_id, **search_options)
-        assembled = assemble_context(
+        block = build_prompt_block(
             [(h.memory, h.history) for h in response.hits], max_tokens=max_tokens, with_ids=with_ids
         )
-        return assembled, response
+        return block, response
 
     # -- memories -----------------------------------------------------------------------
     async def get_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
@@ -417,4 +417,3 @@ class MemoryService:
         if self.cache.name != "none":
             checks[f"cache:{self.cache.name}"] = await self.cache.health()
         return ready, checks
-

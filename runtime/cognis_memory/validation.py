@@ -16,6 +16,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any
 
 from .domain import Category, MemoryKind, Message, Owner, Scope, as_utc
@@ -134,7 +135,7 @@ def check_text(field_name: str, value: str, max_bytes: int) -> str:
     return value
 
 
-def enum_value(field_name: str, enum: type, value: Any) -> Any:
+def enum_value(field_name: str, enum: type[Enum], value: Any) -> Any:
     try:
         return enum(value)
     except ValueError:
@@ -142,7 +143,7 @@ def enum_value(field_name: str, enum: type, value: Any) -> Any:
         raise InvalidInputError(field_name, f"unknown value {str(value)[:64]!r}; allowed: {allowed}") from None
 
 
-def enum_set(field_name: str, enum: type, values: Sequence[Any] | None) -> frozenset[Any] | None:
+def enum_set(field_name: str, enum: type[Enum], values: Sequence[Any] | None) -> frozenset[Any] | None:
     if values is None:
         return None
     return frozenset(enum_value(field_name, enum, v) for v in values)

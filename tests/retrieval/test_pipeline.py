@@ -15,7 +15,7 @@ import pytest
 from cognis_memory.domain import Memory, Owner
 from cognis_memory.errors import DependencyUnavailable
 from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
-from cognis_memory.retrieval.context import context_scores
+from cognis_memory.retrieval.session_neighbours import neighbour_scores
 from cognis_memory.retrieval.speakers import SpeakerDirectory
 from cognis_memory.service import MessageIn
 
@@ -154,14 +154,14 @@ def _mem(mid: str, session: str | None, minutes: float) -> Memory:
     )  # fmt: skip
 
 
-def test_context_scores_share_within_session_and_window() -> None:
+def test_neighbour_scores_share_within_session_and_window() -> None:
     mems = {m.id: m for m in [_mem("a", "s1", 0), _mem("b", "s1", 1), _mem("c", "s1", 120), _mem("d", "s2", 0),
                               _mem("e", None, 0)]}  # fmt: skip
     scores = {"a": 1.0, "b": 0.2, "c": 0.5, "d": 0.9, "e": 0.8}
-    ctx = context_scores(scores, mems, window_minutes=30)
+    ctx = neighbour_scores(scores, mems, window_minutes=30)
     assert ctx == {"a": 0.2, "b": 1.0, "c": 0.0, "d": 0.0, "e": 0.0}
     # a session entirely within the window: the best other member (top or runner-up)
-    ctx_all = context_scores(scores, mems, window_minutes=600)
+    ctx_all = neighbour_scores(scores, mems, window_minutes=600)
     assert ctx_all["a"] == 0.5 and ctx_all["b"] == 1.0 and ctx_all["c"] == 1.0
 
 

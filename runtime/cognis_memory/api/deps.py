@@ -5,6 +5,7 @@ Authorization is not here: each route declares :data:`~.auth.ReadKey` or :data:`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -17,13 +18,19 @@ def _service(request: Request) -> MemoryService:
     return request.app.state.service
 
 
-def _ids(request: Request) -> dict[str, str | None]:
+@dataclass(frozen=True, slots=True)
+class Ids:
     """The request's ids for the service's log line (set by the RequestContext middleware)."""
-    request_id, client_request_id = request_ids(request.scope)
-    return {"request_id": request_id, "client_request_id": client_request_id}
+
+    request_id: str
+    client_request_id: str | None
+
+
+def _ids(request: Request) -> Ids:
+    return Ids(*request_ids(request.scope))
 
 
 #: The :class:`MemoryService` the app was created with.
 Service = Annotated[MemoryService, Depends(_service)]
-#: ``{"request_id", "client_request_id"}`` to pass to the service's request-logging operations.
-RequestIds = Annotated[dict[str, str | None], Depends(_ids)]
+#: The request's ids, for the service's operations that log a line per request.
+RequestIds = Annotated[Ids, Depends(_ids)]

@@ -25,7 +25,6 @@ from ..errors import DependencyUnavailable
 from ..telemetry.emitter import Telemetry
 from ..validation import ID_PATTERN
 
-
 #: Headers on every response: no MIME sniffing of JSON bodies, and nothing carrying memories is cached
 #: by a browser or an intermediary.
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
@@ -112,7 +111,7 @@ class RequestContext:
 
         try:
             await self.app(scope, receive, send_with_headers)
-        except Exception as exc:  # noqa: BLE001 - answered here so that the connection stays usable
+        except Exception as exc:  # answered here so that the connection stays usable
             self.telemetry.log_error("unhandled_error", request_id=rid, error=exc)
             if started:  # part of a response is out: nothing valid can follow on this connection
                 raise

@@ -212,7 +212,7 @@ class EmbeddingBatcher:
                     n = end - start
                     self._deliver(r, r.order[start:end], vectors[offset : offset + n])
                     offset += n
-            except Exception as exc:  # noqa: BLE001 - handed to every waiting caller of this call
+            except Exception as exc:  # handed to every waiting caller of this call
                 for r, _, _ in slices:  # a caller is never left waiting on a dead call
                     self._fail(r, exc)
 

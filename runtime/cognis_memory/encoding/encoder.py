@@ -93,11 +93,10 @@ class MatryoshkaEncoder:
         if not 0 < dim_short <= self.dim:
             raise ValueError(f"embedding_dim_short: must be between 1 and {self.dim}, got {dim_short}")
         self.dim_short = dim_short
-        if isinstance(rotation, (str, Path)):
-            rotation = np.load(rotation)
-        if rotation is not None and rotation.shape != (embedder.dim, embedder.dim):
-            raise ValueError(f"rotation: expected a {embedder.dim}x{embedder.dim} matrix, got {rotation.shape}")
-        self.rotation = None if rotation is None else rotation.astype(np.float32)
+        matrix = np.load(rotation) if isinstance(rotation, (str, Path)) else rotation
+        if matrix is not None and matrix.shape != (embedder.dim, embedder.dim):
+            raise ValueError(f"rotation: expected a {embedder.dim}x{embedder.dim} matrix, got {matrix.shape}")
+        self.rotation = None if matrix is None else matrix.astype(np.float32)
         self.batcher = batcher or EmbeddingBatcher(embedder)
         self.query_cache = query_cache or QueryVectorCache()
 

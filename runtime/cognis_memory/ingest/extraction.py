@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from ..domain import Category, Memory, Owner, Scope, as_utc
-from ..providers.base import LLM, LLMOutputError
-from ..stores.base import MemoryStore, SearchFilter
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder
+from ..providers.base import LLM, LLMOutputError
+from ..stores.base import MemoryStore, SearchFilter
 from .resolution import ResolvedMessage
 
 CONTEXT_SIZE = 10
@@ -162,6 +162,7 @@ class ContextAwareExtractor:
         by_id: dict[str, str] = {}
         context_lines: list[str] = []
         for i, f in enumerate(facts):
+            assert f.embedding is not None  # embedded by the stage before
             hits = await self.store.vector_search(
                 SearchFilter(owner), f.embedding, None, limit=self.context_size, shortlist=self.context_size
             )
@@ -173,7 +174,9 @@ class ContextAwareExtractor:
                     alias_of[alias] = h.memory
                     by_id[h.memory.id] = alias
                 lines.append(f"  - {alias}: {h.memory.content}")
-            context_lines.append(f"fact {i}: {f.content}\n" + ("\n".join(lines) if lines else "  (no similar memories)"))
+            context_lines.append(
+                f"fact {i}: {f.content}\n" + ("\n".join(lines) if lines else "  (no similar memories)")
+            )
         answer = await self.llm.generate_structured(
             system=DECIDE_SYSTEM,
             prompt="\n".join(context_lines),

@@ -77,7 +77,9 @@ def _pieces(text: str, boundary: re.Pattern[str]) -> list[str]:
 
 
 def _hard_cut(text: str, max_bytes: int) -> list[str]:
-    out, current, size = [], [], 0
+    out: list[str] = []
+    current: list[str] = []
+    size = 0
     for ch in text:
         n = _size(ch)
         if size + n > max_bytes:

@@ -21,19 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain import Job, Memory, MemoryKind, Message, Owner, Scope, new_id
+from ..encoding.batching import Priority
+from ..encoding.encoder import MatryoshkaEncoder
 from ..errors import ConflictError, DependencyUnavailable, NotFoundError
 from ..providers.base import LLM, LLMOutputError
 from ..stores.base import MemoryStore
 from ..stores.cache import Cache
 from ..telemetry.recorder import StageRecorder
 from .categorizer import EmbeddingCategorizer
-from ..encoding.batching import Priority
-from ..encoding.encoder import MatryoshkaEncoder
 from .extraction import Action, ContextAwareExtractor, ExtractionResult
 from .parts import part_id
 from .resolution import ResolvedMessage, resolve_parts
 from .supersession import mark_superseded
-
 
 #: Message metadata key holding the id its raw memory gets. Always generated here, before the
 #: message is saved; a caller can never choose it (the service refuses reserved keys).

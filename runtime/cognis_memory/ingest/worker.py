@@ -50,7 +50,7 @@ class JobWorker:
             with self.telemetry.operation_span(names.OPERATION_INGEST, rec, request_id=job.id, tenant_id=job.tenant_id):
                 job.result = await self.pipeline.run_job(job, rec)
             job.status, job.last_error = JobStatus.DONE, None
-        except Exception as exc:  # noqa: BLE001 - any failure is recorded on the job and retried
+        except Exception as exc:  # any failure is recorded on the job and retried
             job.last_error = f"{type(exc).__name__}: {exc}"[:2000]
             if job.attempts >= job.max_attempts:
                 job.status = JobStatus.DEAD
@@ -72,7 +72,7 @@ class JobWorker:
         while not self._stop.is_set():
             try:
                 job = await self.run_once()
-            except Exception as exc:  # noqa: BLE001 - store hiccup: log, wait, continue
+            except Exception as exc:  # store hiccup: log, wait, continue
                 self.telemetry.log_error("ingest_worker_error", request_id=None, error=exc)
                 job = None
             if job is None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .onnx_embedder import load_tokenizer, token_key
+from .onnx_embedder import DEFAULT_MAX_TOKENS, load_tokenizer, token_key
 
 
 def default_model_path() -> Path:
@@ -52,11 +52,16 @@ class SentenceTransformerEmbedder:
         self._lock = threading.Lock()  # the torch module is not safe for concurrent forward passes
         self.name = model_path.name if model_path.name != "model" else model_path.parent.name
         dim = self._model.get_embedding_dimension() if hasattr(self._model, "get_embedding_dimension") else None
-        self.dim = int(dim or self._model.get_sentence_embedding_dimension())
+        dim = dim or self._model.get_sentence_embedding_dimension()
+        if dim is None:
+            raise RuntimeError(f"{model_path}: the model does not say its embedding dimension")
+        self.dim = int(dim)
         tokenizer_file = model_path / "tokenizer.json"
         # A tokenizer of our own for input_key: the model's is not safe to share with the forward pass.
         self._key_tokenizer = (
-            load_tokenizer(tokenizer_file, self._model.max_seq_length) if tokenizer_file.is_file() else None
+            load_tokenizer(tokenizer_file, self._model.max_seq_length or DEFAULT_MAX_TOKENS)
+            if tokenizer_file.is_file()
+            else None
         )
 
     def input_key(self, text: str) -> str:

@@ -3,7 +3,7 @@
 Two measured additions sit between the stages when the recipe enables them (the
 ``default`` recipe does): speaker-aware queries after stage 1 (:mod:`.speakers`: names of
 the user's speakers leave the embedded and keyword query and boost those speakers'
-memories after fusion) and conversation-context expansion after stage 4 (:mod:`.context`).
+memories after fusion) and session-neighbour expansion after stage 4 (:mod:`.session_neighbours`).
 
 Plain async Python over the store, encoder, reranker and cache protocols: no web framework
 and no concrete backend. Every stage is timed into the request's :class:`StageRecorder`;
@@ -14,6 +14,7 @@ it under ``degraded``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,19 +22,19 @@ from typing import Any
 import numpy as np
 
 from ..domain import Memory, Owner, utcnow
-from ..errors import DependencyUnavailable
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder, normalise_rows
+from ..errors import DependencyUnavailable
 from ..providers.base import Reranker
 from ..stores.base import MemoryStore, ScoredMemory, SearchFilter, VectorSearchResult
 from ..stores.cache import Cache
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
-from .context import context_scores
+from .current_state import order_by_state
 from .dedup import dedup_indices
 from .fusion import min_max_normalise, weighted_rrf
-from .current_state import order_by_state
 from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names, without_state_words
+from .session_neighbours import neighbour_scores
 from .speakers import SpeakerDirectory
 from .temporal import blend, temporal_score
 
@@ -116,12 +117,13 @@ class RetrievalPipeline:
         if not cfg.query_analysis:
             return QueryAnalysis("none")
         return analyze_query(
-            q.text, q.now or utcnow(), default_window_days=cfg.temporal_window_days, state_from_tense=cfg.state_from_tense
+            q.text,
+            q.now or utcnow(),
+            default_window_days=cfg.temporal_window_days,
+            state_from_tense=cfg.state_from_tense,
         )
 
-    async def search(
-        self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None
-    ) -> SearchResponse:
+    async def search(self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None) -> SearchResponse:
         cfg = config or self.config
         flt = q.filter
         with rec.stage("query_analysis"):
@@ -204,7 +206,7 @@ class RetrievalPipeline:
                 }
         if cfg.context and cfg.context_weight > 0 and base:
             with rec.stage("context"):
-                ctx = context_scores(base, candidates, window_minutes=cfg.context_window_minutes)
+                ctx = neighbour_scores(base, candidates, window_minutes=cfg.context_window_minutes)
                 base = {d: s + cfg.context_weight * ctx[d] for d, s in base.items()}
                 for d, c in ctx.items():
                     if c:
@@ -214,11 +216,11 @@ class RetrievalPipeline:
         if cfg.temporal_boost and analysis.is_temporal and final:
             with rec.stage("temporal_boost"):
                 norm = min_max_normalise(base)
-                for doc, base in norm.items():
+                for doc, fused_norm in norm.items():
                     mem = candidates[doc]
                     if analysis.temporal == "when":
                         t = 1.0 if mem.event_time is not None else 0.0
-                        final[doc] = blend(base, t, cfg.when_weight)
+                        final[doc] = blend(fused_norm, t, cfg.when_weight)
                     else:
                         assert analysis.target_start and analysis.target_end and analysis.window_days
                         t = temporal_score(
@@ -228,8 +230,8 @@ class RetrievalPipeline:
                             window_days=analysis.window_days,
                             floor=cfg.temporal_floor,
                         )
-                        final[doc] = blend(base, t, cfg.temporal_weight)
-                    explain[doc].update(fused_norm=base, temporal=t, final=final[doc])
+                        final[doc] = blend(fused_norm, t, cfg.temporal_weight)
+                    explain[doc].update(fused_norm=fused_norm, temporal=t, final=final[doc])
         ranked = sorted(final, key=lambda d: (-final[d], d))
 
         if cfg.dedup and ranked:
@@ -259,10 +261,10 @@ class RetrievalPipeline:
         if cfg.history and (analysis.history or q.include_history) and hits:
             with rec.stage("version_chain"):
                 # a first version has no earlier versions: no store round trip for it
-                walk = [h for h in hits if h.memory.version > 1 or h.memory.replaces_id is not None]
-                chains = await asyncio.gather(*(self.store.get_chain(q.owner, h.memory.id) for h in walk))
-                for h, chain in zip(walk, chains, strict=True):
-                    h.history = [m for m in chain if m.version < h.memory.version]
+                walk = [hit for hit in hits if hit.memory.version > 1 or hit.memory.replaces_id is not None]
+                chains = await asyncio.gather(*(self.store.get_chain(q.owner, hit.memory.id) for hit in walk))
+                for hit, chain in zip(walk, chains, strict=True):
+                    hit.history = [m for m in chain if m.version < hit.memory.version]
 
         rec.fields.update(results_final=len(hits), temporal_query=analysis.is_temporal, history_query=analysis.history)
         if names:
@@ -301,7 +303,7 @@ class RetrievalPipeline:
         for d, first in below.items():
             final[first] = max(final[first], final[d])
             explain.setdefault(d, {})["state_rank_below"] = float(out.index(first) + 1)
-        for prev, d in zip(out, out[1:]):
+        for prev, d in itertools.pairwise(out):
             final[d] = min(final[d], final[prev])
         return out
 

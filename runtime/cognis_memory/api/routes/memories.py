@@ -22,7 +22,9 @@ async def list_memories(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     after: str | None = None,
 ):
-    page = await service.list_memories(key.tenant_id, user_id, include_history=include_history, limit=limit, after=after)
+    page = await service.list_memories(
+        key.tenant_id, user_id, include_history=include_history, limit=limit, after=after
+    )
     return MemoryListOut(
         memories=[MemoryOut.of(m) for m in page], next_after=page[-1].id if len(page) == limit else None
     )
@@ -42,7 +44,9 @@ async def memory_history(user_id: str, memory_id: str, key: ReadKey, service: Se
     return HistoryOut(versions=[MemoryOut.of(m) for m in await service.history(key.tenant_id, user_id, memory_id)])
 
 
-@router.patch("/v1/users/{user_id}/memories/{memory_id}", response_model=MemoryOut, summary="Write a new version of a memory")
+@router.patch(
+    "/v1/users/{user_id}/memories/{memory_id}", response_model=MemoryOut, summary="Write a new version of a memory"
+)
 async def update_memory(user_id: str, memory_id: str, body: UpdateMemoryBody, key: WriteKey, service: Service):
     return MemoryOut.of(
         await service.update_memory(

@@ -26,7 +26,8 @@ async def add_messages(
         user_id,
         [MessageIn(**m.model_dump()) for m in body.messages],
         background=body.mode == "async",
-        **ids,
+        request_id=ids.request_id,
+        client_request_id=ids.client_request_id,
     )
     if result.job is not None:
         response.status_code = 202

@@ -13,7 +13,14 @@ router = APIRouter(tags=["search"])
 
 @router.post("/v1/users/{user_id}/search", response_model=SearchOut, summary="Search memories")
 async def search(user_id: str, body: SearchBody, key: ReadKey, service: Service, ids: RequestIds):
-    res = await service.search(key.tenant_id, user_id, body.query, **ids, **body.model_dump(exclude={"query"}))
+    res = await service.search(
+        key.tenant_id,
+        user_id,
+        body.query,
+        request_id=ids.request_id,
+        client_request_id=ids.client_request_id,
+        **body.model_dump(exclude={"query"}),
+    )
     return SearchOut(
         results=[
             SearchHitOut(
@@ -36,8 +43,13 @@ async def search(user_id: str, body: SearchBody, key: ReadKey, service: Service,
     summary="Relevant memories as a compact text block for a system prompt, sized to a token budget",
 )
 async def context(user_id: str, body: ContextBody, key: ReadKey, service: Service, ids: RequestIds):
-    block, res = await service.context(
-        key.tenant_id, user_id, body.message, **ids, **body.model_dump(exclude={"message"})
+    block, res = await service.prompt_block(
+        key.tenant_id,
+        user_id,
+        body.message,
+        request_id=ids.request_id,
+        client_request_id=ids.client_request_id,
+        **body.model_dump(exclude={"message"}),
     )
     return ContextOut(
         text=block.text,

@@ -1,4 +1,7 @@
-"""Context assembly: search hits turned into a compact text block for an agent's system prompt.
+"""The prompt block: search hits turned into a compact text block for an agent's system prompt.
+
+(What ``POST /v1/users/{user_id}/context``, :meth:`MemoryService.prompt_block
+<cognis_memory.service.MemoryService.prompt_block>` and the clients' ``context`` return.)
 
 The block lists the most relevant memories first, one line each, with the date the thing
 happened (``event_time``) or, failing that, the date it was said. For history questions
@@ -53,17 +56,17 @@ def estimate_tokens(text: str) -> int:
 
 
 @dataclass(slots=True)
-class ContextItem:
+class PromptBlockItem:
     memory: Memory
     history: list[Memory] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
-class AssembledContext:
+class PromptBlock:
     text: str
     tokens: int
-    items: list[ContextItem]
+    items: list[PromptBlockItem]
     omitted: int = 0  # hits left out because the budget was spent
 
 
@@ -109,22 +112,22 @@ def history_lines(history: Sequence[Memory]) -> list[str]:
     return out
 
 
-def assemble_context(
+def build_prompt_block(
     hits: Sequence[tuple[Memory, Sequence[Memory]]],
     *,
     max_tokens: int,
     with_ids: bool = False,
     count_tokens: Callable[[str], int] = estimate_tokens,
     header: str = HEADER,
-) -> AssembledContext:
+) -> PromptBlock:
     """Pack ``(memory, earlier versions)`` pairs, best first, into at most ``max_tokens`` tokens."""
     if max_tokens < 1:
         raise ValueError("max_tokens must be positive")
     if not hits:
-        return AssembledContext(text="", tokens=0, items=[])
+        return PromptBlock(text="", tokens=0, items=[])
     lines = [OPEN, header]
     used = count_tokens(f"{OPEN}\n{header}\n{CLOSE}")
-    items: list[ContextItem] = []
+    items: list[PromptBlockItem] = []
     omitted = 0
     for memory, history in hits:
         main = memory_line(memory, with_id=with_ids)
@@ -134,11 +137,11 @@ def assemble_context(
             if used + cost <= max_tokens:
                 lines.extend(candidate)
                 used += cost
-                items.append(ContextItem(memory=memory, history=kept, lines=candidate))
+                items.append(PromptBlockItem(memory=memory, history=kept, lines=candidate))
                 break
         else:
             omitted += 1
     if not items:
-        return AssembledContext(text="", tokens=0, items=[], omitted=omitted)
+        return PromptBlock(text="", tokens=0, items=[], omitted=omitted)
     lines.append(CLOSE)
-    return AssembledContext(text="\n".join(lines), tokens=used, items=items, omitted=omitted)
+    return PromptBlock(text="\n".join(lines), tokens=used, items=items, omitted=omitted)

@@ -1,4 +1,7 @@
-"""Conversation-context expansion: memories said next to a strong match share its score.
+"""Session-neighbour expansion: memories said next to a strong match share its score.
+
+(Called "conversation context" in the recipes: the ``context``/``context_weight`` fields of
+:class:`~.config.RetrievalConfig` and the ``context`` stage of the logs, metrics and ``explain``.)
 
 An answer is often split over turns: a question and its reply, a statement and the
 follow-up that names the thing. A turn that matches the query lends part of its score to
@@ -20,7 +23,7 @@ from collections.abc import Mapping
 from ..domain import Memory
 
 
-def context_scores(
+def neighbour_scores(
     scores: Mapping[str, float], memories: Mapping[str, Memory], *, window_minutes: float
 ) -> dict[str, float]:
     """For each candidate, the best score of another candidate said near it in its session (0 if none)."""
