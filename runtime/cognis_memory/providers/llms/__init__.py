@@ -1,0 +1,33 @@
+"""Chat models that answer with JSON matching a schema: Bedrock Converse and OpenAI-compatible HTTP.
+
+One module per provider (:mod:`.bedrock`, :mod:`.openai_compatible`) and the answer checks they
+share (:mod:`.structured`); every name stays importable from ``cognis_memory.providers.llms`` (the
+provider registry points at ``cognis_memory.providers.llms:<Class>``).
+
+Both implement :class:`cognis_memory.providers.base.LLM`. Failures are split the way the ingest
+pipeline needs them:
+
+* the model could not be reached, was throttled, failed server-side or timed out ->
+  :class:`~cognis_memory.errors.DependencyUnavailable` (``dependency="llm"``; the job is retried);
+* the request was refused for a configuration reason (credentials, IAM, model access, unknown
+  model, unsupported parameter) -> also ``DependencyUnavailable``, whose message starts with
+  ``"configuration problem:"`` because retrying will not help until someone fixes the settings;
+* the model answered, but not with the requested structure -> :class:`LLMOutputError`.
+
+Answers are checked with :func:`validate_json_schema`, a small validator for the subset of JSON
+Schema the pipelines' schemas use, so the runtime does not depend on ``jsonschema``.
+"""
+
+from __future__ import annotations
+
+from .bedrock import BedrockConverseLLM
+from .openai_compatible import OpenAICompatibleLLM
+from .structured import CONFIG_PREFIX, extract_json_text, validate_json_schema
+
+__all__ = [
+    "CONFIG_PREFIX",
+    "BedrockConverseLLM",
+    "OpenAICompatibleLLM",
+    "extract_json_text",
+    "validate_json_schema",
+]
