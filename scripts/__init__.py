@@ -1,1 +1,1 @@
-"""Developer and CI scripts (importable from the repository root: ``python -m scripts.local_servers``)."""
+"""Developer and CI scripts (``python scripts/<name>.py``; the helpers they share are the installed ``cognis_dev``)."""

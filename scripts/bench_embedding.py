@@ -57,8 +57,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_common as bc  # noqa: E402
+from cognis_dev import bench_common as bc  # noqa: E402
 
 DATA = bc.REPO.parent / "shared" / "data"
 LOCOMO = DATA / "locomo10.json"
@@ -354,7 +353,7 @@ def compare_models(args: argparse.Namespace) -> dict[str, Any]:
                 timings[name].setdefault(f"{label}_wall", []).append((time.perf_counter() - t0) / count)
                 timings[name].setdefault(f"{label}_cpu", []).append((time.process_time() - c0) / count)
     for name, r in rows.items():
-        t = {k: statistics.median(v) for k, v in timings[name].items()}
+        t = {k: bc.percentile(v, 50) for k, v in timings[name].items()}
         r.update(query_ms=round(t["query_wall"] * 1000, 2), query_cpu_ms=round(t["query_cpu"] * 1000, 2),
                  batch32_texts_s=round(1 / t["batch32_wall"], 1),
                  batch32_texts_per_cpu_s=round(1 / t["batch32_cpu"], 1))  # fmt: skip
@@ -463,7 +462,7 @@ def speed_table(results: dict[str, list[dict[str, Any]]]) -> tuple[str, dict[str
         medians = {}
         for n in names:
             vals = [v for v in (_get(r, path) for r in results[n]) if v is not None]
-            medians[n] = statistics.median(vals) if vals else None
+            medians[n] = bc.percentile(vals, 50) if vals else None
         if all(v is None for v in medians.values()):
             continue
         base = medians[names[0]]

@@ -34,8 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_common as bc  # noqa: E402
+from cognis_dev import bench_common as bc  # noqa: E402
 
 from cognis_memory.config import Settings  # noqa: E402
 from cognis_memory.service import MemoryService, MessageIn  # noqa: E402

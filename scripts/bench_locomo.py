@@ -42,8 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_common as bc  # noqa: E402
+from cognis_dev import bench_common as bc  # noqa: E402
 
 from cognis_memory.config import Settings  # noqa: E402
 from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES  # noqa: E402

@@ -38,8 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_common as bc  # noqa: E402
+from cognis_dev import bench_common as bc  # noqa: E402
 import bench_latency as bl  # noqa: E402
 
 TENANT = bl.TENANT

@@ -13,7 +13,7 @@ after a warm-up in which every user is touched once (loading the embedded store'
 * keyword: BM25 of two vocabulary words, top --limit.
 
 It prints p50/p95/p99 per store per size, the load times, and the dual/embedded ratio at p95.
-Servers are started on 127.0.0.1 with scripts.local_servers (or pass --postgres-dsn/--opensearch-url).
+Servers are started on 127.0.0.1 with cognis_dev.local_servers (or pass --postgres-dsn/--opensearch-url).
 
     .venv/bin/python scripts/bench_stores.py --sizes 10000,100000 --queries 300 --json bench.json
 """
@@ -37,12 +37,10 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from cognis_dev.bench_common import percentile
 
-from cognis_memory.domain import Category, Memory, MemoryKind, Owner, Scope  # noqa: E402
-from cognis_memory.stores.base import SearchFilter  # noqa: E402
+from cognis_memory.domain import Category, Memory, MemoryKind, Owner, Scope
+from cognis_memory.stores.base import SearchFilter
 
 STORES = ("embedded", "dual", "opensearch")
 
@@ -93,10 +91,6 @@ def make_corpus(n: int, per_user: int, dim: int, dim_short: int, seed: int) -> t
     return out, users
 
 
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
-
-
 @dataclass
 class Result:
     store: str
@@ -112,8 +106,8 @@ class Result:
             "store": self.store,
             "size": self.size,
             "load_s": round(self.load_s, 2),
-            "vector_ms": {f"p{q}": round(pct(self.vector_ms, q), 3) for q in (50, 95, 99)},
-            "keyword_ms": {f"p{q}": round(pct(self.keyword_ms, q), 3) for q in (50, 95, 99)},
+            "vector_ms": {f"p{q}": round(percentile(self.vector_ms, q), 3) for q in (50, 95, 99)},
+            "keyword_ms": {f"p{q}": round(percentile(self.keyword_ms, q), 3) for q in (50, 95, 99)},
             "mean_vector_hits": round(self.vector_hits, 2),
             "mean_keyword_hits": round(self.keyword_hits, 2),
             "queries": len(self.vector_ms),
@@ -251,14 +245,14 @@ async def main_async(args: argparse.Namespace) -> int:
     pg_dsn, os_url = args.postgres_dsn, args.opensearch_url
     try:
         if "dual" in kinds and not pg_dsn:
-            from scripts.local_servers import PostgresServer
+            from cognis_dev.local_servers import PostgresServer
 
             pg = PostgresServer(settings={"shared_buffers": "1GB", "maintenance_work_mem": "1GB",
                                           "effective_cache_size": "4GB"}, die_with_parent=True)  # fmt: skip
             servers.append(pg.start())
             pg_dsn = pg.dsn
         if ({"dual", "opensearch"} & set(kinds)) and not os_url:
-            from scripts.local_servers import OpenSearchServer
+            from cognis_dev.local_servers import OpenSearchServer
 
             osrv = OpenSearchServer(heap=args.opensearch_heap, die_with_parent=True)
             servers.append(osrv.start())

@@ -48,8 +48,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_common as bc  # noqa: E402
+from cognis_dev import bench_common as bc  # noqa: E402
 
 from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS  # noqa: E402
 from cognis_memory.service import MemoryService, MessageIn  # noqa: E402

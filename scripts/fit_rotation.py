@@ -26,8 +26,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_common as bc  # noqa: E402, F401 - sets the offline environment and the import path
+from cognis_dev import bench_common as bc  # noqa: E402, F401 - sets the offline environment and the import path
 
 import numpy as np  # noqa: E402
 

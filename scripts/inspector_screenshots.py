@@ -1,8 +1,10 @@
 """Screenshots of the memory inspector for the README, taken the way the browser tests drive it:
 a real ``cognis-memory serve`` with the demo conversation, Debian's headless chromium.
 
-    .venv/bin/python scripts/inspector_screenshots.py            # writes docs/img/inspector-*.png
-    .venv/bin/python scripts/inspector_screenshots.py --out /tmp
+    .venv/bin/python -m scripts.inspector_screenshots            # writes docs/img/inspector-*.png
+    .venv/bin/python -m scripts.inspector_screenshots --out /tmp
+
+(from the repository root: it drives the inspector with the browser tests' harness, ``tests.ui.harness``).
 
 Needs ``bash scripts/setup.sh --servers`` (chromium and chromium-driver).
 """
@@ -14,10 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.ui.harness import (  # noqa: E402
+from cognis_dev.processes import REPO as ROOT
+from tests.ui.harness import (
     DEMO_USER,
     READ_KEY,
     WRITE_KEY,

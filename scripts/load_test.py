@@ -5,7 +5,7 @@
     .venv/bin/python scripts/load_test.py --store dual --json /tmp/load-dual.json
 
 For each store it starts what it needs on 127.0.0.1 (PostgreSQL + pgvector and OpenSearch via
-``scripts.local_servers`` for ``dual``, unless ``--postgres-dsn``/``--opensearch-url`` are given),
+``cognis_dev.local_servers`` for ``dual``, unless ``--postgres-dsn``/``--opensearch-url`` are given),
 then ``cognis-memory serve`` as a subprocess with its own data directory, seeds ``--users``
 users, and runs ``--clients`` concurrent clients for ``--duration`` seconds: each request is a
 search (``--search-ratio``, default 80 %) or an add of one message with a unique
@@ -26,24 +26,19 @@ import os
 import random
 import re
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from scripts.local_servers._base import free_port  # noqa: E402
+from cognis_dev.bench_common import percentile
+from cognis_dev.processes import ServeProcess
 
 KEY, TENANT = "load-test-key-0123456789", "load"
 WORDS = (
@@ -51,85 +46,6 @@ WORDS = (
     "garden chess hiking bread camera violin sailing pottery cinema football yoga kayak tango poetry"
 ).split()
 CMID = re.compile(r"ld-\d+-\d+")
-
-
-# -- the server under test --------------------------------------------------------------------------
-class ServeProcess:
-    """``python -m cognis_memory serve`` on 127.0.0.1 with the given COGNIS_* environment."""
-
-    def __init__(
-        self, env: dict[str, str], *, log_path: Path, port: int | None = None, start_timeout_s: float = 180
-    ) -> None:
-        self.port = port or free_port()
-        self.env = env
-        self.log_path = log_path
-        self.start_timeout_s = start_timeout_s
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> ServeProcess:
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "COGNIS_METRICS_ENABLED": "false",
-               "COGNIS_LOG_LEVEL": "WARNING", **self.env}  # fmt: skip
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cognis_memory", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-            env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            cwd=str(REPO),
-        )  # fmt: skip
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"serve exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.kill()
-        raise RuntimeError(f"serve did not answer /health within {self.start_timeout_s}s:\n{self.log_tail()}")
-
-    def kill(self) -> None:
-        """SIGKILL of the server's whole process group (no shutdown of any kind)."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-        self._close_log()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        self._close_log()
-
-    def rss_mb(self) -> float | None:
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():  # type: ignore[union-attr]
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        except (OSError, AttributeError):
-            return None
-        return None
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def log_tail(self, n: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no log)"
 
 
 # -- the load ---------------------------------------------------------------------------------------
@@ -220,13 +136,6 @@ async def verify(client: httpx.AsyncClient, users: int, stats: Stats) -> dict[st
             "unknown": unknown}  # fmt: skip
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, round(q / 100 * len(s)) - 1))]
-
-
 def summarise(store: str, args: argparse.Namespace, stats: Stats, elapsed: float, check: dict[str, Any],
               rss_mb: float | None) -> dict[str, Any]:  # fmt: skip
     ops = {}
@@ -235,9 +144,9 @@ def summarise(store: str, args: argparse.Namespace, stats: Stats, elapsed: float
         ops[op] = {
             "count": len(lat),
             "errors": stats.errors[op],
-            "p50_ms": round(pct(lat, 50), 1),
-            "p95_ms": round(pct(lat, 95), 1),
-            "p99_ms": round(pct(lat, 99), 1),
+            "p50_ms": round(percentile(lat, 50), 1),
+            "p95_ms": round(percentile(lat, 95), 1),
+            "p99_ms": round(percentile(lat, 99), 1),
             "max_ms": round(max(lat), 1) if lat else None,
             "mean_ms": round(statistics.fmean(lat), 1) if lat else None,
             "throughput_rps": round(len(lat) / elapsed, 1),
@@ -291,7 +200,7 @@ async def drive(url: str, args: argparse.Namespace) -> tuple[Stats, float, dict[
 
 
 def run_store(store: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from scripts.local_servers import OpenSearchServer, PostgresServer
+    from cognis_dev.local_servers import OpenSearchServer, PostgresServer
 
     started: list[Any] = []
     env = {"COGNIS_STORE": store, "COGNIS_API_KEYS": f"{KEY}={TENANT}", "COGNIS_DATA_DIR": str(workdir / f"data-{store}"),

@@ -12,7 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest  # noqa: E402
 import pytest_asyncio  # noqa: E402
 
-from tests.servers import *  # noqa: E402,F401,F403 - session fixtures for PostgreSQL, Redis, OpenSearch
+from cognis_dev.fixtures import *  # noqa: E402,F401,F403 - session fixtures for PostgreSQL, Redis, OpenSearch
 
 
 @pytest.fixture(scope="session")

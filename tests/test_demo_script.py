@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import free_port, wait_for_http
+from cognis_dev.processes import free_port, wait_for_http
 
 REPO = Path(__file__).resolve().parents[1]
 

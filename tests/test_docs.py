@@ -8,10 +8,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_readme_lists_every_setting_with_its_default() -> None:
-    import sys
-
-    sys.path.insert(0, str(ROOT))
-    from scripts.config_table import rows
+    from scripts.config_table import rows  # the repository root is on the path: tests/ is a package
 
     readme = (ROOT / "README.md").read_text()
     for env, default, _ in rows():

@@ -11,15 +11,15 @@ import uuid
 
 import pytest
 
-from scripts.local_servers import OpenSearchServer, PostgresServer, RedisServer
-from tests.servers import start_or_skip
+from cognis_dev.local_servers import OpenSearchServer, PostgresServer, RedisServer
+from cognis_dev.fixtures import start_or_skip
 
 
 def _conftest_provides_server_fixtures() -> bool:
     for name in ("tests.conftest", "conftest"):
         mod = sys.modules.get(name)
         if mod is not None and (
-            hasattr(mod, "postgres_server") or "tests.servers" in list(getattr(mod, "pytest_plugins", []) or [])
+            hasattr(mod, "postgres_server") or "cognis_dev.fixtures" in list(getattr(mod, "pytest_plugins", []) or [])
         ):
             return True
     return False
@@ -27,7 +27,7 @@ def _conftest_provides_server_fixtures() -> bool:
 
 if not _conftest_provides_server_fixtures():
     # Importing them again when conftest already has them would start a second set of servers.
-    from tests.servers import opensearch_server, postgres_server, redis_server  # noqa: F401
+    from cognis_dev.fixtures import opensearch_server, postgres_server, redis_server  # noqa: F401
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ import pytest
 from botocore.stub import Stubber
 
 from cognis_memory.client import MemoryClient
-from tests.reliability.server_process import ServeProcess, free_port
+from cognis_dev.processes import ServeProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "chat-key"

@@ -24,7 +24,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = Path(__file__).with_name("quality_baseline.json")
-sys.path.insert(0, str(ROOT / "scripts"))
 
 #: metric -> direction: +1 higher is better, -1 lower is better
 GATED = {"current@1": 1, "stale_above_current": -1, "current_recall@5": 1, "history_recall@5": 1,
@@ -32,8 +31,8 @@ GATED = {"current@1": 1, "stale_above_current": -1, "current_recall@5": 1, "hist
 
 
 async def measure(tmp: Path, users: int, seed: int, recipe: str) -> dict[str, Any]:
-    import bench_common as bc
-    import bench_updates as bu
+    from cognis_dev import bench_common as bc
+    from scripts import bench_updates as bu
 
     histories = bu.generate(users, seed)
     svc = bc.quality_service(tmp / "memory.db", cache=False)

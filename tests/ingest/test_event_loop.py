@@ -19,7 +19,7 @@ import time
 import httpx
 import pytest
 
-from scripts.load_test import ServeProcess
+from cognis_dev.processes import ServeProcess
 from tests.llm_server import ScriptedLLMServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

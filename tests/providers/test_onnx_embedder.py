@@ -16,7 +16,7 @@ import pytest
 from cognis_memory.providers import default_model
 from cognis_memory.providers.base import Embedder
 from cognis_memory.providers.onnx_embedder import OnnxEmbedder
-from scripts.bench_common import synthetic_queries, synthetic_sentences
+from cognis_dev.bench_common import synthetic_queries, synthetic_sentences
 
 EDGE_CASES = [
     "",

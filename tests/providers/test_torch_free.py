@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scripts.load_test import ServeProcess
+from cognis_dev.processes import ServeProcess
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,7 @@
 Store fixtures build each store kind on the SHARED session servers with private namespaces
 (a fresh PostgreSQL database, a unique OpenSearch index prefix, hashed Redis keys), so they
 never touch other tests' data. Tests that stop, kill or restart a dependency start private
-servers with ``tests.servers.start_or_skip`` instead.
+servers with ``cognis_dev.fixtures.start_or_skip`` instead.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from tests.reliability.helpers import (
     seg,
     sqlite_rows,
 )
-from tests.reliability.server_process import ServeProcess
+from cognis_dev.processes import ServeProcess
 
 pytestmark = pytest.mark.integration
 

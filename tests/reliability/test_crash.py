@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from tests.llm_server import ScriptedLLMServer
-from tests.reliability.server_process import ServeProcess
+from cognis_dev.processes import ServeProcess
 
 pytestmark = pytest.mark.integration
 

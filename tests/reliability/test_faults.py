@@ -22,10 +22,10 @@ import pytest_asyncio
 
 from cognis_memory.api.app import create_app
 from cognis_memory.providers.llms import OpenAICompatibleLLM
-from scripts.local_servers import OpenSearchServer, PostgresServer, RedisServer
+from cognis_dev.local_servers import OpenSearchServer, PostgresServer, RedisServer
 from tests.llm_server import Reply, ScriptedLLMServer
 from tests.reliability.helpers import build_dual, build_embedded, build_opensearch, make_service, unique_prefix
-from tests.servers import start_or_skip
+from cognis_dev.fixtures import start_or_skip
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, memory_fields
 from cognis_memory.stores.postgres import PostgresStore
 from cognis_memory.stores.reconcile import reconcile
-from tests.servers import start_or_skip
+from cognis_dev.fixtures import start_or_skip
 from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix, os_client, short_of
 
 pytestmark = pytest.mark.integration
@@ -36,7 +36,7 @@ async def _ids(store: DualStore, owner: Owner, text: str) -> list[str]:
 
 
 async def test_opensearch_outage_degrades_reads_and_keeps_writes(postgres_server, rng: np.random.Generator) -> None:
-    from scripts.local_servers import OpenSearchServer
+    from cognis_dev.local_servers import OpenSearchServer
 
     server = start_or_skip(OpenSearchServer(die_with_parent=True))
     store = _dual(postgres_server.dsn, server.url)

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from cognis_memory.domain import Owner
 from cognis_memory.stores.cache import Cache
 from cognis_memory.stores.redis_cache import RedisCache, owner_prefix
-from tests.servers import start_or_skip
+from cognis_dev.fixtures import start_or_skip
 
 pytestmark = pytest.mark.integration
 
@@ -115,7 +115,7 @@ async def test_entries_expire_with_the_ttl(redis_server, raw: Redis) -> None:
 
 
 async def test_cache_runs_as_misses_while_redis_is_down() -> None:
-    from scripts.local_servers import RedisServer
+    from cognis_dev.local_servers import RedisServer
 
     server = start_or_skip(RedisServer(die_with_parent=True))
     cache = RedisCache(server.url, ttl_s=60, retry_after_s=0.2, socket_timeout_s=0.25)

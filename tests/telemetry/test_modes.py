@@ -25,7 +25,7 @@ from cognis_memory.telemetry.modes import ECS_MARKER, LAMBDA_MARKER, resolve_mod
 from cognis_memory.telemetry.recorder import StageRecorder
 from cognis_memory.telemetry.text import error_line, request_line
 
-from tests.processes import free_port, wait_for_http
+from cognis_dev.processes import free_port, wait_for_http
 
 CLI = Path(sys.executable).with_name("cognis-memory")
 TENANT = "tenant-modes"

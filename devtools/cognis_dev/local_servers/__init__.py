@@ -4,13 +4,13 @@ No fakes and no Docker: PostgreSQL 18 + pgvector from the PyPI package ``embedde
 from Debian's ``redis-server``, OpenSearch 2.19 (+ k-NN) in a plain JVM built from Maven Central
 (``scripts/opensearch-node``). See docs/local-servers.md.
 
-    from scripts.local_servers import PostgresServer, RedisServer, OpenSearchServer
+    from cognis_dev.local_servers import PostgresServer, RedisServer, OpenSearchServer
 
     with PostgresServer() as pg, RedisServer() as redis, OpenSearchServer() as os_:
         print(pg.dsn, redis.url, os_.url)
 
-CLI: ``python -m scripts.local_servers up --pg --redis --opensearch --env-file .local-servers/env``
-and ``python -m scripts.local_servers down --env-file .local-servers/env``.
+CLI: ``python -m cognis_dev.local_servers up --pg --redis --opensearch --env-file .local-servers/env``
+and ``python -m cognis_dev.local_servers down --env-file .local-servers/env``.
 """
 
 from ._base import (

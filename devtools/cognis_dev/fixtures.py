@@ -1,14 +1,14 @@
 """Session-scoped pytest fixtures that start REAL local servers (no fakes) on 127.0.0.1.
 
-Use from ``tests/conftest.py`` with ``from tests.servers import *`` (or ``pytest_plugins = ["tests.servers"]``).
+Use from ``tests/conftest.py`` with ``from cognis_dev.fixtures import *`` (or ``pytest_plugins = ["cognis_dev.fixtures"]``).
 
 Fixtures (each started lazily, only when a test asks for it, and stopped at the end of the session,
 even after failures; an ``atexit`` hook is the fallback):
 
-* ``postgres_server`` -> :class:`scripts.local_servers.PostgresServer` (``.dsn`` is
+* ``postgres_server`` -> :class:`cognis_dev.local_servers.PostgresServer` (``.dsn`` is
   ``postgresql://postgres@127.0.0.1:PORT/cognis``; pgvector is created in that database).
-* ``redis_server`` -> :class:`scripts.local_servers.RedisServer` (``.url`` is ``redis://127.0.0.1:PORT/0``).
-* ``opensearch_server`` -> :class:`scripts.local_servers.OpenSearchServer` (``.url`` is
+* ``redis_server`` -> :class:`cognis_dev.local_servers.RedisServer` (``.url`` is ``redis://127.0.0.1:PORT/0``).
+* ``opensearch_server`` -> :class:`cognis_dev.local_servers.OpenSearchServer` (``.url`` is
   ``http://127.0.0.1:PORT``; the Java launcher is built with ``mvn -q -B package`` only when
   ``scripts/opensearch-node/target`` is missing or stale).
 
@@ -22,17 +22,12 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
-from pathlib import Path
-from typing import Iterator, TypeVar
+from collections.abc import Iterator
+from typing import TypeVar
 
 import pytest
 
-_REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(_REPO_ROOT) not in sys.path:  # `scripts` is a package at the repository root
-    sys.path.insert(0, str(_REPO_ROOT))
-
-from scripts.local_servers import (  # noqa: E402
+from .local_servers import (
     LocalServer,
     OpenSearchServer,
     PostgresServer,
@@ -40,7 +35,7 @@ from scripts.local_servers import (  # noqa: E402
     stop_all,
 )
 
-# Fallback for sessions that end abnormally (scripts.local_servers registers it too; harmless twice).
+# Fallback for sessions that end abnormally (cognis_dev.local_servers registers it too; harmless twice).
 atexit.register(stop_all)
 
 __all__ = [
@@ -66,14 +61,13 @@ def start_or_skip(server: S) -> S:
     """Start ``server``; on failure stop it and skip the test (or fail it under COGNIS_REQUIRE_SERVERS=1)."""
     try:
         server.start()
-    except Exception as e:  # noqa: BLE001 - any start failure is reported with its reason
+    except Exception as e:
         try:
             server.stop()
         finally:
             reason = f"{type(server).__name__} could not be started: {type(e).__name__}: {e}"
             if require_servers():
-                pytest.fail(f"{reason}\n({REQUIRE_SERVERS_ENV}=1, so this is a failure, not a skip)",
-                            pytrace=False)
+                pytest.fail(f"{reason}\n({REQUIRE_SERVERS_ENV}=1, so this is a failure, not a skip)", pytrace=False)
             pytest.skip(reason)
     return server
 
@@ -102,4 +96,3 @@ def redis_server() -> Iterator[RedisServer]:
 def opensearch_server() -> Iterator[OpenSearchServer]:
     """OpenSearch 2.19 + k-NN (lucene engine only), single node, 0 replicas by default."""
     yield from _serve(OpenSearchServer(die_with_parent=True))
-

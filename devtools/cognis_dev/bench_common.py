@@ -1,5 +1,5 @@
-"""Helpers shared by the benchmark scripts (bench_locomo, bench_longmemeval, bench_updates, bench_scale,
-bench_latency).
+"""Helpers shared by the benchmark scripts (``scripts/bench_*.py``, ``scripts/load_test.py``):
+``from cognis_dev import bench_common as bc``.
 
 Nothing here reads benchmark data: the scripts pass their own inputs. Everything runs on
 the real runtime (service, pipelines, embedded store, offline model); the only thing this
@@ -26,9 +26,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO / "runtime") not in sys.path:  # running from a checkout without an install
-    sys.path.insert(0, str(REPO / "runtime"))
+#: The repository root (this package is installed in editable mode from ``devtools/``).
+REPO = Path(__file__).resolve().parents[2]
 
 from cognis_memory.telemetry.emitter import Telemetry  # noqa: E402
 from cognis_memory.telemetry.recorder import StageRecorder  # noqa: E402
@@ -66,7 +65,9 @@ class RecordingTelemetry(Telemetry):
 
     def __init__(self) -> None:
         self._sink = io.StringIO()
-        super().__init__(metrics_enabled=False, log_stream=self._sink, metrics_stream=io.StringIO(), log_level="WARNING")
+        super().__init__(
+            metrics_enabled=False, log_stream=self._sink, metrics_stream=io.StringIO(), log_level="WARNING"
+        )
         self.records: list[dict[str, Any]] = []
 
     def log_request(self, event: str, rec: StageRecorder, *, request_id: str | None, **fields: Any) -> dict[str, Any]:
@@ -76,7 +77,7 @@ class RecordingTelemetry(Telemetry):
         self._sink.truncate()
         return record
 
-    def emit_request_metrics(self, **kwargs: Any) -> None:  # noqa: D102 - metrics are not needed here
+    def emit_request_metrics(self, **kwargs: Any) -> None:
         return None
 
     def take(self) -> list[dict[str, Any]]:
@@ -112,9 +113,12 @@ def machine_info() -> dict[str, Any]:
         pass
     commit = None
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=5
-        ).stdout.strip() or None
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+            or None
+        )
     except Exception:  # pragma: no cover
         pass
     return {
@@ -247,8 +251,10 @@ class CachingEmbedder:
             with self._lock:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO vec (key, v) VALUES (?, ?)",
-                    [(keys[i], np.asarray(v, dtype=np.float32).tobytes())
-                     for i, v in zip(missing, vectors, strict=True)],  # fmt: skip
+                    [
+                        (keys[i], np.asarray(v, dtype=np.float32).tobytes())
+                        for i, v in zip(missing, vectors, strict=True)
+                    ],  # fmt: skip
                 )
             found.update((keys[i], np.asarray(v, dtype=np.float32)) for i, v in zip(missing, vectors, strict=True))
         if not texts:
@@ -326,16 +332,60 @@ def fmt_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 # synthetic conversations (deterministic, seeded) for the latency and scale benchmarks
 _NAMES = ["Alex", "Sam", "Jordan", "Riley", "Morgan", "Casey", "Taylor", "Jamie", "Avery", "Quinn", "Robin", "Drew"]
 _ACTS = [
-    "started learning", "finished reading", "went hiking near", "cooked", "bought", "signed up for", "visited",
-    "painted", "fixed", "planned a trip to", "wrote about", "talked to my sister about", "took a class on",
-    "adopted", "sold", "lost", "found", "ran a race in", "volunteered at", "booked", "cancelled", "tried",
+    "started learning",
+    "finished reading",
+    "went hiking near",
+    "cooked",
+    "bought",
+    "signed up for",
+    "visited",
+    "painted",
+    "fixed",
+    "planned a trip to",
+    "wrote about",
+    "talked to my sister about",
+    "took a class on",
+    "adopted",
+    "sold",
+    "lost",
+    "found",
+    "ran a race in",
+    "volunteered at",
+    "booked",
+    "cancelled",
+    "tried",
 ]
 _OBJS = [
-    "the guitar", "a pottery course", "Lisbon", "the old bike", "a vegan lasagna", "the camping gear", "a new job",
-    "the marathon", "a puppy", "the garden", "a photography workshop", "Kyoto", "the bakery downtown",
-    "a sci-fi novel", "the climbing gym", "a budget spreadsheet", "the piano", "a road trip", "the dentist",
-    "a chess club", "the farmers market", "a watercolor set", "the museum", "a startup idea", "the lake house",
-    "a yoga retreat", "the concert", "a sourdough starter", "the community garden", "a Spanish course",
+    "the guitar",
+    "a pottery course",
+    "Lisbon",
+    "the old bike",
+    "a vegan lasagna",
+    "the camping gear",
+    "a new job",
+    "the marathon",
+    "a puppy",
+    "the garden",
+    "a photography workshop",
+    "Kyoto",
+    "the bakery downtown",
+    "a sci-fi novel",
+    "the climbing gym",
+    "a budget spreadsheet",
+    "the piano",
+    "a road trip",
+    "the dentist",
+    "a chess club",
+    "the farmers market",
+    "a watercolor set",
+    "the museum",
+    "a startup idea",
+    "the lake house",
+    "a yoga retreat",
+    "the concert",
+    "a sourdough starter",
+    "the community garden",
+    "a Spanish course",
 ]
 _TIMES = ["yesterday", "last week", "two weeks ago", "last month", "this morning", "on Saturday", "in March", "today"]
 _FEEL = ["and it was great", "and I loved it", "but it was stressful", "and I want to do it again", "with my kids",
@@ -359,8 +409,12 @@ def synthetic_queries(n: int, seed: int = 11) -> list[str]:
 
     rng = random.Random(seed)
     forms = [
-        "What did I say about {o}?", "When did I go to {o}?", "Do I like {o}?", "Tell me about {o} {t}",
-        "what happened with {o}", "Who did I {a} {o} with?",
+        "What did I say about {o}?",
+        "When did I go to {o}?",
+        "Do I like {o}?",
+        "Tell me about {o} {t}",
+        "what happened with {o}",
+        "Who did I {a} {o} with?",
     ]
     return [
         rng.choice(forms).format(o=rng.choice(_OBJS), t=rng.choice(_TIMES), a=rng.choice(_ACTS).split()[0])
@@ -411,7 +465,12 @@ class SyntheticVectors:
 
 
 async def bulk_load(
-    svc: Any, synth: SyntheticVectors, owners: Sequence[tuple[str, str]], total: int, *, batch: int = 2000,
+    svc: Any,
+    synth: SyntheticVectors,
+    owners: Sequence[tuple[str, str]],
+    total: int,
+    *,
+    batch: int = 2000,
     start_time: Any = None,
 ) -> dict[str, Any]:
     """Insert ``total`` raw memories spread round-robin over ``owners`` through the store API.

@@ -20,14 +20,15 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ._base import LocalServer, ServerStartError, ServerUnavailable, free_port
 
 __all__ = ["OpenSearchServer", "build_opensearch_node", "find_java", "NODE_DIR"]
 
-NODE_DIR = Path(__file__).resolve().parents[1] / "opensearch-node"
+NODE_DIR = Path(__file__).resolve().parents[3] / "scripts" / "opensearch-node"  # devtools/ is installed editable
 MAIN_CLASS = "dev.cognis.opensearch.LocalNode"
 _STAMP = ".cognis-build-stamp"
 JAVA_HINT = "install a JDK 17: apt-get install -y openjdk-17-jdk-headless (or set JAVA_HOME)"
@@ -111,8 +112,13 @@ def build_opensearch_node(node_dir: Path = NODE_DIR, *, force: bool = False, tim
         started = time.monotonic()
         try:
             res = subprocess.run(
-                [mvn, "-q", "-B", "package"], cwd=str(node_dir), env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                [mvn, "-q", "-B", "package"],
+                cwd=str(node_dir),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
             )
         except subprocess.TimeoutExpired as e:
             raise ServerStartError(f"mvn -q -B package in {node_dir} timed out after {timeout}s") from e
@@ -158,8 +164,9 @@ class OpenSearchServer(LocalServer):
         start_timeout: float = 180.0,
         die_with_parent: bool = False,
     ) -> None:
-        super().__init__(port, base_dir=base_dir, keep_dir=keep_dir, start_timeout=start_timeout,
-                         die_with_parent=die_with_parent)
+        super().__init__(
+            port, base_dir=base_dir, keep_dir=keep_dir, start_timeout=start_timeout, die_with_parent=die_with_parent
+        )
         self._requested_transport_port = transport_port
         self.transport_port: int | None = transport_port
         self.heap = heap or os.environ.get("COGNIS_OPENSEARCH_HEAP") or "512m"
@@ -222,11 +229,15 @@ class OpenSearchServer(LocalServer):
             "-Dlog4j2.disable.jmx=true",
             "-XX:-OmitStackTraceInFastThrow",
             *self.jvm_options,
-            "-cp", self._classpath,
+            "-cp",
+            self._classpath,
             MAIN_CLASS,
-            "--home", str(self.dir / "home"),
-            "--http-port", str(self.port),
-            "--transport-port", str(self.transport_port),
+            "--home",
+            str(self.dir / "home"),
+            "--http-port",
+            str(self.port),
+            "--transport-port",
+            str(self.transport_port),
         ]
         for key, value in self.settings.items():
             cmd.append(f"-E{key}={value}")

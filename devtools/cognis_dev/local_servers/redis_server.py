@@ -6,8 +6,9 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ._base import LocalServer, ServerUnavailable
 
@@ -59,8 +60,9 @@ class RedisServer(LocalServer):
         start_timeout: float = 30.0,
         die_with_parent: bool = False,
     ) -> None:
-        super().__init__(port, base_dir=base_dir, keep_dir=keep_dir, start_timeout=start_timeout,
-                         die_with_parent=die_with_parent)
+        super().__init__(
+            port, base_dir=base_dir, keep_dir=keep_dir, start_timeout=start_timeout, die_with_parent=die_with_parent
+        )
         self.config = dict(config or {})
         self._binary = Path(binary) if binary else None
 
@@ -82,16 +84,26 @@ class RedisServer(LocalServer):
         assert self.dir is not None
         cmd = [
             str(self._binary),
-            "--bind", "127.0.0.1",
-            "--port", str(self.port),
-            "--save", "",
-            "--appendonly", "no",
-            "--daemonize", "no",
-            "--supervised", "no",
-            "--protected-mode", "yes",
-            "--dir", str(self.dir),
-            "--logfile", "",
-            "--loglevel", "notice",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--supervised",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--dir",
+            str(self.dir),
+            "--logfile",
+            "",
+            "--loglevel",
+            "notice",
         ]
         for key, value in self.config.items():
             cmd += [f"--{key}", str(value)]

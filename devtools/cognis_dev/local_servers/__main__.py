@@ -1,8 +1,8 @@
 """CLI: start/stop the local real servers and write an env file for the app and the tests.
 
-    python -m scripts.local_servers up [--pg] [--redis] [--opensearch] --env-file PATH [--detach]
-    python -m scripts.local_servers down --env-file PATH
-    python -m scripts.local_servers build-opensearch [--force]
+    python -m cognis_dev.local_servers up [--pg] [--redis] [--opensearch] --env-file PATH [--detach]
+    python -m cognis_dev.local_servers down --env-file PATH
+    python -m cognis_dev.local_servers build-opensearch [--force]
 
 ``up`` without a server flag starts all three. By default it stays in the foreground until Ctrl-C
 or SIGTERM (or ``down`` from another shell), then stops everything. With ``--detach`` it returns once
@@ -47,8 +47,8 @@ def _log(msg: str) -> None:
 
 def _write_env(path: Path, servers: dict[str, LocalServer], owner_pid: int | None) -> None:
     lines = [
-        f"# Written by `python -m scripts.local_servers up` at {time.strftime('%Y-%m-%d %H:%M:%S')}.",
-        f"# Stop with: python -m scripts.local_servers down --env-file {path}",
+        f"# Written by `python -m cognis_dev.local_servers up` at {time.strftime('%Y-%m-%d %H:%M:%S')}.",
+        f"# Stop with: python -m cognis_dev.local_servers down --env-file {path}",
     ]
 
     def put(key: str, value: object) -> None:
@@ -131,8 +131,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     env_file = Path(args.env_file).resolve()
     if env_file.exists():
         old = _read_env(env_file)
-        live = [k for k in _KINDS if old.get(f"{_KINDS[k][0]}_PID", "").isdigit()
-                and _pid_alive(int(old[f"{_KINDS[k][0]}_PID"]))]
+        live = [
+            k
+            for k in _KINDS
+            if old.get(f"{_KINDS[k][0]}_PID", "").isdigit() and _pid_alive(int(old[f"{_KINDS[k][0]}_PID"]))
+        ]
         if live:
             _log(f"{env_file} already describes running servers ({', '.join(live)}): run `down` first")
             return 1
@@ -161,7 +164,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.detach:
         for s in servers.values():
             s.detach()
-        _log(f"detached; stop with: python -m scripts.local_servers down --env-file {env_file}")
+        _log(f"detached; stop with: python -m cognis_dev.local_servers down --env-file {env_file}")
         return 0
 
     stop = threading.Event()
@@ -224,8 +227,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.local_servers", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cognis_dev.local_servers",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start servers and write an env file")
     up.add_argument("--pg", "--postgres", dest="pg", action="store_true", help="PostgreSQL 18 + pgvector")

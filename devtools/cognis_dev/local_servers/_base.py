@@ -17,8 +17,9 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any
 
 __all__ = [
     "LocalServer",
@@ -86,7 +87,7 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 # Every started server, so that an atexit hook can stop the ones a caller forgot.
-_LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[LocalServer] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -198,12 +199,14 @@ class LocalServer:
 
     # ----------------------------------------------------------------------------- life cycle
     def _make_dir(self) -> Path:
-        base = self._base_dir or (Path(os.environ[DEFAULT_BASE_DIR_ENV]) if os.environ.get(DEFAULT_BASE_DIR_ENV) else None)
+        base = self._base_dir or (
+            Path(os.environ[DEFAULT_BASE_DIR_ENV]) if os.environ.get(DEFAULT_BASE_DIR_ENV) else None
+        )
         if base is not None:
             base.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f"cognis-{self.name}-", dir=str(base) if base else None))
 
-    def start(self) -> "LocalServer":
+    def start(self) -> LocalServer:
         with self._lock:
             if self.running:
                 return self
@@ -227,7 +230,7 @@ class LocalServer:
                     self._terminate(force=True)
                     self._cleanup_dir()
                     raise
-                except Exception as e:  # noqa: BLE001 - retried, then re-raised with the log tail
+                except Exception as e:
                     last_error = e
                     log = self.log_tail()
                     self._terminate(force=True)
@@ -252,7 +255,7 @@ class LocalServer:
         assert self.dir is not None
         log_path = self.log_path
         assert log_path is not None
-        self._log_file = open(log_path, "ab", buffering=0)
+        self._log_file = open(log_path, "ab", buffering=0)  # noqa: SIM115 - open while the server runs
         preexec: Callable[[], None] | None = _die_with_parent if self.die_with_parent else None
         self._proc = subprocess.Popen(
             list(self._command()),
@@ -320,7 +323,7 @@ class LocalServer:
                 with _LIVE_LOCK:
                     _LIVE.discard(self)
 
-    def restart(self) -> "LocalServer":
+    def restart(self) -> LocalServer:
         """Graceful stop, then start again on the same port with the same directory (data kept)."""
         with self._lock:
             if not self._prepared:
@@ -349,7 +352,7 @@ class LocalServer:
             with _LIVE_LOCK:
                 _LIVE.discard(self)
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> LocalServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
