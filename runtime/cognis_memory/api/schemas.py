@@ -111,13 +111,8 @@ class MemoryOut(BaseModel):
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
-        return cls(
-            id=m.id, user_id=m.user_id, content=m.content, category=m.category, scope=m.scope, kind=m.kind,
-            speaker=m.speaker, session_id=m.session_id, agent_id=m.agent_id, event_time=m.event_time,
-            message_time=m.message_time, created_at=m.created_at, version=m.version, is_current=m.is_current,
-            deleted=m.deleted, replaces_id=m.replaces_id, source_message_ids=m.source_message_ids,
-            metadata=m.metadata,
-        )  # fmt: skip
+        """Every declared field from the memory's attribute of the same name (a new field is one line above)."""
+        return cls(**{name: getattr(m, name) for name in cls.model_fields})
 
 
 class MessageOut(BaseModel):
