@@ -335,9 +335,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     async def run(svc):
         from .stores.reconcile import reconcile
 
-        if svc.store.name != "dual":
-            raise InvalidInputError("store", f"reconcile compares the dual store's indexes; this is {svc.store.name!r}")
-        report = await reconcile(svc.store, repair=args.repair, tenant_id=args.tenant_filter)
+        if svc.stores.name != "dual":
+            raise InvalidInputError("store", f"reconcile compares the dual store's indexes; this is {svc.stores.name!r}")
+        report = await reconcile(svc.stores.backend, repair=args.repair, tenant_id=args.tenant_filter)
         return report.to_dict()
 
     report = asyncio.run(_with_service(args, run))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .domain import Category, Memory, MemoryKind, Scope
@@ -13,7 +13,11 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _dt(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+    """An ISO time as an aware datetime; a time without offset is UTC (every store keeps UTC)."""
+    if not value:
+        return None
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def memory_to_dict(m: Memory) -> dict[str, Any]:
@@ -42,7 +46,11 @@ def memory_to_dict(m: Memory) -> dict[str, Any]:
 
 
 def memory_from_dict(d: dict[str, Any]) -> Memory:
-    """The inverse of :func:`memory_to_dict` (without embeddings)."""
+    """The inverse of :func:`memory_to_dict` (without embeddings). Times come back aware (UTC when
+    the text has no offset); a record without ``created_at`` is refused (ValueError), not dated now."""
+    created_at = _dt(d.get("created_at"))
+    if created_at is None:
+        raise ValueError("created_at: a stored memory always has its creation time")
     return Memory(
         id=d["id"],
         tenant_id=d["tenant_id"],
@@ -56,7 +64,7 @@ def memory_from_dict(d: dict[str, Any]) -> Memory:
         agent_id=d.get("agent_id"),
         event_time=_dt(d.get("event_time")),
         message_time=_dt(d.get("message_time")),
-        created_at=_dt(d["created_at"]) or datetime.now(),
+        created_at=created_at,
         version=d["version"],
         is_current=d["is_current"],
         deleted=d["deleted"],

@@ -153,7 +153,7 @@ async def any_store(request, tmp_path_factory, embedder) -> AsyncIterator[StoreH
 @pytest_asyncio.fixture(scope="module")
 async def redis_cache(request) -> AsyncIterator[Any]:
     """A RedisCache on the shared session Redis (keys are per hashed owner, so no clash)."""
-    from cognis_memory.stores.redis_cache import RedisCache
+    from cognis_memory.caching.redis_cache import RedisCache
 
     server = request.getfixturevalue("redis_server")
     cache = RedisCache(server.url, ttl_s=300)

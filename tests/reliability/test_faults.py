@@ -251,7 +251,7 @@ async def test_opensearch_down_dual_degrades_and_opensearch_only_refuses(private
 # -- Redis stopped (the cache is optional) --------------------------------------------------------
 @pytest_asyncio.fixture
 async def redis_env(tmp_path, embedder):
-    from cognis_memory.stores.redis_cache import RedisCache
+    from cognis_memory.caching.redis_cache import RedisCache
 
     server = start_or_skip(RedisServer(die_with_parent=True))
     cache = RedisCache(server.url, ttl_s=300, socket_timeout_s=0.25, retry_after_s=0.5)
@@ -449,9 +449,9 @@ async def test_llm_failures_retry_with_backoff_then_dead_letter(tmp_path, embedd
                 assert j["attempts"] == j["max_attempts"] == 4, j
                 assert j["last_error"], j
                 assert {
-                    "error": "DependencyUnavailable",
+                    "error": "DependencyUnavailableError",
                     "malformed": "LLMOutputError",
-                    "slow": "DependencyUnavailable",
+                    "slow": "DependencyUnavailableError",
                 }[mode] in j["last_error"]
             # backoff: the gaps between attempts of the last job grow (0.2 s, 0.4 s, 0.8 s)
             starts = [t for t, schema in llm.calls if schema == "extracted_facts"][-4:]

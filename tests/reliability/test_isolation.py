@@ -157,7 +157,7 @@ class Program:
             self.truth.check_memory(owner, m, where)
 
     async def snapshot(self, victim: Owner, mid: str) -> tuple[Any, ...] | None:
-        m = await self.ex.store.get_memory(victim, mid)
+        m = await self.ex.stores.memories.get_memory(victim, mid)
         return None if m is None else (m.version, m.is_current, m.deleted, m.content, m.category)
 
     # -- operations --------------------------------------------------------------------------------

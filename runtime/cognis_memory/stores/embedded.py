@@ -32,6 +32,7 @@ from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owne
 from ..errors import ConflictError, NotFoundError
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .numpy_index import IndexedRow, VectorIndexCache
+from .roles import StoreBundle
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -121,9 +122,71 @@ _MEMORY_COLUMNS = (
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Words too common to help BM25 that would make an OR query match most of a user's rows.
 STOP_WORDS = frozenset(
-    "a an and are as at be been but by did do does for from had has have he her his how i if in into is it its "
-    "me my of on or our she so than that the their them then there these they this to was we were what when "
-    "where which who whom why will with would you your".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
 )
 
 
@@ -162,9 +225,12 @@ def _blob(vec: np.ndarray | None) -> bytes | None:
 
 
 class EmbeddedStore:
-    """SQLite + FTS5 + numpy implementation of :class:`~cognis_memory.stores.base.MemoryStore`."""
+    """SQLite + FTS5 + numpy store: supplies every role of :mod:`cognis_memory.stores.roles` itself."""
 
     name = "embedded"
+
+    def roles(self) -> StoreBundle:
+        return StoreBundle.of(self)
 
     def __init__(self, path: str | Path, *, dim: int, dim_short: int, max_cached_rows: int = 2_000_000) -> None:
         self.path = Path(path)
@@ -709,13 +775,14 @@ class EmbeddedStore:
         if not rows:
             return None
         r = rows[0]
-        return ApiKeyRecord(key_hash=r["key_hash"], tenant_id=r["tenant_id"], read_only=bool(r["read_only"]), name=r["name"])
+        return ApiKeyRecord(
+            key_hash=r["key_hash"], tenant_id=r["tenant_id"], read_only=bool(r["read_only"]), name=r["name"]
+        )
 
     def _revoke_api_key(self, key_hash: str) -> bool:
         with self._tx() as conn:
             conn.execute(
-                "INSERT INTO api_key_revocations (key_hash, revoked_at) VALUES (?, ?)"
-                " ON CONFLICT(key_hash) DO NOTHING",
+                "INSERT INTO api_key_revocations (key_hash, revoked_at) VALUES (?, ?) ON CONFLICT(key_hash) DO NOTHING",
                 (key_hash, datetime.now(UTC).timestamp()),
             )
             return conn.execute("DELETE FROM api_keys WHERE key_hash = ?", (key_hash,)).rowcount > 0

@@ -1,4 +1,4 @@
-"""Build the configured store and cache from :class:`~cognis_memory.config.Settings`.
+"""Build the configured store (its roles, :class:`~.roles.StoreBundle`) from :class:`~cognis_memory.config.Settings`.
 
 * ``embedded``: the SQLite store at ``resolved_sqlite_path``.
 * ``dual``: :class:`~.postgres.PostgresStore` (DSN from ``postgres_dsn``, or from
@@ -9,7 +9,6 @@
   RDS IAM token when ``postgres_iam_auth``), which the migration creates with data privileges only.
 * ``opensearch``: :class:`~.opensearch_store.OpenSearchStore` over ``opensearch_url``.
 * ``opensearch_auth="sigv4"`` signs requests with the ambient AWS credentials (service ``es``).
-* The cache is :class:`~.redis_cache.RedisCache` when ``redis_url`` is set, else :class:`~.cache.NullCache`.
 
 Nothing here connects: the store's ``open()`` does.
 """
@@ -23,8 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
-from .base import MemoryStore
-from .cache import Cache, NullCache
+from .roles import StoreBundle
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -33,12 +31,12 @@ if TYPE_CHECKING:
 KEYWORD_SEARCH_TIMEOUT_CAP_S = 2.0
 
 
-def build_store(settings: Settings, *, dim: int, dim_short: int) -> MemoryStore:
-    """The store named by ``settings.store`` (vectors of ``dim`` and ``dim_short`` floats)."""
+def build_store(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+    """The roles of the store named by ``settings.store`` (vectors of ``dim`` and ``dim_short`` floats)."""
     if settings.store == "embedded":
         from .embedded import EmbeddedStore
 
-        return EmbeddedStore(settings.resolved_sqlite_path, dim=dim, dim_short=dim_short)
+        return EmbeddedStore(settings.resolved_sqlite_path, dim=dim, dim_short=dim_short).roles()
     if settings.store == "dual":
         from .dual import DualStore
         from .opensearch_index import OpenSearchKeywordIndex
@@ -60,7 +58,7 @@ def build_store(settings: Settings, *, dim: int, dim_short: int) -> MemoryStore:
             search_timeout_s=min(settings.opensearch_timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
             write_timeout_s=settings.opensearch_timeout_s,
         )
-        return DualStore(postgres, keyword, background_drain_interval_s=1.0)
+        return DualStore(postgres, keyword, background_drain_interval_s=1.0).roles()
     if settings.store == "opensearch":
         from .opensearch_store import OpenSearchStore
 
@@ -71,18 +69,8 @@ def build_store(settings: Settings, *, dim: int, dim_short: int) -> MemoryStore:
             dim_short=dim_short,
             search_timeout_s=settings.opensearch_timeout_s,
             write_timeout_s=settings.opensearch_timeout_s,
-        )
+        ).roles()
     raise ValueError(f"store: unknown or unavailable store kind {settings.store!r}")
-
-
-def build_cache(settings: Settings) -> Cache:
-    """The Redis cache when ``redis_url`` is set, else the no-op cache."""
-    if not settings.redis_url:
-        return NullCache()
-    from .redis_cache import RedisCache
-
-    password = settings.redis_password.get_secret_value() if settings.redis_password else None
-    return RedisCache(settings.redis_url, password=password, ttl_s=settings.cache_ttl_s)
 
 
 def postgres_dsn(settings: Settings) -> str | Callable[[], str]:
@@ -146,7 +134,7 @@ class AppRoleDsn:
         params = {**self._params, "user": self.user}
         if self._token is not None:
             params["password"] = self._token()
-        return make_conninfo(**params)
+        return make_conninfo("", **params)
 
 
 class RdsIamToken:

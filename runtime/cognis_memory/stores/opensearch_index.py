@@ -44,7 +44,7 @@ from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
 
 from ..domain import Memory, Owner, Scope
-from ..errors import DependencyUnavailable
+from ..errors import DependencyUnavailableError
 from .base import SearchFilter
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def is_unavailable(exc: BaseException) -> bool:
 class OpenSearchRunner:
     """Runs blocking opensearch-py calls on a dedicated thread pool.
 
-    Unreachable/overloaded-cluster errors become ``DependencyUnavailable("opensearch")``; request
+    Unreachable/overloaded-cluster errors become ``DependencyUnavailableError("opensearch")``; request
     errors (400 bad request, 404, 409 conflicts) propagate unchanged for the caller to interpret.
     """
 
@@ -102,20 +102,20 @@ class OpenSearchRunner:
             return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
         except Exception as e:
             if is_unavailable(e):
-                raise DependencyUnavailable("opensearch", f"{type(e).__name__}: {e}") from e
+                raise DependencyUnavailableError("opensearch", f"{type(e).__name__}: {e}") from e
             raise
 
     async def ping(self, timeout_s: float = 1.0) -> bool:
         try:
             return bool(await self(self.client.ping, request_timeout=timeout_s))
-        except Exception:  # noqa: BLE001 - health reports, never raises
+        except Exception:
             return False
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         try:
             self.client.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("opensearch client close failed", exc_info=True)
 
 

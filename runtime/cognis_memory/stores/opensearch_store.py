@@ -75,6 +75,7 @@ from .opensearch_index import (
     match_text,
     memory_fields,
 )
+from .roles import StoreBundle
 
 
 def owner_key(tenant_id: str, user_id: str, record_id: str) -> str:
@@ -112,12 +113,15 @@ def _knn_score(field: str, vector: np.ndarray) -> dict[str, Any]:
 
 
 class OpenSearchStore:
-    """OpenSearch-only implementation of :class:`~cognis_memory.stores.base.MemoryStore`.
+    """OpenSearch-only store: supplies every role of :mod:`cognis_memory.stores.roles` itself.
 
     ``client`` is a synchronous ``opensearchpy.OpenSearch`` (the store owns it from now on).
     """
 
     name = "opensearch"
+
+    def roles(self) -> StoreBundle:
+        return StoreBundle.of(self)
 
     def __init__(
         self,
@@ -378,7 +382,9 @@ class OpenSearchStore:
         out: list[tuple[Message, bool]] = []
         for msg in messages:
             if msg.client_message_id is None:
-                created = await self._create(self.messages, owner_key(msg.tenant_id, msg.user_id, msg.id), self._message_doc(msg))
+                created = await self._create(
+                    self.messages, owner_key(msg.tenant_id, msg.user_id, msg.id), self._message_doc(msg)
+                )
                 if not created:
                     raise ConflictError(f"message id {msg.id} exists already")
                 out.append((msg, True))
@@ -419,7 +425,9 @@ class OpenSearchStore:
         if res.get("errors"):
             bad = [it["create"] for it in res["items"] if it["create"].get("status") not in (200, 201)]
             if bad:
-                raise ConflictError(f"insert_memories: {len(bad)} documents were not created, e.g. {bad[0].get('error')}")
+                raise ConflictError(
+                    f"insert_memories: {len(bad)} documents were not created, e.g. {bad[0].get('error')}"
+                )
 
     async def _successors(self, owner: Owner, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """{replaced id: source of a document that replaces it} among ``ids`` (any version state)."""
@@ -428,9 +436,13 @@ class OpenSearchStore:
         body = {
             "size": len(ids) * 2 + 10,
             "_source": ["replaces_id", "memory_id", "created_at", "flip_pending"],
-            "query": {"bool": {"filter": [*_owner_query(owner)["bool"]["filter"], {"terms": {"replaces_id": list(ids)}}]}},
+            "query": {
+                "bool": {"filter": [*_owner_query(owner)["bool"]["filter"], {"terms": {"replaces_id": list(ids)}}]}
+            },
         }
-        res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
+        res = await self.runner(
+            self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s
+        )
         return {h["_source"]["replaces_id"]: h["_source"] for h in res["hits"]["hits"]}
 
     async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
@@ -552,7 +564,11 @@ class OpenSearchStore:
             replaced = {d["memory_id"]: d for d in await self._mget(self.memories, keys)}
             for w in waiting:
                 prev = replaced.get(w["replaces_id"])
-                if prev is not None and not prev["is_current"] and prev.get("successor_id") not in (None, w["memory_id"]):
+                if (
+                    prev is not None
+                    and not prev["is_current"]
+                    and prev.get("successor_id") not in (None, w["memory_id"])
+                ):
                     drop.add(w["memory_id"])
                 else:
                     drop.add(w["replaces_id"])
@@ -611,7 +627,9 @@ class OpenSearchStore:
         t_full = (time.perf_counter() - t1) * 1000
         if query_short is not None:
             return VectorSearchResult(
-                hits=scored[:limit], candidates_short=int(found["total"]["value"]), timings_ms={"vector_short": t_req, "vector_full": t_full}
+                hits=scored[:limit],
+                candidates_short=int(found["total"]["value"]),
+                timings_ms={"vector_short": t_req, "vector_full": t_full},
             )
         return VectorSearchResult(hits=scored[:limit], candidates_short=0, timings_ms={"vector_full": t_req + t_full})
 
@@ -648,7 +666,9 @@ class OpenSearchStore:
             "track_total_hits": False,
         }
         if include_history:
-            res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
+            res = await self.runner(
+                self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s
+            )
             return [self._memory_from(h["_source"]) for h in res["hits"]["hits"]]
         found, drop = await self._search(owner, body)
         return [self._memory_from(h["_source"]) for h in found["hits"] if h["_source"]["memory_id"] not in drop]
@@ -781,7 +801,9 @@ class OpenSearchStore:
         if not key.get("found") or revocation.get("found"):
             return None
         s = key["_source"]
-        return ApiKeyRecord(key_hash=s["key_hash"], tenant_id=s["tenant_id"], read_only=bool(s["read_only"]), name=s["name"])
+        return ApiKeyRecord(
+            key_hash=s["key_hash"], tenant_id=s["tenant_id"], read_only=bool(s["read_only"]), name=s["name"]
+        )
 
     async def revoke_api_key(self, key_hash: str) -> bool:
         """The revocation first, then the key: a crash in between leaves a key that is refused."""
