@@ -32,6 +32,7 @@ from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owne
 from ..errors import ConflictError, NotFoundError
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .numpy_index import IndexedRow, VectorIndexCache
+from .records import MEMORY_COLUMNS, SQLITE, job_from_row, memory_from_row, message_from_row
 from .roles import StoreBundle
 
 _SCHEMA = """
@@ -114,11 +115,7 @@ CREATE TABLE IF NOT EXISTS api_key_revocations (
 );
 """
 
-_MEMORY_COLUMNS = (
-    "id, tenant_id, user_id, agent_id, session_id, scope, category, kind, content, speaker, event_time, "
-    "message_time, created_at, version, is_current, deleted, replaces_id, source_message_ids, metadata, "
-    "embedding, embedding_short"
-)
+_MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Words too common to help BM25 that would make an OR query match most of a user's rows.
 STOP_WORDS = frozenset(
@@ -210,10 +207,6 @@ def fts_query_terms(text: str, limit: int = 32) -> list[str]:
 
 def _ts(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
-
-
-def _dt(value: float | None) -> datetime | None:
-    return datetime.fromtimestamp(value, tz=UTC) if value is not None else None
 
 
 def _vec(blob: bytes | None) -> np.ndarray | None:
@@ -327,66 +320,6 @@ class EmbeddedStore:
 
         return _Tx()
 
-    @staticmethod
-    def _row_to_memory(r: sqlite3.Row) -> Memory:
-        return Memory(
-            id=r["id"],
-            tenant_id=r["tenant_id"],
-            user_id=r["user_id"],
-            agent_id=r["agent_id"],
-            session_id=r["session_id"],
-            scope=Scope(r["scope"]),
-            category=Category(r["category"]),
-            kind=MemoryKind(r["kind"]),
-            content=r["content"],
-            speaker=r["speaker"],
-            event_time=_dt(r["event_time"]),
-            message_time=_dt(r["message_time"]),
-            created_at=_dt(r["created_at"]) or datetime.now(UTC),
-            version=r["version"],
-            is_current=bool(r["is_current"]),
-            deleted=bool(r["deleted"]),
-            replaces_id=r["replaces_id"],
-            source_message_ids=json.loads(r["source_message_ids"]),
-            metadata=json.loads(r["metadata"]),
-            embedding=_vec(r["embedding"]),
-            embedding_short=_vec(r["embedding_short"]),
-        )
-
-    @staticmethod
-    def _row_to_message(r: sqlite3.Row) -> Message:
-        return Message(
-            id=r["id"],
-            tenant_id=r["tenant_id"],
-            user_id=r["user_id"],
-            session_id=r["session_id"],
-            agent_id=r["agent_id"],
-            speaker=r["speaker"],
-            role=r["role"],
-            content=r["content"],
-            timestamp=_dt(r["ts"]) or datetime.now(UTC),
-            client_message_id=r["client_message_id"],
-            metadata=json.loads(r["metadata"]),
-            created_at=_dt(r["created_at"]) or datetime.now(UTC),
-        )
-
-    @staticmethod
-    def _row_to_job(r: sqlite3.Row) -> Job:
-        return Job(
-            id=r["id"],
-            tenant_id=r["tenant_id"],
-            user_id=r["user_id"],
-            message_ids=json.loads(r["message_ids"]),
-            status=JobStatus(r["status"]),
-            attempts=r["attempts"],
-            max_attempts=r["max_attempts"],
-            last_error=r["last_error"],
-            next_attempt_at=_dt(r["next_attempt_at"]) or datetime.now(UTC),
-            created_at=_dt(r["created_at"]) or datetime.now(UTC),
-            updated_at=_dt(r["updated_at"]) or datetime.now(UTC),
-            result=json.loads(r["result"]),
-        )
-
     def _insert_memory(self, conn: sqlite3.Connection, m: Memory) -> None:
         if m.embedding is None or m.embedding_short is None:
             raise ValueError("embedding: memories must be embedded before they are stored")
@@ -431,7 +364,7 @@ class EmbeddedStore:
                         (msg.tenant_id, msg.user_id, msg.client_message_id),
                     ).fetchone()
                     if row is not None:
-                        out.append((self._row_to_message(row), False))
+                        out.append((message_from_row(row, SQLITE), False))
                         continue
                 conn.execute(
                     "INSERT INTO messages (id, tenant_id, user_id, session_id, agent_id, speaker, role, content, ts,"
@@ -457,7 +390,7 @@ class EmbeddedStore:
             f"SELECT * FROM messages WHERE tenant_id = ? AND user_id = ? AND id IN ({q}) ORDER BY ts, id",
             (owner.tenant_id, owner.user_id, *ids),
         )
-        return [self._row_to_message(r) for r in rows]
+        return [message_from_row(r, SQLITE) for r in rows]
 
     # -- memories -----------------------------------------------------------------------
     def _insert_memories(self, memories: Sequence[Memory]) -> None:
@@ -502,7 +435,7 @@ class EmbeddedStore:
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
             (memory_id, owner.tenant_id, owner.user_id),
         )
-        return self._row_to_memory(rows[0]) if rows else None
+        return memory_from_row(rows[0], SQLITE) if rows else None
 
     def _get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
         # Walk back through replaces_id, then forward through rows that replace the head.
@@ -523,7 +456,7 @@ class EmbeddedStore:
         WHERE tenant_id = ?2 AND user_id = ?3 AND id IN (SELECT id FROM back UNION SELECT id FROM fwd)
         ORDER BY version, created_at
         """
-        return [self._row_to_memory(r) for r in self._read(sql, (memory_id, owner.tenant_id, owner.user_id))]
+        return [memory_from_row(r, SQLITE) for r in self._read(sql, (memory_id, owner.tenant_id, owner.user_id))]
 
     async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
         return await asyncio.to_thread(self._get_chain, owner, memory_id)
@@ -536,7 +469,7 @@ class EmbeddedStore:
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
             (owner.tenant_id, owner.user_id, *ids),
         )
-        by_id = {r["id"]: self._row_to_memory(r) for r in rows}
+        by_id = {r["id"]: memory_from_row(r, SQLITE) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
@@ -634,7 +567,7 @@ class EmbeddedStore:
             ORDER BY hits.rank
             """
             rows = self._read(sql, (match, limit, owner.tenant_id, owner.user_id))
-            return [ScoredMemory(self._row_to_memory(r), -float(r["rank"])) for r in rows]
+            return [ScoredMemory(memory_from_row(r, SQLITE), -float(r["rank"])) for r in rows]
         sql = f"""
         SELECT {columns}, bm25(memories_fts, 0.0, 1.0) AS rank
         FROM memories_fts f JOIN memories m ON m.id = f.memory_id
@@ -642,7 +575,7 @@ class EmbeddedStore:
         ORDER BY rank LIMIT ?
         """
         rows = self._read(sql, (match, owner.tenant_id, owner.user_id, *params, limit))
-        return [ScoredMemory(self._row_to_memory(r), -float(r["rank"])) for r in rows]
+        return [ScoredMemory(memory_from_row(r, SQLITE), -float(r["rank"])) for r in rows]
 
     async def keyword_search(self, flt: SearchFilter, text: str, *, limit: int) -> list[ScoredMemory]:
         return await asyncio.to_thread(self._keyword_search, flt, text, limit)
@@ -657,7 +590,7 @@ class EmbeddedStore:
             " ORDER BY id LIMIT ?",
             (owner.tenant_id, owner.user_id, after_id or "", limit),
         )
-        return [self._row_to_memory(r) for r in rows]
+        return [memory_from_row(r, SQLITE) for r in rows]
 
     async def list_users(
         self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None
@@ -668,7 +601,7 @@ class EmbeddedStore:
             " WHERE tenant_id = ? AND user_id > ? GROUP BY user_id ORDER BY user_id LIMIT ?",
             (tenant_id, after_user_id or "", limit),
         )
-        return [UserSummary(r["user_id"], int(r["current"]), _dt(r["last"])) for r in rows]  # type: ignore[arg-type]
+        return [UserSummary(r["user_id"], int(r["current"]), SQLITE.time(r["last"])) for r in rows]  # type: ignore[arg-type]
 
     def _forget_user(self, owner: Owner) -> dict[str, int]:
         with self._tx() as conn:
@@ -728,7 +661,7 @@ class EmbeddedStore:
                 " WHERE id = ? RETURNING *",
                 (t + lease_s, t, row["id"]),
             ).fetchone()
-            return self._row_to_job(claimed)
+            return job_from_row(claimed, SQLITE)
 
     async def claim_job(self, now: datetime, lease_s: float) -> Job | None:
         return await asyncio.to_thread(self._claim_job, now, lease_s)
@@ -739,7 +672,7 @@ class EmbeddedStore:
             "SELECT * FROM jobs WHERE id = ? AND tenant_id = ? AND user_id = ?",
             (job_id, owner.tenant_id, owner.user_id),
         )
-        return self._row_to_job(rows[0]) if rows else None
+        return job_from_row(rows[0], SQLITE) if rows else None
 
     async def list_jobs(
         self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
@@ -750,7 +683,7 @@ class EmbeddedStore:
             params.append(status.value)
         sql = f"SELECT * FROM jobs WHERE {where} ORDER BY id LIMIT ?"
         rows = await asyncio.to_thread(self._read, sql, (*params, limit))
-        return [self._row_to_job(r) for r in rows]
+        return [job_from_row(r, SQLITE) for r in rows]
 
     # -- API keys -----------------------------------------------------------------------
     def _put_api_key(self, record: ApiKeyRecord) -> None:

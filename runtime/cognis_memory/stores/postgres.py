@@ -45,18 +45,14 @@ from psycopg.types import TypeInfo
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
+from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .migrations.postgres import apply_migrations
+from .records import MEMORY_COLUMNS, POSTGRES, job_from_row, memory_from_row, message_from_row
 
 log = logging.getLogger(__name__)
 
-MEMORY_COLUMNS = (
-    "id", "tenant_id", "user_id", "agent_id", "session_id", "scope", "category", "kind", "content", "speaker",
-    "event_time", "message_time", "created_at", "version", "is_current", "deleted", "replaces_id",
-    "source_message_ids", "metadata", "embedding", "embedding_short",
-)  # fmt: skip
 _COLS = ", ".join(MEMORY_COLUMNS)
 _COLS_M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 _COLS_NO_VEC = ", ".join(c for c in MEMORY_COLUMNS if not c.startswith("embedding"))
@@ -154,67 +150,6 @@ def _memory_params(m: Memory) -> tuple[Any, ...]:
 
 def _json_dumps(obj: Any) -> str:
     return json.dumps(obj, default=str)
-
-
-def row_to_memory(r: dict[str, Any]) -> Memory:
-    """A ``memories`` row (dict) as a Memory; vectors are None when they were not selected."""
-    return Memory(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        user_id=r["user_id"],
-        agent_id=r["agent_id"],
-        session_id=r["session_id"],
-        scope=Scope(r["scope"]),
-        category=Category(r["category"]),
-        kind=MemoryKind(r["kind"]),
-        content=r["content"],
-        speaker=r["speaker"],
-        event_time=r["event_time"],
-        message_time=r["message_time"],
-        created_at=r["created_at"],
-        version=r["version"],
-        is_current=r["is_current"],
-        deleted=r["deleted"],
-        replaces_id=r["replaces_id"],
-        source_message_ids=list(r["source_message_ids"] or []),
-        metadata=dict(r["metadata"] or {}),
-        embedding=r.get("embedding"),
-        embedding_short=r.get("embedding_short"),
-    )
-
-
-def _row_to_message(r: dict[str, Any]) -> Message:
-    return Message(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        user_id=r["user_id"],
-        session_id=r["session_id"],
-        agent_id=r["agent_id"],
-        speaker=r["speaker"],
-        role=r["role"],
-        content=r["content"],
-        timestamp=r["ts"],
-        client_message_id=r["client_message_id"],
-        metadata=dict(r["metadata"] or {}),
-        created_at=r["created_at"],
-    )
-
-
-def _row_to_job(r: dict[str, Any]) -> Job:
-    return Job(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        user_id=r["user_id"],
-        message_ids=list(r["message_ids"]),
-        status=JobStatus(r["status"]),
-        attempts=r["attempts"],
-        max_attempts=r["max_attempts"],
-        last_error=r["last_error"],
-        next_attempt_at=r["next_attempt_at"],
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        result=dict(r["result"] or {}),
-    )
 
 
 @dataclass(slots=True)
@@ -422,7 +357,7 @@ class PostgresStore:
                 )
                 row = await cur.fetchone()
                 assert row is not None, "conflicting message vanished inside the transaction"
-                out.append((_row_to_message(row), False))
+                out.append((message_from_row(row, POSTGRES), False))
         return out
 
     async def get_messages(self, owner: Owner, ids: Sequence[str]) -> list[Message]:
@@ -433,7 +368,7 @@ class PostgresStore:
                 "SELECT * FROM messages WHERE tenant_id = %s AND user_id = %s AND id = ANY(%s) ORDER BY ts, id",
                 (owner.tenant_id, owner.user_id, list(ids)),
             )
-            return [_row_to_message(r) for r in await cur.fetchall()]
+            return [message_from_row(r, POSTGRES) for r in await cur.fetchall()]
 
     # -- memories -------------------------------------------------------------------------------
     @staticmethod
@@ -489,7 +424,7 @@ class PostgresStore:
     async def _select_memories(self, query: str, params: Sequence[Any]) -> list[Memory]:
         async with self.connection() as conn, conn.cursor(row_factory=dict_row, binary=True) as cur:
             await cur.execute(query, params)
-            return [row_to_memory(r) for r in await cur.fetchall()]
+            return [memory_from_row(r, POSTGRES) for r in await cur.fetchall()]
 
     async def get_memory(self, owner: Owner, memory_id: str) -> Memory | None:
         rows = await self._select_memories(
@@ -565,7 +500,7 @@ class PostgresStore:
                 )
                 rows = await cur.fetchall()
                 timings["vector_full"] = (time.perf_counter() - t1) * 1000
-                hits = [ScoredMemory(row_to_memory(r), float(r["score"])) for r in rows]
+                hits = [ScoredMemory(memory_from_row(r, POSTGRES), float(r["score"])) for r in rows]
                 return VectorSearchResult(hits=hits, candidates_short=0, timings_ms=timings)
 
             t0 = time.perf_counter()
@@ -593,7 +528,7 @@ class PostgresStore:
                 )
                 rows = await cur.fetchall()
             timings["vector_full"] = (time.perf_counter() - t1) * 1000
-        hits = [ScoredMemory(row_to_memory(r), float(r["score"])) for r in rows]
+        hits = [ScoredMemory(memory_from_row(r, POSTGRES), float(r["score"])) for r in rows]
         return VectorSearchResult(hits=hits, candidates_short=len(cand), timings_ms=timings)
 
     async def list_memories(
@@ -716,7 +651,7 @@ class PostgresStore:
                 states: dict[str, Memory] = {}
                 if ids:
                     await cur.execute(f"SELECT {_COLS_NO_VEC} FROM memories WHERE id = ANY(%s)", (ids,))
-                    states = {r["id"]: row_to_memory(r) for r in await cur.fetchall()}
+                    states = {r["id"]: memory_from_row(r, POSTGRES) for r in await cur.fetchall()}
             yield OutboxBatch(conn, items, states)
 
     async def outbox_size(self) -> int:
@@ -793,7 +728,7 @@ class PostgresStore:
                 {"now": now, "lease": now + timedelta(seconds=lease_s)},
             )
             row = await cur.fetchone()
-            return _row_to_job(row) if row else None
+            return job_from_row(row, POSTGRES) if row else None
 
     async def get_job(self, owner: Owner, job_id: str) -> Job | None:
         async with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
@@ -802,7 +737,7 @@ class PostgresStore:
                 (job_id, owner.tenant_id, owner.user_id),
             )
             row = await cur.fetchone()
-            return _row_to_job(row) if row else None
+            return job_from_row(row, POSTGRES) if row else None
 
     async def list_jobs(
         self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
@@ -813,7 +748,7 @@ class PostgresStore:
             params.append(status.value)
         async with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(f"SELECT * FROM jobs WHERE {where} ORDER BY id LIMIT %s", (*params, limit))
-            return [_row_to_job(r) for r in await cur.fetchall()]
+            return [job_from_row(r, POSTGRES) for r in await cur.fetchall()]
 
     # -- API keys ---------------------------------------------------------------------------------
     async def put_api_key(self, record: ApiKeyRecord) -> None:

@@ -99,7 +99,9 @@ async def reconcile(
             report.missing += 1
             _keep(report, "missing", mid)
             to_index.append(mid)
-        elif (found.version, found.tenant_id, found.user_id, found.is_current) != (st.version, st.tenant_id, st.user_id, True):
+        elif (found.version, found.tenant_id, found.user_id) != (st.version, st.tenant_id, st.user_id) or not (
+            found.is_current
+        ):
             report.mismatched += 1
             _keep(report, "mismatched", mid)
             to_index.append(mid)
