@@ -21,6 +21,7 @@ from .config import Settings
 from .domain import JobStatus, Scope
 from .serialization import memory_to_dict as _memory_json
 from .errors import CognisError, InvalidInputError
+from .stores.registry import STORES
 
 IMPORT_BATCH = 128
 
@@ -398,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Long-term memory for conversational agents. Settings: flags > COGNIS_* env vars > defaults.",
     )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", choices=["embedded", "dual", "opensearch"], help="store kind (COGNIS_STORE)")
+    common.add_argument("--store", choices=list(STORES), help="store kind (COGNIS_STORE)")
     common.add_argument("--data-dir", dest="data_dir", help="embedded store directory (COGNIS_DATA_DIR)")
     common.add_argument("--recipe", help="retrieval recipe (COGNIS_RECIPE); see 'recipes'")
     common.add_argument("--llm", choices=["none", "bedrock", "openai"], help="extraction LLM (COGNIS_LLM)")

@@ -14,9 +14,9 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .stores.registry import STORES
 from .telemetry.modes import TelemetryMode
 
-StoreKind = Literal["embedded", "dual", "opensearch"]
 LLMKind = Literal["none", "bedrock", "openai"]
 RerankerKind = Literal["none", "local", "sagemaker"]
 EmbedderKind = Literal["onnx", "sentence-transformers"]
@@ -29,7 +29,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="COGNIS_", extra="ignore", populate_by_name=True)
 
     # --- stores -----------------------------------------------------------------------
-    store: StoreKind = Field("embedded", description="Which store backs the service.")
+    store: str = Field("embedded", description="Which store backs the service.")
     data_dir: Path = Field(Path(".cognis"), description="Directory of the embedded store's SQLite file.")
     sqlite_path: Path | None = Field(None, description="Explicit SQLite file (default: <data_dir>/memory.db).")
 
@@ -184,6 +184,13 @@ class Settings(BaseSettings):
         1.0, ge=0.0, le=1.0, description="Share of new traces recorded; a caller's traceparent decides for its own."
     )
     inspector: bool = Field(True, description="Serve the memory inspector (static page, same API keys) at /ui/.")
+
+    @field_validator("store")
+    @classmethod
+    def _known_store(cls, v: str) -> str:
+        if v not in STORES:
+            raise ValueError(f"unknown store kind {v!r}; the kinds are {', '.join(STORES)}")
+        return v
 
     @field_validator("embedding_dim_short")
     @classmethod

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from cognis_memory.stores.registry import STORES
 from tests.llm_server import ScriptedLLMServer
 from tests.reliability.helpers import (
     COMMON_WORDS,
@@ -29,7 +30,7 @@ from tests.reliability.helpers import (
     unique_prefix,
 )
 
-STORE_KINDS = ["embedded", "dual", "opensearch"]
+STORE_KINDS = list(STORES)  # every registered store kind
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -23,7 +23,8 @@ import pytest_asyncio
 
 from cognis_memory.domain import Owner
 from cognis_memory.stores.dual import DualStore
-from cognis_memory.stores.embedded import EmbeddedStore, owner_token
+from cognis_memory.stores.embedded import EmbeddedStore
+from cognis_memory.stores.filters import owner_token
 from cognis_memory.stores.opensearch_index import OpenSearchKeywordIndex
 from cognis_memory.stores.opensearch_store import OpenSearchStore
 from cognis_memory.stores.postgres import PostgresStore

@@ -15,11 +15,12 @@ from opensearchpy import OpenSearch
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from cognis_memory.domain import Category, Memory, Owner, Scope
+from cognis_memory.stores.registry import STORES
 from cognis_memory.stores.roles import StoreBundle
 
 DIM = 32
 DIM_SHORT = 8
-STORE_KINDS = ("embedded", "dual", "opensearch")
+STORE_KINDS = tuple(STORES)  # every registered store kind
 
 
 def new_owner(user_id: str = "alice") -> Owner:

@@ -130,3 +130,26 @@ async def test_settings_build_working_dual_and_opensearch_stores(postgres_server
             assert all((await store.health()).values())
         finally:
             await store.close()
+
+
+def test_the_registry_names_a_builder_for_every_store_kind_and_settings_accept_only_those() -> None:
+    import importlib
+
+    from cognis_memory.stores.registry import STORES
+
+    for kind, target in STORES.items():
+        module, _, function = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), kind
+        assert Settings(store=kind).store == kind
+    with pytest.raises(ValueError, match="unknown store kind 'sqlite-vec'"):
+        Settings(store="sqlite-vec")
+
+
+def test_the_cli_offers_the_registered_store_kinds() -> None:
+    from cognis_memory.cli import build_parser
+    from cognis_memory.stores.registry import STORES
+
+    for kind in STORES:
+        assert build_parser().parse_args(["reconcile", "--store", kind]).store == kind
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["reconcile", "--store", "sqlite-vec"])

@@ -39,6 +39,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..config import Settings
 from ..domain import Memory, Owner
 from ..errors import DependencyUnavailableError
 from .base import ScoredMemory, SearchFilter
@@ -314,3 +315,30 @@ class DualStore:
         """COPY into Postgres (index built after), then bulk-index OpenSearch directly (no outbox)."""
         await self.pg.bulk_load(memories)
         await self.keyword.bulk_index([m for m in memories if m.is_current])
+
+
+#: Keyword searches give up quickly so that the pipeline can answer from the vector side.
+KEYWORD_SEARCH_TIMEOUT_CAP_S = 2.0
+
+
+def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+    """PostgreSQL (DSN and app role from the settings, see :mod:`.factory`) and the OpenSearch keyword
+    index over ``opensearch_url``, outbox drained in the background every second (registry entry ``dual``)."""
+    from .factory import opensearch_client, postgres_app_dsn, postgres_dsn
+
+    owner_dsn = postgres_dsn(settings)
+    postgres = PostgresStore(
+        postgres_app_dsn(settings) or owner_dsn,
+        dim=dim,
+        dim_short=dim_short,
+        pool_max=max(1, settings.postgres_pool_size),
+        migration_dsn=owner_dsn,
+        app_role=settings.postgres_app_user,
+    )
+    keyword = OpenSearchKeywordIndex(
+        opensearch_client(settings),
+        index_prefix=settings.opensearch_index_prefix,
+        search_timeout_s=min(settings.opensearch_timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
+        write_timeout_s=settings.opensearch_timeout_s,
+    )
+    return DualStore(postgres, keyword, background_drain_interval_s=1.0).roles()

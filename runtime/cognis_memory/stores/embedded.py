@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
 import re
@@ -28,9 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from ..config import Settings
 from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 from ..errors import ConflictError, NotFoundError
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
+from .filters import owner_token, sqlite_filter
 from .numpy_index import IndexedRow, VectorIndexCache
 from .records import MEMORY_COLUMNS, SQLITE, job_from_row, memory_from_row, message_from_row
 from .roles import StoreBundle
@@ -185,12 +186,6 @@ STOP_WORDS = frozenset(
         "your",
     ]
 )
-
-
-def owner_token(owner: Owner) -> str:
-    """An opaque single FTS token standing for (tenant, user)."""
-    digest = hashlib.sha256(f"{owner.tenant_id}\x00{owner.user_id}".encode()).hexdigest()[:32]
-    return f"own{digest}x"
 
 
 def fts_query_terms(text: str, limit: int = 32) -> list[str]:
@@ -517,40 +512,13 @@ class EmbeddedStore:
     ) -> VectorSearchResult:
         return await asyncio.to_thread(self._vector_search, flt, query, query_short, limit, shortlist)
 
-    @staticmethod
-    def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if flt.scopes is not None:
-            clauses.append(f"m.scope IN ({','.join('?' * len(flt.scopes))})")
-            params += [s.value for s in flt.scopes]
-        if flt.categories is not None:
-            clauses.append(f"m.category IN ({','.join('?' * len(flt.categories))})")
-            params += [c.value for c in flt.categories]
-        if flt.kinds is not None:
-            clauses.append(f"m.kind IN ({','.join('?' * len(flt.kinds))})")
-            params += [k.value for k in flt.kinds]
-        if flt.session_id is not None:
-            clauses.append("(m.scope != 'CONTEXT' OR m.session_id = ?)")
-            params.append(flt.session_id)
-        if flt.agent_id is not None:
-            clauses.append("m.agent_id = ?")
-            params.append(flt.agent_id)
-        if flt.time_from is not None:
-            clauses.append("COALESCE(m.event_time, m.message_time) >= ?")
-            params.append(flt.time_from.timestamp())
-        if flt.time_to is not None:
-            clauses.append("COALESCE(m.event_time, m.message_time) <= ?")
-            params.append(flt.time_to.timestamp())
-        return "".join(f" AND {c}" for c in clauses), params
-
     def _keyword_search(self, flt: SearchFilter, text: str, limit: int) -> list[ScoredMemory]:
         terms = fts_query_terms(text)
         if not terms:
             return []
         owner = flt.owner
         match = f'owner : "{owner_token(owner)}" AND content : ({" OR ".join(_quote(t) for t in terms)})'
-        extra, params = self._filter_sql(flt)
+        extra, params = sqlite_filter(flt)
         columns = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
         if not extra:
             # Rank inside FTS first and read only the top rows: joining before the ORDER BY made SQLite
@@ -731,3 +699,8 @@ class EmbeddedStore:
 def _quote(term: str) -> str:
     """An FTS5 string literal: the term in double quotes, inner quotes doubled."""
     return '"' + term.replace('"', '""') + '"'
+
+
+def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+    """The embedded store at ``resolved_sqlite_path`` (registry entry ``embedded``)."""
+    return EmbeddedStore(settings.resolved_sqlite_path, dim=dim, dim_short=dim_short).roles()

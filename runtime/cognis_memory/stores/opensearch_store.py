@@ -58,24 +58,23 @@ import numpy as np
 from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
 
+from ..config import Settings
 from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import ConflictError, NotFoundError
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
+from .filters import opensearch_filter
 from .opensearch_index import (
     MEMORY_FIELDS,
     OpenSearchRunner,
     Refresh,
     create_index_once,
     delete_matching,
-    epoch_us,
-    filter_clauses,
     index_settings,
-    iso,
     match_clause,
     match_text,
     memory_fields,
 )
-from .records import OPENSEARCH, job_from_row, memory_from_row, message_from_row
+from .records import OPENSEARCH, epoch_us, iso, job_from_row, memory_from_row, message_from_row
 from .roles import StoreBundle
 
 
@@ -516,7 +515,7 @@ class OpenSearchStore:
             return VectorSearchResult(hits=[])
         q = np.asarray(query, dtype=np.float32)
         size = limit + 3  # room for hits dropped as superseded
-        knn_filter = {"bool": {"filter": filter_clauses(flt)}}
+        knn_filter = {"bool": {"filter": opensearch_filter(flt)}}
         body: dict[str, Any]
         if query_short is not None:
             k = max(shortlist, size)
@@ -572,7 +571,7 @@ class OpenSearchStore:
             "size": limit + 3,
             "_source": {"excludes": ["embedding_short_b64"]},
             "track_total_hits": False,
-            "query": {"bool": {"must": [match_clause(words)], "filter": filter_clauses(flt)}},
+            "query": {"bool": {"must": [match_clause(words)], "filter": opensearch_filter(flt)}},
         }
         found, drop = await self._search(flt.owner, body)
         out = [
@@ -766,3 +765,17 @@ class OpenSearchStore:
                 bad = [it["index"] for it in res["items"] if it["index"].get("status") not in (200, 201)]
                 raise RuntimeError(f"bulk_load: {len(bad)} documents failed, e.g. {bad[0] if bad else res}")
         await self.runner(self.client.indices.refresh, index=self.memories, request_timeout=300)
+
+
+def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+    """The OpenSearch-only store over ``opensearch_url`` (registry entry ``opensearch``)."""
+    from .factory import opensearch_client
+
+    return OpenSearchStore(
+        opensearch_client(settings),
+        index_prefix=settings.opensearch_index_prefix,
+        dim=dim,
+        dim_short=dim_short,
+        search_timeout_s=settings.opensearch_timeout_s,
+        write_timeout_s=settings.opensearch_timeout_s,
+    ).roles()

@@ -48,6 +48,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
+from .filters import postgres_filter
 from .migrations.postgres import apply_migrations
 from .records import MEMORY_COLUMNS, POSTGRES, job_from_row, memory_from_row, message_from_row
 
@@ -102,41 +103,6 @@ async def register_vector_types(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def filter_sql(flt: SearchFilter, alias: str = "m") -> tuple[str, list[Any]]:
-    """``AND ...`` clauses of a search filter (owner and is_current excluded), with their parameters.
-
-    Mirrors :meth:`EmbeddedStore._filter_sql` exactly: scopes/categories/kinds are IN-lists;
-    ``session_id`` hides CONTEXT memories of other sessions (USER memories stay); ``agent_id``
-    requires that agent (memories without an agent are excluded); the time range applies to
-    ``COALESCE(event_time, message_time)`` and excludes memories with neither.
-    """
-    clauses: list[str] = []
-    params: list[Any] = []
-    a = alias
-    if flt.scopes is not None:
-        clauses.append(f"{a}.scope = ANY(%s)")
-        params.append([s.value for s in flt.scopes])
-    if flt.categories is not None:
-        clauses.append(f"{a}.category = ANY(%s)")
-        params.append([c.value for c in flt.categories])
-    if flt.kinds is not None:
-        clauses.append(f"{a}.kind = ANY(%s)")
-        params.append([k.value for k in flt.kinds])
-    if flt.session_id is not None:
-        clauses.append(f"({a}.scope <> 'CONTEXT' OR {a}.session_id = %s)")
-        params.append(flt.session_id)
-    if flt.agent_id is not None:
-        clauses.append(f"{a}.agent_id = %s")
-        params.append(flt.agent_id)
-    if flt.time_from is not None:
-        clauses.append(f"COALESCE({a}.event_time, {a}.message_time) >= %s")
-        params.append(flt.time_from)
-    if flt.time_to is not None:
-        clauses.append(f"COALESCE({a}.event_time, {a}.message_time) <= %s")
-        params.append(flt.time_to)
-    return "".join(f" AND {c}" for c in clauses), params
-
-
 def _memory_params(m: Memory) -> tuple[Any, ...]:
     if m.embedding is None or m.embedding_short is None:
         raise ValueError("embedding: memories must be embedded before they are stored")
@@ -486,7 +452,7 @@ class PostgresStore:
         if limit <= 0:
             return VectorSearchResult(hits=[])
         owner = flt.owner
-        extra, fparams = filter_sql(flt)
+        extra, fparams = postgres_filter(flt)
         q_full = np.asarray(query, dtype=np.float32)
         timings: dict[str, float] = {}
         async with self.connection() as conn, conn.transaction(), conn.cursor(row_factory=dict_row, binary=True) as cur:

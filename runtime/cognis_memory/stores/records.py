@@ -24,7 +24,7 @@ import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import numpy as np
@@ -58,6 +58,24 @@ def aware(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is not None:
         return value
     return value.replace(tzinfo=UTC)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def epoch_us(value: datetime) -> int:
+    """Exact epoch microseconds (timezone-aware; naive values are UTC), also before 1970."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat()
 
 
 def _from_epoch(value: float | None) -> datetime | None:
