@@ -252,19 +252,15 @@ def env(request, tmp_path, embedder) -> Env:
     return Env(request, tmp_path, embedder.dim)
 
 
-@pytest.mark.parametrize("kind", list(CONTROLS))
-async def test_the_program_passes_on_the_real_code(kind, env, embedder, isolation_llm, truth):
-    server, llm = isolation_llm
-    before = len(llm.violations)
-    await run_program(CONTROLS[kind](env), embedder, server.base_url, truth)
-    assert not llm.violations[before:], llm.violations[before:][:3]
+#: the real code of every store, and one layer of a two-layer filter removed: both keep owners apart
+MUST_PASS = {**{f"real code, {kind} store": c for kind, c in CONTROLS.items()}, **ONE_LAYER}
 
 
-@pytest.mark.parametrize("case", list(ONE_LAYER))
-async def test_the_second_layer_alone_keeps_owners_apart(case, env, embedder, isolation_llm, truth):
+@pytest.mark.parametrize("case", list(MUST_PASS))
+async def test_the_program_passes_where_every_owner_is_still_kept_apart(case, env, embedder, isolation_llm, truth):
     server, llm = isolation_llm
     before = len(llm.violations)
-    await run_program(ONE_LAYER[case](env), embedder, server.base_url, truth)
+    await run_program(MUST_PASS[case](env), embedder, server.base_url, truth)
     assert not llm.violations[before:], llm.violations[before:][:3]
 
 
