@@ -20,6 +20,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from cognis_memory.domain import Owner
 from cognis_memory.api.app import create_app
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from scripts.local_servers import OpenSearchServer, PostgresServer, RedisServer
@@ -294,11 +295,20 @@ async def test_redis_down_searches_and_writes_go_on_uncached(redis_env):
             r = await api.search("pat", "plums")
             took.append(time.monotonic() - t0)
             assert r.status_code == 200 and r.json()["results"], r.text
-            assert took[-1] < 2.0, "an unreachable cache must not slow requests down for long"
+            # a generous wall-clock bound: it catches a request hanging on the dead server, not noise
+            # of this shared 2-core machine (the cache's own cost is checked exactly below)
+            assert took[-1] < 10.0, "an unreachable cache must not slow requests down for long"
             assert (
                 await api.add("pat", f"cmid-r{i + 1}", f"{FRUITS[i + 1]} cmid-r{i + 1} zq00000000f3")
             ).status_code == 201
         print(f"Redis down: searches took {min(took) * 1000:.0f}-{max(took) * 1000:.0f} ms")
+        # The cache's own cost while Redis is down, without the search around it: every call
+        # answers a miss within the socket timeout of the fixture (0.25 s), none waits longer.
+        owner = Owner("default", "pat")
+        for _ in range(5):
+            t0 = time.monotonic()
+            assert await cache.get_search(owner, "probe") is None
+            assert time.monotonic() - t0 < 0.25, "a cache call waited on the dead server"
         r = await api.client.get("/ready")
         assert r.status_code == 200 and r.json()["checks"]["cache:redis"] is False
         # every write made while Redis was down is visible (nothing stale was cached)
