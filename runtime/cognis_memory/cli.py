@@ -21,6 +21,7 @@ from .config import Settings
 from .domain import JobStatus, Scope
 from .serialization import memory_to_dict as _memory_json
 from .errors import CognisError, InvalidInputError
+from .providers.registry import EMBEDDERS, LLMS, RERANKERS
 from .stores.registry import STORES
 
 IMPORT_BATCH = 128
@@ -402,11 +403,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--store", choices=list(STORES), help="store kind (COGNIS_STORE)")
     common.add_argument("--data-dir", dest="data_dir", help="embedded store directory (COGNIS_DATA_DIR)")
     common.add_argument("--recipe", help="retrieval recipe (COGNIS_RECIPE); see 'recipes'")
-    common.add_argument("--llm", choices=["none", "bedrock", "openai"], help="extraction LLM (COGNIS_LLM)")
-    common.add_argument("--reranker", choices=["none", "local", "sagemaker"], help="reranker (COGNIS_RERANKER)")
+    common.add_argument("--llm", choices=["none", *LLMS], help="extraction LLM (COGNIS_LLM)")
+    common.add_argument("--reranker", choices=["none", *RERANKERS], help="reranker (COGNIS_RERANKER)")
     common.add_argument(
         "--embedder",
-        choices=["onnx", "sentence-transformers"],
+        choices=list(EMBEDDERS),
         help="embedding runtime (COGNIS_EMBEDDER, default onnx)",
     )
     common.add_argument(

@@ -91,8 +91,9 @@ EMBEDDED = "cognis_memory.stores.embedded"
 POSTGRES = "cognis_memory.stores.postgres"
 OS_INDEX = "cognis_memory.stores.opensearch_index"
 OS_STORE = "cognis_memory.stores.opensearch_store"
+FILTERS = "cognis_memory.stores.filters"
 SPEAKERS = "cognis_memory.retrieval.speakers"
-REDIS = "cognis_memory.stores.redis_cache"
+REDIS = "cognis_memory.caching.redis_cache"
 
 #: SQL: keep the parameter bound but make the condition always true
 NO_USER_SQLITE = Edit("m.user_id = ?", "(m.user_id = ? OR 1)", 2, "EmbeddedStore._keyword_search")
@@ -103,7 +104,7 @@ NO_USER_FETCH = Edit("AND user_id = ? AND id IN", "AND (user_id = ? OR 1) AND id
 NO_USER_PG_VECTOR = Edit("m.user_id = %s", "(m.user_id = %s OR TRUE)", 3, "PostgresStore.vector_search")
 NO_USER_PG_HYDRATION = Edit("AND user_id = %s AND is_current AND id", "AND (user_id = %s OR TRUE) AND is_current AND id",
                             1)  # fmt: skip
-NO_USER_OS_FILTER = Edit('{"term": {"user_id": flt.owner.user_id}},', "", 1, "filter_clauses")
+NO_USER_OS_FILTER = Edit('{"term": {"user_id": flt.owner.user_id}},', "", 1, "opensearch_filter")
 NO_USER_SPEAKERS = Edit("self._entries.get(owner)", "self._entries.get(owner.tenant_id)", 2, "SpeakerDirectory")
 NO_USER_SPEAKERS_SET = Edit("self._entries[owner]", "self._entries[owner.tenant_id]", 1, "SpeakerDirectory")
 NO_USER_SPEAKERS_MOVE = Edit("move_to_end(owner)", "move_to_end(owner.tenant_id)", 1, "SpeakerDirectory")
@@ -150,15 +151,19 @@ class Env:
         return mod.RedisCache(self.request.getfixturevalue("redis_server").url, ttl_s=300)
 
 
-def opensearch_store_with_mutated_filters() -> types.ModuleType:
-    """The OpenSearch-only store reads ``filter_clauses`` from opensearch_index: build the store module
-    against a mutated opensearch_index by executing it with that module's names rebound."""
-    index = mutant(OS_INDEX, NO_USER_OS_FILTER)
-    store = mutant(OS_STORE)
-    for name, value in vars(index).items():  # the store module's imports from opensearch_index
-        if name in vars(store) and vars(store)[name] is getattr(real(OS_INDEX), name, object()):
-            setattr(store, name, value)
-    return store
+def with_mutated_filters(module_name: str) -> types.ModuleType:
+    """A fresh ``module_name`` whose OpenSearch filter translation (imported from :mod:`~cognis_memory.stores.filters`,
+    where every backend's translation lives) lacks the user condition: the module is rebuilt with the
+    names it imported from the filters module rebound to a mutant of it."""
+    filters = mutant(FILTERS, NO_USER_OS_FILTER)
+    module = mutant(module_name)
+    rebound = 0
+    for name, value in vars(filters).items():
+        if name in vars(module) and vars(module)[name] is getattr(real(FILTERS), name, object()):
+            setattr(module, name, value)
+            rebound += 1
+    assert rebound, f"{module_name} imports nothing from {FILTERS}: the planted filter would not reach it"
+    return module
 
 
 Case = Callable[[Env], Parts]
@@ -171,10 +176,10 @@ CASES: dict[str, Case] = {
     ),
     "PostgreSQL vector query": lambda env: Parts(env.dual(mutant(POSTGRES, NO_USER_PG_VECTOR), real(OS_INDEX))),
     "OpenSearch filter clauses (OpenSearch-only store)": lambda env: Parts(
-        env.opensearch(opensearch_store_with_mutated_filters())
+        env.opensearch(with_mutated_filters(OS_STORE))
     ),
     "dual keyword query (OpenSearch filter and PostgreSQL hydration)": lambda env: Parts(
-        env.dual(mutant(POSTGRES, NO_USER_PG_HYDRATION), mutant(OS_INDEX, NO_USER_OS_FILTER))
+        env.dual(mutant(POSTGRES, NO_USER_PG_HYDRATION), with_mutated_filters(OS_INDEX))
     ),
     "speaker directory owner key": lambda env: Parts(
         env.embedded(real(EMBEDDED)),
@@ -195,7 +200,7 @@ ONE_LAYER: dict[str, Case] = {
         env.embedded(mutant(EMBEDDED, NO_USER_INDEX_ROWS))
     ),
     "dual store without the OpenSearch user filter": lambda env: Parts(
-        env.dual(real(POSTGRES), mutant(OS_INDEX, NO_USER_OS_FILTER))
+        env.dual(real(POSTGRES), with_mutated_filters(OS_INDEX))
     ),
 }  # fmt: skip
 CONTROLS: dict[str, Case] = {
