@@ -104,7 +104,7 @@ class RedisCache:
             return default
         try:
             return await fn()
-        except Exception as e:
+        except Exception as e:  # a cache never raises
             self._down_until = time.monotonic() + self.retry_after_s
             if now - self._last_log >= self.log_interval_s:
                 extra = f" ({self._suppressed} more errors since the last report)" if self._suppressed else ""

@@ -146,7 +146,7 @@ class DualStore:
             await self._drain_batch(self.outbox_batch)
         except DependencyUnavailableError as e:
             log.info("dual store: OpenSearch unavailable, outbox keeps the write (%s)", e)
-        except Exception:
+        except Exception:  # the write itself succeeded
             log.exception("dual store: inline outbox drain failed")
 
     async def after_forget(self, outbox_id: int) -> dict[str, int]:
@@ -203,7 +203,7 @@ class DualStore:
                         result.deleted_documents += await self.keyword.delete_owner(Owner(item.tenant_id, item.user_id))
                     except DependencyUnavailableError:
                         raise
-                    except Exception as e:
+                    except Exception as e:  # a bad item must not block the outbox
                         log.exception("dual store: forget item %s failed", item.id)
                         await batch.fail([item.id], f"{type(e).__name__}: {e}", _retry_delay(item.attempts))
                         result.failed += 1
@@ -246,7 +246,7 @@ class DualStore:
             outcomes = {r.memory_id: r for r in await self.keyword.apply(list(ops.values()))}
         except DependencyUnavailableError:
             raise
-        except Exception as e:
+        except Exception as e:  # e.g. a rejected request: retry these items later
             log.exception("dual store: bulk push of %d outbox items failed", len(items))
             for item in items:
                 await batch.fail([item.id], f"{type(e).__name__}: {e}", _retry_delay(item.attempts))
@@ -291,7 +291,7 @@ class DualStore:
             except DependencyUnavailableError as e:
                 delay = min(max_backoff_s, delay * 2)
                 log.info("dual store: outbox drain waiting for OpenSearch (%s); next try in %.1fs", e, delay)
-            except Exception:
+            except Exception:  # keep the loop alive (Postgres blips, bugs are logged)
                 delay = min(max_backoff_s, delay * 2)
                 log.exception("dual store: outbox drain failed; next try in %.1fs", delay)
             with contextlib.suppress(TimeoutError):

@@ -9,6 +9,9 @@ m.user_id = ...``; in SQLite's FTS also by the owner token) and by :func:`opense
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ..domain import Owner, Scope
@@ -23,69 +26,60 @@ def owner_token(owner: Owner) -> str:
     return f"own{digest}x"
 
 
-def sqlite_filter(flt: SearchFilter) -> tuple[str, list[Any]]:
-    """SQLite: ``AND ...`` clauses over ``memories m`` (owner and is_current excluded), ``?`` parameters,
-    times as epoch seconds."""
+@dataclass(frozen=True, slots=True)
+class _SqlDialect:
+    """What differs between the two SQL translations: how a set and a time are passed."""
+
+    param: str  #: the parameter placeholder
+    time: Callable[[datetime], Any]  #: a time as the backend stores it
+    any_of_array: bool  #: ``= ANY(array)`` (PostgreSQL) rather than ``IN (?, ?, ...)`` (SQLite)
+
+    def one_of(self, column: str, values: list[str]) -> tuple[str, list[Any]]:
+        if self.any_of_array:
+            return f"{column} = ANY({self.param})", [values]
+        return f"{column} IN ({','.join([self.param] * len(values))})", list(values)
+
+
+_SQLITE = _SqlDialect("?", lambda t: t.timestamp(), any_of_array=False)
+_POSTGRES = _SqlDialect("%s", lambda t: t, any_of_array=True)
+
+
+def _sql_filter(flt: SearchFilter, d: _SqlDialect, a: str) -> tuple[str, list[Any]]:
+    """``AND ...`` clauses over ``memories <a>`` (owner and is_current excluded), with their parameters:
+    scopes/categories/kinds are sets; ``session_id`` hides CONTEXT memories of other sessions (USER
+    memories stay); ``agent_id`` requires that agent (memories without an agent are excluded); the
+    time range applies to ``COALESCE(event_time, message_time)`` and excludes memories with neither."""
     clauses: list[str] = []
     params: list[Any] = []
-    if flt.scopes is not None:
-        clauses.append(f"m.scope IN ({','.join('?' * len(flt.scopes))})")
-        params += [s.value for s in flt.scopes]
-    if flt.categories is not None:
-        clauses.append(f"m.category IN ({','.join('?' * len(flt.categories))})")
-        params += [c.value for c in flt.categories]
-    if flt.kinds is not None:
-        clauses.append(f"m.kind IN ({','.join('?' * len(flt.kinds))})")
-        params += [k.value for k in flt.kinds]
+    for column, chosen in (("scope", flt.scopes), ("category", flt.categories), ("kind", flt.kinds)):
+        if chosen is not None:
+            clause, values = d.one_of(f"{a}.{column}", [c.value for c in chosen])
+            clauses.append(clause)
+            params += values
     if flt.session_id is not None:
-        clauses.append("(m.scope != 'CONTEXT' OR m.session_id = ?)")
+        clauses.append(f"({a}.scope <> 'CONTEXT' OR {a}.session_id = {d.param})")
         params.append(flt.session_id)
     if flt.agent_id is not None:
-        clauses.append("m.agent_id = ?")
+        clauses.append(f"{a}.agent_id = {d.param}")
         params.append(flt.agent_id)
     if flt.time_from is not None:
-        clauses.append("COALESCE(m.event_time, m.message_time) >= ?")
-        params.append(flt.time_from.timestamp())
+        clauses.append(f"COALESCE({a}.event_time, {a}.message_time) >= {d.param}")
+        params.append(d.time(flt.time_from))
     if flt.time_to is not None:
-        clauses.append("COALESCE(m.event_time, m.message_time) <= ?")
-        params.append(flt.time_to.timestamp())
+        clauses.append(f"COALESCE({a}.event_time, {a}.message_time) <= {d.param}")
+        params.append(d.time(flt.time_to))
     return "".join(f" AND {c}" for c in clauses), params
+
+
+def sqlite_filter(flt: SearchFilter) -> tuple[str, list[Any]]:
+    """SQLite: ``?`` parameters, ``IN`` lists, times as epoch seconds (the columns are REAL)."""
+    return _sql_filter(flt, _SQLITE, "m")
 
 
 # -- PostgreSQL (dual store) -----------------------------------------------------------------------
 def postgres_filter(flt: SearchFilter, alias: str = "m") -> tuple[str, list[Any]]:
-    """``AND ...`` clauses of a search filter (owner and is_current excluded), with their parameters.
-
-    The same semantics as :func:`sqlite_filter`: scopes/categories/kinds are IN-lists;
-    ``session_id`` hides CONTEXT memories of other sessions (USER memories stay); ``agent_id``
-    requires that agent (memories without an agent are excluded); the time range applies to
-    ``COALESCE(event_time, message_time)`` and excludes memories with neither.
-    """
-    clauses: list[str] = []
-    params: list[Any] = []
-    a = alias
-    if flt.scopes is not None:
-        clauses.append(f"{a}.scope = ANY(%s)")
-        params.append([s.value for s in flt.scopes])
-    if flt.categories is not None:
-        clauses.append(f"{a}.category = ANY(%s)")
-        params.append([c.value for c in flt.categories])
-    if flt.kinds is not None:
-        clauses.append(f"{a}.kind = ANY(%s)")
-        params.append([k.value for k in flt.kinds])
-    if flt.session_id is not None:
-        clauses.append(f"({a}.scope <> 'CONTEXT' OR {a}.session_id = %s)")
-        params.append(flt.session_id)
-    if flt.agent_id is not None:
-        clauses.append(f"{a}.agent_id = %s")
-        params.append(flt.agent_id)
-    if flt.time_from is not None:
-        clauses.append(f"COALESCE({a}.event_time, {a}.message_time) >= %s")
-        params.append(flt.time_from)
-    if flt.time_to is not None:
-        clauses.append(f"COALESCE({a}.event_time, {a}.message_time) <= %s")
-        params.append(flt.time_to)
-    return "".join(f" AND {c}" for c in clauses), params
+    """PostgreSQL: ``%s`` parameters, ``= ANY(array)``, times as ``timestamptz``."""
+    return _sql_filter(flt, _POSTGRES, alias)
 
 
 # -- OpenSearch (keyword index, OpenSearch-only store) ----------------------------------------------

@@ -108,7 +108,7 @@ class OpenSearchRunner:
     async def ping(self, timeout_s: float = 1.0) -> bool:
         try:
             return bool(await self(self.client.ping, request_timeout=timeout_s))
-        except Exception:
+        except Exception:  # health reports, never raises
             return False
 
     def close(self) -> None:

@@ -294,7 +294,7 @@ class PostgresStore:
             async with self.connection() as conn:
                 await conn.execute("SELECT 1")
             return True
-        except Exception:
+        except Exception:  # health reports, never raises
             return False
 
     # -- messages -------------------------------------------------------------------------------
