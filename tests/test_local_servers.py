@@ -1,4 +1,4 @@
-"""The local real servers (scripts/local_servers) answer like the production services do.
+"""The local real servers (cognis_dev.local_servers) answer like the production services do.
 
 Shared session servers come from tests/servers.py; the restart/crash tests use private instances so
 that they never disturb connections other tests hold to the shared ones.

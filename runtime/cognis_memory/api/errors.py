@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
     ConflictError,
-    DependencyUnavailable,
+    DependencyUnavailableError,
     InvalidInputError,
     NotFoundError,
     PermissionDeniedError,
@@ -94,7 +94,7 @@ async def _forbidden(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, DependencyUnavailable)
+    assert isinstance(exc, DependencyUnavailableError)
     status, code, message, headers = unavailable_error(exc)
     return error_response(status, code, message, **{k.decode(): v.decode() for k, v in headers})
 
@@ -107,4 +107,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(ConflictError, _conflict)
     app.add_exception_handler(PermissionDeniedError, _forbidden)
-    app.add_exception_handler(DependencyUnavailable, _unavailable)
+    app.add_exception_handler(DependencyUnavailableError, _unavailable)

@@ -13,9 +13,9 @@ import hashlib
 import json
 from typing import Any
 
+from ..caching.result_cache import Cache
 from ..domain import utcnow
 from ..serialization import memory_from_dict, memory_to_dict
-from ..stores.cache import Cache
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
 from .pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse

@@ -21,13 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from ..caching.result_cache import Cache
 from ..domain import Memory, Owner, utcnow
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder, normalise_rows
-from ..errors import DependencyUnavailable
+from ..errors import DependencyUnavailableError
 from ..providers.base import Reranker
-from ..stores.base import MemoryStore, ScoredMemory, SearchFilter, VectorSearchResult
-from ..stores.cache import Cache
+from ..stores.base import ScoredMemory, SearchFilter, VectorSearchResult
+from ..stores.roles import KeywordSearch, MemoryVersions, VectorSearch
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
 from .current_state import order_by_state
@@ -74,23 +75,26 @@ class SearchResponse:
 class RetrievalPipeline:
     def __init__(
         self,
-        store: MemoryStore,
         encoder: MatryoshkaEncoder,
         *,
+        vectors: VectorSearch,
+        keywords: KeywordSearch,
+        memories: MemoryVersions,
         cache: Cache,
         config: RetrievalConfig,
         reranker: Reranker | None = None,
         reranker_timeout_s: float = 1.5,
     ) -> None:
-        self.store, self.encoder, self.cache, self.config = store, encoder, cache, config
+        self.vectors, self.keywords, self.memories = vectors, keywords, memories
+        self.encoder, self.cache, self.config = encoder, cache, config
         self.reranker, self.reranker_timeout_s = reranker, reranker_timeout_s
         self.speakers = SpeakerDirectory()
 
     async def _probe_speakers(self, owner: Owner, word: str) -> list[Memory]:
         """Memories that mention ``word`` (for the speaker directory); none when BM25 is down."""
         try:
-            return [h.memory for h in await self.store.keyword_search(SearchFilter(owner=owner), word, limit=10)]
-        except DependencyUnavailable:
+            return [h.memory for h in await self.keywords.keyword_search(SearchFilter(owner=owner), word, limit=10)]
+        except DependencyUnavailableError:
             return []
 
     async def embed_query(self, owner: Owner, text: str) -> tuple[np.ndarray, np.ndarray]:
@@ -151,7 +155,7 @@ class RetrievalPipeline:
                 return None
             with rec.stage("embed_query"):
                 full, short = await self.embed_query(q.owner, text)
-            result = await self.store.vector_search(
+            result = await self.vectors.vector_search(
                 flt, full, short if cfg.two_stage else None, limit=cfg.vector_k, shortlist=cfg.shortlist
             )
             rec.add_completed(result.timings_ms)  # timed inside the store, ended just now
@@ -162,8 +166,8 @@ class RetrievalPipeline:
                 return None
             with rec.stage("bm25"):
                 try:
-                    return await self.store.keyword_search(flt, bm25_text, limit=cfg.bm25_k)
-                except DependencyUnavailable as exc:
+                    return await self.keywords.keyword_search(flt, bm25_text, limit=cfg.bm25_k)
+                except DependencyUnavailableError as exc:
                     degraded.append(f"bm25:{exc.dependency}")
                     return None
 
@@ -262,7 +266,7 @@ class RetrievalPipeline:
             with rec.stage("version_chain"):
                 # a first version has no earlier versions: no store round trip for it
                 walk = [hit for hit in hits if hit.memory.version > 1 or hit.memory.replaces_id is not None]
-                chains = await asyncio.gather(*(self.store.get_chain(q.owner, hit.memory.id) for hit in walk))
+                chains = await asyncio.gather(*(self.memories.get_chain(q.owner, hit.memory.id) for hit in walk))
                 for hit, chain in zip(walk, chains, strict=True):
                     hit.history = [m for m in chain if m.version < hit.memory.version]
 
@@ -323,7 +327,7 @@ class RetrievalPipeline:
             scores = await asyncio.wait_for(
                 self.reranker.rerank(text, [candidates[d].content for d in head]), timeout=self.reranker_timeout_s
             )
-        except (DependencyUnavailable, TimeoutError):
+        except (DependencyUnavailableError, TimeoutError):
             degraded.append("reranker")
             return ranked
         if len(scores) != len(head):

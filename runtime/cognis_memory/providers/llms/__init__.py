@@ -8,9 +8,9 @@ Both implement :class:`cognis_memory.providers.base.LLM`. Failures are split the
 pipeline needs them:
 
 * the model could not be reached, was throttled, failed server-side or timed out ->
-  :class:`~cognis_memory.errors.DependencyUnavailable` (``dependency="llm"``; the job is retried);
+  :class:`~cognis_memory.errors.DependencyUnavailableError` (``dependency="llm"``; the job is retried);
 * the request was refused for a configuration reason (credentials, IAM, model access, unknown
-  model, unsupported parameter) -> also ``DependencyUnavailable``, whose message starts with
+  model, unsupported parameter) -> also ``DependencyUnavailableError``, whose message starts with
   ``"configuration problem:"`` because retrying will not help until someone fixes the settings;
 * the model answered, but not with the requested structure -> :class:`LLMOutputError`.
 

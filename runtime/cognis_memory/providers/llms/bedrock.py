@@ -14,7 +14,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import LLMOutputError
 
 from .structured import CONFIG_PREFIX, check_schema_name, extract_json_text, validated
@@ -126,16 +126,16 @@ class BedrockConverseLLM:
             detail = f"Bedrock model {self.model_id!r} answered {code} (HTTP {status}): {error.get('Message', '')}"
             transient = code in _BEDROCK_TRANSIENT or status is None or status == 429 or status >= 500
             if transient:
-                raise DependencyUnavailable("llm", detail) from exc
-            raise DependencyUnavailable(
+                raise DependencyUnavailableError("llm", detail) from exc
+            raise DependencyUnavailableError(
                 "llm",
                 f"{CONFIG_PREFIX} {detail}. Check model access, IAM permissions, the model id and "
                 "the region; retrying will not help.",
             ) from exc
         except (NoCredentialsError, PartialCredentialsError) as exc:
-            raise DependencyUnavailable("llm", f"{CONFIG_PREFIX} no AWS credentials for Bedrock: {exc}") from exc
+            raise DependencyUnavailableError("llm", f"{CONFIG_PREFIX} no AWS credentials for Bedrock: {exc}") from exc
         except BotoCoreError as exc:  # read/connect timeouts, connection errors
-            raise DependencyUnavailable("llm", f"Bedrock model {self.model_id!r} unreachable: {exc}") from exc
+            raise DependencyUnavailableError("llm", f"Bedrock model {self.model_id!r} unreachable: {exc}") from exc
 
     async def generate_structured(
         self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str
@@ -145,7 +145,7 @@ class BedrockConverseLLM:
         try:
             response = await asyncio.wait_for(asyncio.to_thread(self._converse, request), timeout=self.timeout_s)
         except TimeoutError as exc:
-            raise DependencyUnavailable(
+            raise DependencyUnavailableError(
                 "llm",
                 f"Bedrock model {self.model_id!r} did not answer within {self.timeout_s:g} s",
             ) from exc

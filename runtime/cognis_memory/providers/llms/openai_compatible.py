@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import LLMOutputError
 
 from .structured import CONFIG_PREFIX, check_schema_name, extract_json_text, validated
@@ -27,8 +27,8 @@ class OpenAICompatibleLLM:
     tolerated) and validated against ``schema``.
 
     Errors: a timeout (``timeout_s`` bounds the whole call), a connection error, HTTP 408/429
-    or 5xx, or a reply that is not a chat completion -> ``DependencyUnavailable``; other 4xx
-    (bad key, unknown model, unsupported ``response_format``) -> ``DependencyUnavailable``
+    or 5xx, or a reply that is not a chat completion -> ``DependencyUnavailableError``; other 4xx
+    (bad key, unknown model, unsupported ``response_format``) -> ``DependencyUnavailableError``
     with a configuration message; a refusal, a truncated answer or content that is not the
     requested JSON -> ``LLMOutputError``.
 
@@ -114,16 +114,16 @@ class OpenAICompatibleLLM:
                 timeout=self.timeout_s,
             )
         except (TimeoutError, httpx.TimeoutException) as exc:
-            raise DependencyUnavailable("llm", f"{self.url} did not answer within {self.timeout_s:g} s") from exc
+            raise DependencyUnavailableError("llm", f"{self.url} did not answer within {self.timeout_s:g} s") from exc
         except httpx.HTTPError as exc:
-            raise DependencyUnavailable("llm", f"{self.url} unreachable: {type(exc).__name__}: {exc}") from exc
+            raise DependencyUnavailableError("llm", f"{self.url} unreachable: {type(exc).__name__}: {exc}") from exc
 
         status = response.status_code
         if status >= 300:
             detail = f"{self.url} answered HTTP {status}: {_error_message(response)}"
             if status in (408, 409, 425, 429) or status >= 500:
-                raise DependencyUnavailable("llm", detail)
-            raise DependencyUnavailable(
+                raise DependencyUnavailableError("llm", detail)
+            raise DependencyUnavailableError(
                 "llm",
                 f"{CONFIG_PREFIX} {detail}. Check openai_base_url, openai_api_key and openai_model "
                 "(and that the server supports json_schema response_format); retrying will not help.",
@@ -133,7 +133,7 @@ class OpenAICompatibleLLM:
             choice = envelope["choices"][0]
             message = choice["message"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise DependencyUnavailable(
+            raise DependencyUnavailableError(
                 "llm",
                 f"{self.url} did not answer with a chat completion: {response.text[:200]!r}",
             ) from exc

@@ -15,7 +15,7 @@ from typing import Any
 from cognis_memory.providers.base import LLMOutputError
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-#: The start of a DependencyUnavailable message that retrying will not fix until the settings change.
+#: The start of a DependencyUnavailableError message that retrying will not fix until the settings change.
 CONFIG_PREFIX = "configuration problem:"
 
 
