@@ -10,9 +10,8 @@ import sys
 import uuid
 
 import pytest
-
-from cognis_dev.local_servers import OpenSearchServer, PostgresServer, RedisServer
 from cognis_dev.fixtures import start_or_skip
+from cognis_dev.local_servers import OpenSearchServer, PostgresServer, RedisServer
 
 
 def _conftest_provides_server_fixtures() -> bool:

@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+from cognis_dev.http_server import serve_in_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cognis_memory.api.app import create_app
 from cognis_memory.config import Settings
 from cognis_memory.service import MemoryService
 from cognis_memory.stores.embedded import EmbeddedStore
-from cognis_dev.http_server import serve_in_thread
 
 API_KEYS = "agent-key=acme,agent-read=acme:read,other-key=globex"
 

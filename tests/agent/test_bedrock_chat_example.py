@@ -14,9 +14,9 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
+from cognis_dev.processes import ServeProcess, free_port
 
 from cognis_memory.client import MemoryClient
-from cognis_dev.processes import ServeProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "chat-key"

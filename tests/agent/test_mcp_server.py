@@ -19,10 +19,10 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from cognis_dev.processes import free_port, stop, wait_for_http
 
 from cognis_memory.agent_tools import TOOLS, AsyncMemoryToolbox, input_schema
 from cognis_memory.client import NO_RETRIES, AsyncMemoryClient
-from cognis_dev.processes import free_port, stop, wait_for_http
 
 try:
     from mcp import Client

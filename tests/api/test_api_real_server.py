@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from cognis_dev.processes import free_port, wait_for_http
 
 REPO = Path(__file__).resolve().parents[2]

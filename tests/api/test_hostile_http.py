@@ -16,12 +16,12 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
+from cognis_dev.http_server import serve_in_thread
 
 from cognis_memory.api.app import create_app
 from cognis_memory.config import Settings
 from cognis_memory.service import MemoryService
 from cognis_memory.stores.embedded import EmbeddedStore
-from cognis_dev.http_server import serve_in_thread
 
 KEYS = "rw-key=acme,ro-key=acme:read"
 CRASH = "EXPLODE-THE-MODEL"

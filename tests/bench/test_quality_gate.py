@@ -32,6 +32,7 @@ GATED = {"current@1": 1, "stale_above_current": -1, "current_recall@5": 1, "hist
 
 async def measure(tmp: Path, users: int, seed: int, recipe: str) -> dict[str, Any]:
     from cognis_dev import bench_common as bc
+
     from scripts import bench_updates as bu
 
     histories = bu.generate(users, seed)

@@ -18,8 +18,8 @@ import time
 
 import httpx
 import pytest
-
 from cognis_dev.processes import ServeProcess
+
 from tests.llm_server import ScriptedLLMServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from cognis_memory.domain import Category, Message
-from cognis_memory.ingest.categorizer import EmbeddingCategorizer
 from cognis_memory.encoding.encoder import MatryoshkaEncoder, fit_variance_rotation, normalise_rows
+from cognis_memory.ingest.categorizer import EmbeddingCategorizer
 from cognis_memory.ingest.resolution import resolve_message
 
 TS = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

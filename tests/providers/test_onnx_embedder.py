@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cognis_dev.bench_common import synthetic_queries, synthetic_sentences
 
 from cognis_memory.providers import default_model
 from cognis_memory.providers.base import Embedder
 from cognis_memory.providers.onnx_embedder import OnnxEmbedder
-from cognis_dev.bench_common import synthetic_queries, synthetic_sentences
 
 EDGE_CASES = [
     "",

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from cognis_dev.processes import ServeProcess
 
 pytestmark = pytest.mark.integration

@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from cognis_dev.processes import ServeProcess
 
 from cognis_memory.api.app import create_app
 from cognis_memory.client import AsyncMemoryClient, MemoryClient
@@ -47,7 +48,6 @@ from tests.reliability.helpers import (
     seg,
     sqlite_rows,
 )
-from cognis_dev.processes import ServeProcess
 
 pytestmark = pytest.mark.integration
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import httpx
 import pytest
+from cognis_dev.processes import ServeProcess
 
 from tests.llm_server import ScriptedLLMServer
-from cognis_dev.processes import ServeProcess
 
 pytestmark = pytest.mark.integration
 

@@ -19,14 +19,14 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-
-from cognis_memory.domain import Owner
-from cognis_memory.api.app import create_app
-from cognis_memory.providers.llms import OpenAICompatibleLLM
+from cognis_dev.fixtures import start_or_skip
 from cognis_dev.local_servers import OpenSearchServer, PostgresServer, RedisServer
+
+from cognis_memory.api.app import create_app
+from cognis_memory.domain import Owner
+from cognis_memory.providers.llms import OpenAICompatibleLLM
 from tests.llm_server import Reply, ScriptedLLMServer
 from tests.reliability.helpers import build_dual, build_embedded, build_opensearch, make_service, unique_prefix
-from cognis_dev.fixtures import start_or_skip
 
 pytestmark = pytest.mark.integration
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 import pytest_asyncio
+from cognis_dev.fixtures import start_or_skip
 
 from cognis_memory.domain import Owner
 from cognis_memory.errors import DependencyUnavailableError
@@ -18,7 +19,6 @@ from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, memory_fields
 from cognis_memory.stores.postgres import PostgresStore
 from cognis_memory.stores.reconcile import reconcile
-from cognis_dev.fixtures import start_or_skip
 from tests.stores.helpers import (
     DIM,
     DIM_SHORT,

@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 import pytest_asyncio
+from cognis_dev.fixtures import start_or_skip
 from redis.asyncio import Redis
 
 from cognis_memory.caching.redis_cache import RedisCache, owner_prefix
 from cognis_memory.caching.result_cache import Cache
 from cognis_memory.domain import Owner
-from cognis_dev.fixtures import start_or_skip
 
 pytestmark = pytest.mark.integration
 

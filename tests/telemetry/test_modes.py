@@ -16,6 +16,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cognis_dev.processes import free_port, wait_for_http
+
 from cognis_memory.config import Settings
 from cognis_memory.service import MemoryService, MessageIn
 from cognis_memory.stores.embedded import EmbeddedStore
@@ -24,8 +26,6 @@ from cognis_memory.telemetry.emitter import Telemetry
 from cognis_memory.telemetry.modes import ECS_MARKER, LAMBDA_MARKER, resolve_mode
 from cognis_memory.telemetry.recorder import StageRecorder
 from cognis_memory.telemetry.text import error_line, request_line
-
-from cognis_dev.processes import free_port, wait_for_http
 
 CLI = Path(sys.executable).with_name("cognis-memory")
 TENANT = "tenant-modes"
