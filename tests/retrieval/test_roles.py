@@ -24,17 +24,19 @@ def test_the_question_s_grammatical_person_names_the_role() -> None:
         assert query_role(q) is None, q
 
 
-def _mem(mid: str, role: str, speaker: str | None) -> Memory:
+def _mem(mid: str, role: str | None, speaker: str | None) -> Memory:
     return Memory(tenant_id=T, user_id="u", content=mid, category="personal_details",  # type: ignore[arg-type]
-                  speaker=speaker, metadata={"role": role}, id=mid)  # fmt: skip
+                  speaker=speaker, metadata={"role": role} if role else {}, id=mid)  # fmt: skip
 
 
 def test_only_turns_whose_speaker_is_their_role_take_part() -> None:
     mems = {m.id: m for m in (_mem("u", "user", "user"), _mem("a", "assistant", "assistant"),
-                              _mem("named", "user", "Maya"), _mem("none", "user", None))}  # fmt: skip
-    assert {d: role_of(m) for d, m in mems.items()} == {"u": "user", "a": "assistant", "named": None, "none": "user"}
+                              _mem("named", "user", "Maya"), _mem("none", "user", None),
+                              _mem("fact", None, "user"), _mem("named-fact", None, "Maya"))}  # fmt: skip
+    expected = {"u": "user", "a": "assistant", "named": None, "none": "user", "fact": "user", "named-fact": None}
+    assert {d: role_of(m) for d, m in mems.items()} == expected
     boosted = role_boosted({d: 1.0 for d in mems}, mems, "user", 0.5)
-    assert boosted == {"u": 1.5, "a": 1.0, "named": 1.0, "none": 1.5}
+    assert boosted == {"u": 1.5, "a": 1.0, "named": 1.0, "none": 1.5, "fact": 1.5, "named-fact": 1.0}
 
 
 async def test_first_person_questions_find_the_user_s_turn_before_the_assistant_s_echo(make_service) -> None:

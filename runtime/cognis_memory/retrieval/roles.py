@@ -44,12 +44,14 @@ def query_role(query: str) -> Role | None:
 
 
 def role_of(memory: Memory) -> str | None:
-    """The memory's role when its speaker is that role (a turn stored without a speaker name), else None."""
+    """The memory's role when its speaker is that role (a turn stored without a speaker name), else None.
+    A memory without a recorded role (a fact extracted from messages) has its speaker's role when that
+    speaker is ``user`` or ``assistant``: ingest gives a fact the speaker of the message it came from."""
+    speaker = (memory.speaker or "").strip().lower()
     role = memory.metadata.get("role") if isinstance(memory.metadata, dict) else None
     if not isinstance(role, str):
-        return None
-    speaker = (memory.speaker or "").strip().lower()
-    return role.lower() if speaker in ("", role.strip().lower()) else None
+        return speaker if speaker in ("user", "assistant") else None
+    return role.strip().lower() if speaker in ("", role.strip().lower()) else None
 
 
 def role_boosted(
