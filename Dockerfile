@@ -67,9 +67,11 @@ CMD ["cognis_memory.lambda_handler.handler"]
 FROM base AS api
 USER 10001
 EXPOSE 8080
-# Readiness: the stores answer. (On ECS the task definition's own health check uses the
-# liveness endpoint /health; the load balancer checks /ready.)
+# Liveness: the process answers (/health). Not readiness (/ready, the stores answer): an
+# orchestrator that restarts unhealthy containers would otherwise restart every replica during
+# a database failover (issue 15, item 2). The ECS task definition and the load balancer check
+# /health as well; readiness feeds an alarm and the dashboard.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
-    CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/ready', timeout=4).status == 200 else 1)"]
+    CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/health', timeout=4).status == 200 else 1)"]
 ENTRYPOINT ["cognis-memory"]
 CMD ["serve"]

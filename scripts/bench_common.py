@@ -450,7 +450,7 @@ async def bulk_load(
                     embedding_short=short[j],
                 )
             )
-        await svc.store.insert_memories(mems)
+        await svc.stores.memories.insert_memories(mems)
         done += n
     seconds = time.perf_counter() - t0
     return {"memories": total, "seconds": round(seconds, 1), "memories_per_s": round(total / seconds, 1)}

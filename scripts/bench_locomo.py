@@ -298,7 +298,7 @@ async def prefix_study(svc: MemoryService, convs: list[Conversation], args: argp
 
     fit_vecs, pool_vecs, pool_dias, queries = [], [], [], []
     for i, conv in enumerate(convs):
-        mems = await svc.store.list_memories(Owner(TENANT, conv.sample_id), limit=100_000)
+        mems = await svc.stores.memories.list_memories(Owner(TENANT, conv.sample_id), limit=100_000)
         vecs = np.stack([m.embedding for m in mems])
         if i % 2 == 0:
             fit_vecs.append(vecs)

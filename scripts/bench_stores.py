@@ -147,7 +147,7 @@ async def open_store(kind: str, args: argparse.Namespace, pg_dsn: str | None, os
         assert os_url
         store = OpenSearchStore(os_client(os_url), index_prefix=prefix, dim=args.dim, dim_short=args.dim_short, replicas=0)
     await store.open()
-    return store
+    return store.roles()
 
 
 def os_client(url: str) -> Any:
@@ -159,9 +159,9 @@ def os_client(url: str) -> Any:
 async def load(kind: str, store: Any, memories: list[Memory]) -> None:
     if kind == "embedded":
         for i in range(0, len(memories), 2000):
-            await store.insert_memories(memories[i : i + 2000])
+            await store.memories.insert_memories(memories[i : i + 2000])
     else:
-        await store.bulk_load(memories)
+        await store.backend.bulk_load(memories)
 
 
 async def timed(fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
@@ -200,18 +200,18 @@ async def bench_size(
         for o in users:  # touch every user once (loads the embedded store's per-user vector index)
             flt, q, qs, words = query(o)
             for store in stores.values():
-                await store.vector_search(flt, q, qs, limit=args.limit, shortlist=args.shortlist)
-                await store.keyword_search(flt, words, limit=args.limit)
+                await store.vectors.vector_search(flt, q, qs, limit=args.limit, shortlist=args.shortlist)
+                await store.keywords.keyword_search(flt, words, limit=args.limit)
         hits: dict[str, tuple[list[int], list[int]]] = {k: ([], []) for k in kinds}
         for i in range(args.queries):
             flt, q, qs, words = query()
             order = kinds[i % len(kinds) :] + kinds[: i % len(kinds)]
             for kind in order:
                 store, res = stores[kind], results[kind]
-                ms, vr = await timed(lambda: store.vector_search(flt, q, qs, limit=args.limit, shortlist=args.shortlist))
+                ms, vr = await timed(lambda: store.vectors.vector_search(flt, q, qs, limit=args.limit, shortlist=args.shortlist))
                 res.vector_ms.append(ms)
                 hits[kind][0].append(len(vr.hits))
-                ms, kr = await timed(lambda: store.keyword_search(flt, words, limit=args.limit))
+                ms, kr = await timed(lambda: store.keywords.keyword_search(flt, words, limit=args.limit))
                 res.keyword_ms.append(ms)
                 hits[kind][1].append(len(kr))
         for kind, (vh, kh) in hits.items():

@@ -105,12 +105,12 @@ def test_add_and_search_with_a_key(lam, tmp_path):
 def test_the_service_starts_once_and_stays_open_across_invocations(lam):
     auth = {"authorization": "Bearer lambda-key"}
     call(lam, http_event("POST", "/v1/users/u2/messages", {"messages": [{"content": "hello"}]}, auth))
-    store = lam._service.store
+    store = lam._service.stores.backend
     for _ in range(3):
         status, _, _ = call(lam, http_event("POST", "/v1/users/u2/search", {"query": "hello"}, auth))
         assert status == 200
     assert lam._service._started is True  # not closed after each invocation
-    assert lam._service.store is store
+    assert lam._service.stores.backend is store
     # the per-user vector index loaded by the first search is still in memory
     from cognis_memory.domain import Owner
 

@@ -174,7 +174,7 @@ async def test_history_search_logs_the_version_chain(svc, cap):
 async def test_a_failed_search_is_logged_and_counted_as_an_error(tmp_path, embedder):
     capture = Capture()
     service = await _service(tmp_path, embedder, capture)
-    await service.store.close()  # every store call now fails
+    await service.stores.close()  # every store call now fails
     try:
         with pytest.raises(Exception):  # noqa: B017 - whatever the store raises
             await service.search(TENANT, "user-err1", "anything", request_id="rid-err")

@@ -21,6 +21,8 @@ from .config import Settings
 from .domain import JobStatus, Scope
 from .serialization import memory_to_dict as _memory_json
 from .errors import CognisError, InvalidInputError
+from .providers.registry import EMBEDDERS, LLMS, RERANKERS
+from .stores.registry import STORES
 
 IMPORT_BATCH = 128
 
@@ -335,9 +337,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     async def run(svc):
         from .stores.reconcile import reconcile
 
-        if svc.store.name != "dual":
-            raise InvalidInputError("store", f"reconcile compares the dual store's indexes; this is {svc.store.name!r}")
-        report = await reconcile(svc.store, repair=args.repair, tenant_id=args.tenant_filter)
+        if svc.stores.name != "dual":
+            raise InvalidInputError("store", f"reconcile compares the dual store's indexes; this is {svc.stores.name!r}")
+        report = await reconcile(svc.stores.backend, repair=args.repair, tenant_id=args.tenant_filter)
         return report.to_dict()
 
     report = asyncio.run(_with_service(args, run))
@@ -398,14 +400,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Long-term memory for conversational agents. Settings: flags > COGNIS_* env vars > defaults.",
     )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", choices=["embedded", "dual", "opensearch"], help="store kind (COGNIS_STORE)")
+    common.add_argument("--store", choices=list(STORES), help="store kind (COGNIS_STORE)")
     common.add_argument("--data-dir", dest="data_dir", help="embedded store directory (COGNIS_DATA_DIR)")
     common.add_argument("--recipe", help="retrieval recipe (COGNIS_RECIPE); see 'recipes'")
-    common.add_argument("--llm", choices=["none", "bedrock", "openai"], help="extraction LLM (COGNIS_LLM)")
-    common.add_argument("--reranker", choices=["none", "local", "sagemaker"], help="reranker (COGNIS_RERANKER)")
+    common.add_argument("--llm", choices=["none", *LLMS], help="extraction LLM (COGNIS_LLM)")
+    common.add_argument("--reranker", choices=["none", *RERANKERS], help="reranker (COGNIS_RERANKER)")
     common.add_argument(
         "--embedder",
-        choices=["onnx", "sentence-transformers"],
+        choices=list(EMBEDDERS),
         help="embedding runtime (COGNIS_EMBEDDER, default onnx)",
     )
     common.add_argument(

@@ -8,19 +8,25 @@ service settings carry the name of a recipe plus optional per-knob overrides.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .providers.registry import EMBEDDERS, LLMS, RERANKERS
+from .stores.registry import STORES
 from .telemetry.modes import TelemetryMode
 
-StoreKind = Literal["embedded", "dual", "opensearch"]
-LLMKind = Literal["none", "bedrock", "openai"]
-RerankerKind = Literal["none", "local", "sagemaker"]
-EmbedderKind = Literal["onnx", "sentence-transformers"]
 TracesKind = Literal["off", "otlp"]
+
+
+def _registered(value: str, family: str, kinds: Mapping[str, object]) -> str:
+    """``value`` when the registry of ``family`` (stores/registry.py, providers/registry.py) has it."""
+    if value not in kinds:
+        raise ValueError(f"unknown {family} kind {value!r}; the kinds are {', '.join(kinds)}")
+    return value
 
 
 class Settings(BaseSettings):
@@ -29,7 +35,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="COGNIS_", extra="ignore", populate_by_name=True)
 
     # --- stores -----------------------------------------------------------------------
-    store: StoreKind = Field("embedded", description="Which store backs the service.")
+    store: str = Field("embedded", description="Which store backs the service.")
     data_dir: Path = Field(Path(".cognis"), description="Directory of the embedded store's SQLite file.")
     sqlite_path: Path | None = Field(None, description="Explicit SQLite file (default: <data_dir>/memory.db).")
 
@@ -61,7 +67,7 @@ class Settings(BaseSettings):
     cache_ttl_s: int = Field(300, description="Lifetime of cached embeddings and results, seconds.")
 
     # --- providers ----------------------------------------------------------------------
-    embedder: EmbedderKind = Field(
+    embedder: str = Field(
         "onnx",
         description="Embedding runtime: onnx (ONNX Runtime, no torch) or sentence-transformers (the "
         "[sentence-transformers] extra, torch).",
@@ -105,12 +111,12 @@ class Settings(BaseSettings):
         16384, ge=0, description="Query embeddings kept in memory over all tenants (about 1.6 KB each)."
     )
 
-    reranker: RerankerKind = Field("none", description="Cross-encoder stage: none, local or sagemaker.")
+    reranker: str = Field("none", description="Cross-encoder stage: none, local or sagemaker.")
     reranker_path: str | None = Field(None, description="Local cross-encoder directory (reranker=local).")
     sagemaker_endpoint: str | None = Field(None, description="SageMaker endpoint serving the reranker.")
     reranker_timeout_ms: int = Field(1500, description="Time box of the reranking stage; on timeout it is skipped.")
 
-    llm: LLMKind = Field("none", description="Extraction LLM: none (raw messages only), bedrock or openai.")
+    llm: str = Field("none", description="Extraction LLM: none (raw messages only), bedrock or openai.")
     bedrock_model_id: str = Field(
         "anthropic.claude-3-5-haiku-20241022-v1:0", description="Bedrock model (or inference profile) for extraction."
     )
@@ -184,6 +190,26 @@ class Settings(BaseSettings):
         1.0, ge=0.0, le=1.0, description="Share of new traces recorded; a caller's traceparent decides for its own."
     )
     inspector: bool = Field(True, description="Serve the memory inspector (static page, same API keys) at /ui/.")
+
+    @field_validator("store")
+    @classmethod
+    def _known_store(cls, v: str) -> str:
+        return _registered(v, "store", STORES)
+
+    @field_validator("embedder")
+    @classmethod
+    def _known_embedder(cls, v: str) -> str:
+        return _registered(v, "embedder", EMBEDDERS)
+
+    @field_validator("reranker")
+    @classmethod
+    def _known_reranker(cls, v: str) -> str:
+        return _registered(v, "reranker", {"none": None, **RERANKERS})
+
+    @field_validator("llm")
+    @classmethod
+    def _known_llm(cls, v: str) -> str:
+        return _registered(v, "llm", {"none": None, **LLMS})
 
     @field_validator("embedding_dim_short")
     @classmethod

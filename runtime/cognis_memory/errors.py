@@ -24,7 +24,7 @@ class ConflictError(CognisError):
     """The record changed under us (for example, the version is no longer current)."""
 
 
-class DependencyUnavailable(CognisError):
+class DependencyUnavailableError(CognisError):
     """A backing service (OpenSearch, Redis, a model endpoint, the LLM) failed or timed out."""
 
     def __init__(self, dependency: str, message: str = "") -> None:

@@ -5,15 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .domain import Category, Memory, MemoryKind, Scope
+from .domain import Memory
+from .stores.records import PLAIN_JSON, memory_from_row
 
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
-
-
-def _dt(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
 
 
 def memory_to_dict(m: Memory) -> dict[str, Any]:
@@ -42,25 +39,7 @@ def memory_to_dict(m: Memory) -> dict[str, Any]:
 
 
 def memory_from_dict(d: dict[str, Any]) -> Memory:
-    """The inverse of :func:`memory_to_dict` (without embeddings)."""
-    return Memory(
-        id=d["id"],
-        tenant_id=d["tenant_id"],
-        user_id=d["user_id"],
-        content=d["content"],
-        category=Category(d["category"]),
-        scope=Scope(d["scope"]),
-        kind=MemoryKind(d["kind"]),
-        speaker=d.get("speaker"),
-        session_id=d.get("session_id"),
-        agent_id=d.get("agent_id"),
-        event_time=_dt(d.get("event_time")),
-        message_time=_dt(d.get("message_time")),
-        created_at=_dt(d["created_at"]) or datetime.now(),
-        version=d["version"],
-        is_current=d["is_current"],
-        deleted=d["deleted"],
-        replaces_id=d.get("replaces_id"),
-        source_message_ids=list(d.get("source_message_ids", [])),
-        metadata=dict(d.get("metadata") or {}),
-    )
+    """The inverse of :func:`memory_to_dict` (without embeddings), through the one record mapping
+    (:mod:`cognis_memory.stores.records`): times come back aware (UTC when the text has no offset);
+    a record without ``created_at`` is refused (ValueError), not dated now."""
+    return memory_from_row(d, PLAIN_JSON)

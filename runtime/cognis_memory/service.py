@@ -55,8 +55,9 @@ from .retrieval.pipeline import (
 )
 from .retrieval.query_analysis import QueryAnalysis
 from .serialization import memory_from_dict, memory_to_dict
-from .stores.base import ApiKeyRecord, MemoryStore, UserSummary
-from .stores.cache import Cache, NullCache
+from .stores.base import ApiKeyRecord, UserSummary
+from .stores.roles import StoreBackend, StoreBundle, as_bundle
+from .caching.result_cache import Cache, NullCache
 from .telemetry import names
 from .telemetry.emitter import Telemetry
 from .validation import (
@@ -93,13 +94,16 @@ class MessageIn:
 
 
 class MemoryService:
-    """Builds and owns the pipelines, the store, the cache and the worker."""
+    """Builds and owns the pipelines, the store, the cache and the worker.
+
+    ``store`` is a :class:`~cognis_memory.stores.roles.StoreBundle` (what ``build_store`` returns) or a
+    backend object with ``roles()`` (``EmbeddedStore(...)``); each pipeline gets only the roles it uses."""
 
     def __init__(
         self,
         settings: Settings,
         *,
-        store: MemoryStore,
+        store: StoreBundle | StoreBackend,
         embedder: Embedder,
         cache: Cache | None = None,
         llm: LLM | None = None,
@@ -108,15 +112,18 @@ class MemoryService:
         retrieval_config: RetrievalConfig | None = None,
     ) -> None:
         self.settings = settings
-        self.store = store
+        self.stores = stores = as_bundle(store)
         self.cache = cache or NullCache()
         self._owns_telemetry = telemetry is None  # then its trace exporter is flushed and stopped on close
         self.telemetry = telemetry or Telemetry.from_settings(settings)
         self.encoder = MatryoshkaEncoder.from_settings(settings, embedder)
         self.retrieval_config = retrieval_config or get_recipe(settings.recipe)
         self.ingest = IngestPipeline(
-            store,
             self.encoder,
+            messages=stores.messages,
+            memories=stores.memories,
+            jobs=stores.jobs,
+            vectors=stores.vectors,
             cache=self.cache,
             categorizer=EmbeddingCategorizer(self.encoder),
             llm=llm,
@@ -124,8 +131,10 @@ class MemoryService:
             memory_max_bytes=settings.memory_max_bytes,
         )
         self.retrieval = RetrievalPipeline(
-            store,
             self.encoder,
+            vectors=stores.vectors,
+            keywords=stores.keywords,
+            memories=stores.memories,
             cache=self.cache,
             config=self.retrieval_config,
             reranker=reranker,
@@ -148,7 +157,8 @@ class MemoryService:
     ) -> MemoryService:
         """Build every component named by the settings (argument > environment > default)."""
         from .providers.factory import build_embedder, build_llm, build_reranker
-        from .stores.factory import build_cache, build_store
+        from .caching.factory import build_cache
+        from .stores.factory import build_store
 
         settings = settings.model_copy(update=overrides) if settings else Settings(**overrides)
         embedder = build_embedder(settings)
@@ -166,7 +176,7 @@ class MemoryService:
     async def start(self, *, run_worker: bool | None = None) -> MemoryService:
         if self._started:
             return self
-        await self.store.open()
+        await self.stores.open()
         if self.settings.run_worker if run_worker is None else run_worker:
             self.worker.start()
         self._started = True
@@ -178,7 +188,7 @@ class MemoryService:
         await self.worker.stop()
         await asyncio.to_thread(self.encoder.close)
         await self.cache.close()
-        await self.store.close()
+        await self.stores.close()
         if self._owns_telemetry:
             self.telemetry.close()
         self._started = False
@@ -203,7 +213,7 @@ class MemoryService:
         if name == LEGACY_LIST_KEY_NAME:
             raise InvalidInputError("name", f"{LEGACY_LIST_KEY_NAME!r} is reserved (keys copied from COGNIS_API_KEYS)")
         key = "cgm_" + secrets.token_urlsafe(32)
-        await self.store.put_api_key(ApiKeyRecord(hash_api_key(key), tenant_id, read_only=read_only, name=name))
+        await self.stores.api_keys.put_api_key(ApiKeyRecord(hash_api_key(key), tenant_id, read_only=read_only, name=name))
         return key
 
     async def authenticate(self, key: str) -> ApiKeyRecord | None:
@@ -213,8 +223,8 @@ class MemoryService:
         key_hash = hash_api_key(key)
         listed = self._listed_keys.get(key_hash)
         if listed is not None:
-            return None if await self.store.api_key_revoked(key_hash) else listed
-        record = await self.store.get_api_key(key_hash)
+            return None if await self.stores.api_keys.api_key_revoked(key_hash) else listed
+        record = await self.stores.api_keys.get_api_key(key_hash)
         if record is None or record.name == LEGACY_LIST_KEY_NAME:  # an earlier version's copy of a listed key
             return None
         return record
@@ -225,8 +235,8 @@ class MemoryService:
         if not isinstance(key, str) or not key:
             raise InvalidInputError("key", "is required")
         key_hash = hash_api_key(key)
-        listed = key_hash in self._listed_keys and not await self.store.api_key_revoked(key_hash)
-        removed = await self.store.revoke_api_key(key_hash)
+        listed = key_hash in self._listed_keys and not await self.stores.api_keys.api_key_revoked(key_hash)
+        removed = await self.stores.api_keys.revoke_api_key(key_hash)
         return listed or removed
 
     # -- ingest -------------------------------------------------------------------------
@@ -388,7 +398,7 @@ class MemoryService:
     async def get_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
         owner = self._owner(tenant_id, user_id)
         check_id("memory_id", memory_id)
-        memory = await self.store.get_memory(owner, memory_id)
+        memory = await self.stores.memories.get_memory(owner, memory_id)
         if memory is None:
             raise NotFoundError(f"memory {memory_id} not found")
         return memory
@@ -396,7 +406,7 @@ class MemoryService:
     async def history(self, tenant_id: str, user_id: str, memory_id: str) -> list[Memory]:
         owner = self._owner(tenant_id, user_id)
         check_id("memory_id", memory_id)
-        chain = await self.store.get_chain(owner, memory_id)
+        chain = await self.stores.memories.get_chain(owner, memory_id)
         if not chain:
             raise NotFoundError(f"memory {memory_id} not found")
         return chain
@@ -427,7 +437,7 @@ class MemoryService:
             raise InvalidInputError("body", "nothing to update: give content, category or event_time")
         if current.kind is MemoryKind.RAW and "content" in changes:
             changes["kind"] = MemoryKind.FACT  # an edited message is no longer the raw message
-        new = await self.store.write_version(owner, memory_id, current.next_version(**changes))
+        new = await self.stores.memories.write_version(owner, memory_id, current.next_version(**changes))
         await self.cache.invalidate(owner)
         return new
 
@@ -435,14 +445,14 @@ class MemoryService:
         """Soft delete: a tombstone version on top of the chain; history keeps the rest."""
         owner = self._owner(tenant_id, user_id)
         current = await self.get_memory(tenant_id, user_id, memory_id)
-        tomb = await self.store.write_version(owner, memory_id, current.tombstone())
+        tomb = await self.stores.memories.write_version(owner, memory_id, current.tombstone())
         await self.cache.invalidate(owner)
         return tomb
 
     async def forget_user(self, tenant_id: str, user_id: str) -> dict[str, int]:
         """Hard delete of everything of one user, in the store and the cache."""
         owner = self._owner(tenant_id, user_id)
-        counts = await self.store.forget_user(owner)
+        counts = await self.stores.memories.forget_user(owner)
         counts["cache_entries"] = await self.cache.forget_user(owner)
         self.retrieval.speakers.forget(owner)  # speaker names learnt from the user's memories
         self.encoder.query_cache.forget_user(owner.tenant_id, owner.user_id)  # the user's cached queries
@@ -454,20 +464,20 @@ class MemoryService:
         owner = self._owner(tenant_id, user_id)
         check_int("limit", limit, 1, 1000)
         check_id("after", after, required=False)
-        return await self.store.list_memories(owner, include_history=include_history, limit=limit, after_id=after)
+        return await self.stores.memories.list_memories(owner, include_history=include_history, limit=limit, after_id=after)
 
     async def list_users(self, tenant_id: str, *, limit: int = 100, after: str | None = None) -> list[UserSummary]:
         """The tenant's users, ordered by user id, after the ``after`` user id (the paging cursor)."""
         check_id("tenant_id", tenant_id)
         check_int("limit", limit, 1, 1000)
         check_id("after", after, required=False)
-        return await self.store.list_users(tenant_id, limit=limit, after_user_id=after)
+        return await self.stores.memories.list_users(tenant_id, limit=limit, after_user_id=after)
 
     async def export(self, tenant_id: str, user_id: str, *, include_history: bool = True) -> AsyncIterator[Memory]:
         owner = self._owner(tenant_id, user_id)
         after: str | None = None
         while True:
-            page = await self.store.list_memories(owner, include_history=include_history, limit=500, after_id=after)
+            page = await self.stores.memories.list_memories(owner, include_history=include_history, limit=500, after_id=after)
             for m in page:
                 yield m
             if len(page) < 500:
@@ -477,7 +487,7 @@ class MemoryService:
     async def get_job(self, tenant_id: str, user_id: str, job_id: str) -> Job:
         owner = self._owner(tenant_id, user_id)
         check_id("job_id", job_id)
-        job = await self.store.get_job(owner, job_id)
+        job = await self.stores.jobs.get_job(owner, job_id)
         if job is None:
             raise NotFoundError(f"job {job_id} not found")
         return job
@@ -491,7 +501,7 @@ class MemoryService:
         wanted = None if status is None else enum_value("status", JobStatus, status)
         check_int("limit", limit, 1, 1000)
         check_id("after", after, required=False)
-        return await self.store.list_jobs(tenant_id, status=wanted, limit=limit, after_id=after)
+        return await self.stores.jobs.list_jobs(tenant_id, status=wanted, limit=limit, after_id=after)
 
     # -- health -------------------------------------------------------------------------
     #: Components whose failure degrades answers instead of making the service unready:
@@ -500,8 +510,8 @@ class MemoryService:
 
     async def readiness(self) -> tuple[bool, dict[str, bool]]:
         """(ready, per-component reachability). Ready when every required component answers."""
-        checks = await self.store.health()
-        optional = self.OPTIONAL_COMPONENTS.get(self.store.name, frozenset())
+        checks = await self.stores.health()
+        optional = self.OPTIONAL_COMPONENTS.get(self.stores.name, frozenset())
         ready = all(ok for name, ok in checks.items() if name not in optional)
         if self.cache.name != "none":
             checks[f"cache:{self.cache.name}"] = await self.cache.health()

@@ -51,7 +51,7 @@ async def test_health_ready_docs_and_openapi_need_no_key(api_env):
 
 async def test_ready_answers_503_when_the_store_is_down(tmp_path, embedder):
     env = await build_env(tmp_path, embedder)
-    await env.service.store.close()
+    await env.service.stores.close()
     try:
         async with env.client(key=None) as c:
             r = await c.get("/ready")

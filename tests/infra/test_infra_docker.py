@@ -132,7 +132,10 @@ def test_port_and_health_check(stages, api):
     port = ServiceSettings(certificate_arn="arn:aws:acm:r:1:certificate/x").port
     assert api.all("EXPOSE") == [str(port)]
     (health,) = api.all("HEALTHCHECK")
-    assert "CMD" in health and f"127.0.0.1:{port}{READINESS_PATH}" in health
+    # liveness, like the task definition and the load balancer: a readiness check would restart
+    # every replica while a store fails over
+    assert "CMD" in health and f"127.0.0.1:{port}{LIVENESS_PATH}" in health
+    assert READINESS_PATH not in health
     assert READINESS_PATH == "/ready" and LIVENESS_PATH == "/health"
 
 

@@ -88,7 +88,7 @@ def llm_server():
 
 
 async def _facts(svc, owner: Owner) -> list:
-    return [m for m in await svc.store.list_memories(owner, include_history=True) if m.kind is MemoryKind.FACT]
+    return [m for m in await svc.stores.memories.list_memories(owner, include_history=True) if m.kind is MemoryKind.FACT]
 
 
 async def test_add_then_update_writes_a_version_chain(make_service, llm_server) -> None:
@@ -144,11 +144,11 @@ async def test_invented_alias_touches_nothing(make_service, llm_server) -> None:
     other = await make_service(llm=None, path=svc.settings.resolved_sqlite_path.with_name("other.db"))
     await other.add_messages("acme", "eve", [MessageIn("I love green tea", timestamp=TS)])
     await svc.add_messages("acme", "dana", [MessageIn("I love green tea", speaker="Dana", timestamp=TS)])
-    before = [(m.id, m.version, m.is_current) for m in await svc.store.list_memories(Owner("acme", "dana"), include_history=True)]
+    before = [(m.id, m.version, m.is_current) for m in await svc.stores.memories.list_memories(Owner("acme", "dana"), include_history=True)]
     llm_server.policy["alias"] = "m99"
     r = await svc.add_messages("acme", "dana", [MessageIn("I love green tea so much", speaker="Dana", timestamp=TS)])
     assert r.extraction["rejected_aliases"] == 1 and r.extraction["UPDATE"] == 0
-    after = await svc.store.list_memories(Owner("acme", "dana"), include_history=True)
+    after = await svc.stores.memories.list_memories(Owner("acme", "dana"), include_history=True)
     assert [(m.id, m.version, m.is_current) for m in after if m.kind is MemoryKind.FACT] == [
         t for t in before if t[0] in {m.id for m in after if m.kind is MemoryKind.FACT}
     ]
@@ -234,19 +234,19 @@ async def test_malformed_decisions_fail_the_job_but_keep_the_message(make_servic
     job = await svc.worker.run_once()
     assert job.status is JobStatus.FAILED and "LLMOutputError" in job.last_error
     assert not await _facts(svc, Owner("acme", "dana"))
-    raw = await svc.store.list_memories(Owner("acme", "dana"))
+    raw = await svc.stores.memories.list_memories(Owner("acme", "dana"))
     assert [m.source_message_ids for m in raw] == [[r.messages[0].id]]
 
 
 async def test_sync_mode_llm_failure_is_a_retryable_error_after_storing(make_service, llm_server) -> None:
-    from cognis_memory.errors import DependencyUnavailable
+    from cognis_memory.errors import DependencyUnavailableError
 
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     llm_server.policy["fail"] = True
-    with pytest.raises(DependencyUnavailable):
+    with pytest.raises(DependencyUnavailableError):
         await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS, client_message_id="c-1")])
     # stage 1 happened: a retry with the same client id does not duplicate the message
     llm_server.policy.clear()
     r = await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS, client_message_id="c-1")])
     assert r.created == [False]
-    assert len(await svc.store.list_memories(Owner("acme", "dana"))) == 1
+    assert len(await svc.stores.memories.list_memories(Owner("acme", "dana"))) == 1

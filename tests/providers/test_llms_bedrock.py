@@ -12,7 +12,7 @@ from botocore.awsrequest import AWSPreparedRequest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
 
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import LLM, LLMOutputError
 from cognis_memory.providers.llms import BedrockConverseLLM
 from tests.providers.provider_test_helpers import on_send, raw_http_response
@@ -191,7 +191,7 @@ async def test_transient_errors_are_dependency_unavailable(client: Any, code: st
     llm = BedrockConverseLLM(MODEL, client=client)
     with Stubber(client) as stub:
         stub.add_client_error("converse", service_error_code=code, service_message="slow down", http_status_code=status)
-        with pytest.raises(DependencyUnavailable) as info:
+        with pytest.raises(DependencyUnavailableError) as info:
             await _call(llm)
     assert info.value.dependency == "llm"
     assert code in str(info.value)
@@ -211,7 +211,7 @@ async def test_configuration_errors_say_so(client: Any, code: str, status: int) 
     llm = BedrockConverseLLM(MODEL, client=client)
     with Stubber(client) as stub:
         stub.add_client_error("converse", service_error_code=code, service_message="nope", http_status_code=status)
-        with pytest.raises(DependencyUnavailable, match="configuration problem") as info:
+        with pytest.raises(DependencyUnavailableError, match="configuration problem") as info:
             await _call(llm)
     assert info.value.dependency == "llm"
     assert code in str(info.value) and MODEL in str(info.value)
@@ -232,7 +232,7 @@ async def test_network_errors_are_dependency_unavailable(aws_env: None, error: A
         raise error(request)
 
     seen = on_send(llm._client, "Converse", fail)
-    with pytest.raises(DependencyUnavailable, match="unreachable") as info:
+    with pytest.raises(DependencyUnavailableError, match="unreachable") as info:
         await _call(llm)
     assert "configuration problem" not in str(info.value)
     assert len(seen) == 1
@@ -246,7 +246,7 @@ async def test_slow_model_times_out(client: Any) -> None:
     on_send(client, "Converse", slow)
     llm = BedrockConverseLLM(MODEL, client=client, timeout_s=0.15)
     started = time.perf_counter()
-    with pytest.raises(DependencyUnavailable, match=r"within 0\.15 s"):
+    with pytest.raises(DependencyUnavailableError, match=r"within 0\.15 s"):
         await _call(llm)
     assert time.perf_counter() - started < 0.45
 

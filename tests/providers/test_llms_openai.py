@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import LLM, LLMOutputError
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 
@@ -195,7 +195,7 @@ async def test_fenced_and_part_content_is_accepted(server: FakeChatServer, conte
 async def test_retryable_http_errors_are_dependency_unavailable(server: FakeChatServer, status: int) -> None:
     server.replies.append(Reply(status, {"error": {"message": "overloaded, try later"}}))
     llm = OpenAICompatibleLLM(server.base_url, "m")
-    with pytest.raises(DependencyUnavailable) as info:
+    with pytest.raises(DependencyUnavailableError) as info:
         await ask(llm)
     await llm.aclose()
     assert info.value.dependency == "llm"
@@ -207,7 +207,7 @@ async def test_retryable_http_errors_are_dependency_unavailable(server: FakeChat
 async def test_other_4xx_are_configuration_problems(server: FakeChatServer, status: int) -> None:
     server.replies.append(Reply(status, {"error": {"message": "The model `m` does not exist"}}))
     llm = OpenAICompatibleLLM(server.base_url, "m")
-    with pytest.raises(DependencyUnavailable, match="configuration problem") as info:
+    with pytest.raises(DependencyUnavailableError, match="configuration problem") as info:
         await ask(llm)
     await llm.aclose()
     assert f"HTTP {status}" in str(info.value) and "does not exist" in str(info.value)
@@ -217,7 +217,7 @@ async def test_slow_server_times_out(server: FakeChatServer) -> None:
     server.replies.append(Reply(body=completion(json.dumps(ANSWER)), delay_s=1.0))
     llm = OpenAICompatibleLLM(server.base_url, "m", timeout_s=0.2)
     started = time.perf_counter()
-    with pytest.raises(DependencyUnavailable, match=r"within 0\.2 s"):
+    with pytest.raises(DependencyUnavailableError, match=r"within 0\.2 s"):
         await ask(llm)
     assert time.perf_counter() - started < 0.7
     await llm.aclose()
@@ -228,7 +228,7 @@ async def test_unreachable_server_is_dependency_unavailable() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     llm = OpenAICompatibleLLM(f"http://127.0.0.1:{port}/v1", "m", timeout_s=2)
-    with pytest.raises(DependencyUnavailable, match="unreachable"):
+    with pytest.raises(DependencyUnavailableError, match="unreachable"):
         await ask(llm)
     await llm.aclose()
 
@@ -268,7 +268,7 @@ async def test_bad_content_is_an_output_error(server: FakeChatServer, reply: dic
 async def test_reply_that_is_not_a_completion_is_dependency_unavailable(server: FakeChatServer, reply: Reply) -> None:
     server.replies.append(reply)
     llm = OpenAICompatibleLLM(server.base_url, "m")
-    with pytest.raises(DependencyUnavailable, match="did not answer with a chat completion"):
+    with pytest.raises(DependencyUnavailableError, match="did not answer with a chat completion"):
         await ask(llm)
     await llm.aclose()
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from cognis_memory.config import Settings
-from cognis_memory.providers.base import LLM, Embedder, Reranker
 from cognis_memory.providers import default_model
+from cognis_memory.providers.base import LLM, Embedder, Reranker
 from cognis_memory.providers.embedders import SentenceTransformerEmbedder
 from cognis_memory.providers.factory import build_embedder, build_llm, build_reranker
-from cognis_memory.providers.onnx_embedder import OnnxEmbedder
 from cognis_memory.providers.llms import BedrockConverseLLM, OpenAICompatibleLLM
+from cognis_memory.providers.onnx_embedder import OnnxEmbedder
 from cognis_memory.providers.rerankers import LocalCrossEncoderReranker, SageMakerReranker
 
 
@@ -180,3 +180,42 @@ def test_an_onnx_file_of_ones_own_needs_its_tokenizer() -> None:
 def test_unknown_embedder_kind() -> None:
     with pytest.raises(ValueError, match="embedder must be one of onnx, sentence-transformers"):
         build_embedder(Settings.model_construct(embedder="tfidf"))
+
+
+# --- registry ----------------------------------------------------------------------------------
+
+
+def test_every_registered_provider_names_a_class_and_its_typed_settings_name_real_settings() -> None:
+    import importlib
+
+    from cognis_memory.providers.registry import EMBEDDERS, LLMS, RERANKERS
+
+    for family, providers in (("embedder", EMBEDDERS), ("reranker", RERANKERS), ("llm", LLMS)):
+        for kind, provider in providers.items():
+            module, _, name = provider.target.partition(":")
+            assert isinstance(getattr(importlib.import_module(module), name), type), (family, kind)
+            for field in provider.settings.model_fields.values():  # each field reads a COGNIS_* setting
+                assert field.validation_alias in Settings.model_fields, (family, kind, field.validation_alias)
+            assert getattr(Settings(**{family: kind}), family) == kind
+
+
+@pytest.mark.parametrize("family", ["embedder", "reranker", "llm"])
+def test_settings_refuse_an_unregistered_provider_kind(family: str) -> None:
+    with pytest.raises(ValueError, match=f"unknown {family} kind 'nope'"):
+        Settings(**{family: "nope"})
+
+
+def test_the_cli_offers_the_registered_provider_kinds() -> None:
+    from cognis_memory.cli import build_parser
+    from cognis_memory.providers.registry import EMBEDDERS, LLMS, RERANKERS
+
+    for flag, kinds in (
+        ("--embedder", list(EMBEDDERS)),
+        ("--reranker", ["none", *RERANKERS]),
+        ("--llm", ["none", *LLMS]),
+    ):
+        for kind in kinds:
+            args = build_parser().parse_args(["reconcile", flag, kind])
+            assert getattr(args, flag[2:]) == kind
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["reconcile", flag, "nope"])

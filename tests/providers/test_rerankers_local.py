@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import Reranker
 from cognis_memory.providers.rerankers import LocalCrossEncoderReranker
 
@@ -130,7 +130,7 @@ async def test_model_failure_is_dependency_unavailable(tiny_cross_encoder_dir: P
             raise RuntimeError("CUDA out of memory")
 
     reranker._model = Broken()  # type: ignore[assignment]
-    with pytest.raises(DependencyUnavailable) as info:
+    with pytest.raises(DependencyUnavailableError) as info:
         await reranker.rerank("q", ["a"])
     assert info.value.dependency == "reranker"
     assert "out of memory" in str(info.value)

@@ -14,7 +14,7 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import Reranker
 from cognis_memory.providers.rerankers import SageMakerReranker, parse_reranker_scores
 from tests.providers.provider_test_helpers import JsonBody, on_send, raw_http_response
@@ -111,7 +111,7 @@ async def test_client_errors_are_dependency_unavailable(client: Any, code: str, 
         stub.add_client_error(
             "invoke_endpoint", service_error_code=code, service_message="boom", http_status_code=status
         )
-        with pytest.raises(DependencyUnavailable) as info:
+        with pytest.raises(DependencyUnavailableError) as info:
             await reranker.rerank(QUERY, DOCS)
     assert info.value.dependency == "reranker"
     assert code in str(info.value) and str(status) in str(info.value) and ENDPOINT in str(info.value)
@@ -135,7 +135,7 @@ async def test_unusable_answers_are_dependency_unavailable(client: Any, payload:
     reranker = SageMakerReranker(ENDPOINT, client=client)
     with Stubber(client) as stub:
         stub.add_response("invoke_endpoint", {"Body": _body(payload)})
-        with pytest.raises(DependencyUnavailable, match=reason) as info:
+        with pytest.raises(DependencyUnavailableError, match=reason) as info:
             await reranker.rerank(QUERY, DOCS)
     assert info.value.dependency == "reranker"
 
@@ -148,7 +148,7 @@ async def test_slow_endpoint_times_out(client: Any) -> None:
     seen = on_send(client, "InvokeEndpoint", slow)
     reranker = SageMakerReranker(ENDPOINT, client=client, timeout_ms=150)
     started = time.perf_counter()
-    with pytest.raises(DependencyUnavailable, match="within 150 ms") as info:
+    with pytest.raises(DependencyUnavailableError, match="within 150 ms") as info:
         await reranker.rerank(QUERY, DOCS)
     elapsed = time.perf_counter() - started
     assert info.value.dependency == "reranker"
@@ -162,7 +162,7 @@ async def test_botocore_read_timeout_is_dependency_unavailable(client: Any) -> N
 
     on_send(client, "InvokeEndpoint", timing_out)
     reranker = SageMakerReranker(ENDPOINT, client=client)
-    with pytest.raises(DependencyUnavailable, match="unreachable"):
+    with pytest.raises(DependencyUnavailableError, match="unreachable"):
         await reranker.rerank(QUERY, DOCS)
 
 
@@ -194,7 +194,7 @@ async def test_http_5xx_from_the_wire_is_dependency_unavailable(aws_env: None) -
         "InvokeEndpoint",
         lambda r: raw_http_response(r, error, status=503, headers={"Content-Type": "application/x-amz-json-1.1"}),
     )
-    with pytest.raises(DependencyUnavailable, match="503"):
+    with pytest.raises(DependencyUnavailableError, match="503"):
         await reranker.rerank(QUERY, DOCS)
     assert len(seen) == 1  # max_attempts=1: no retry inside the time box
 
@@ -222,7 +222,7 @@ async def test_one_failing_chunk_fails_the_call(client: Any) -> None:
 
     on_send(client, "InvokeEndpoint", fail_second)
     reranker = SageMakerReranker(ENDPOINT, client=client, max_documents=2)
-    with pytest.raises(DependencyUnavailable, match="non-JSON"):
+    with pytest.raises(DependencyUnavailableError, match="non-JSON"):
         await reranker.rerank(QUERY, ["a", "b", "bad", "c"])
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from cognis_memory.stores.registry import STORES
 from tests.llm_server import ScriptedLLMServer
 from tests.reliability.helpers import (
     COMMON_WORDS,
@@ -29,7 +30,7 @@ from tests.reliability.helpers import (
     unique_prefix,
 )
 
-STORE_KINDS = ["embedded", "dual", "opensearch"]
+STORE_KINDS = list(STORES)  # every registered store kind
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -153,7 +154,7 @@ async def any_store(request, tmp_path_factory, embedder) -> AsyncIterator[StoreH
 @pytest_asyncio.fixture(scope="module")
 async def redis_cache(request) -> AsyncIterator[Any]:
     """A RedisCache on the shared session Redis (keys are per hashed owner, so no clash)."""
-    from cognis_memory.stores.redis_cache import RedisCache
+    from cognis_memory.caching.redis_cache import RedisCache
 
     server = request.getfixturevalue("redis_server")
     cache = RedisCache(server.url, ttl_s=300)

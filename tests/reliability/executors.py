@@ -54,7 +54,7 @@ class ServiceExecutor:
 
     def __init__(self, cached: MemoryService, plain: MemoryService) -> None:
         self.cached, self.plain = cached, plain
-        self.store = cached.store
+        self.stores = cached.stores
 
     async def add(self, owner: Owner, messages: list[dict[str, Any]], background: bool) -> dict[str, Any]:
         res = await self.cached.add_messages(
@@ -156,7 +156,7 @@ class HttpExecutor:
 
     def __init__(self, cached: MemoryService, plain: MemoryService) -> None:
         self.cached, self.plain = cached, plain
-        self.store = cached.store
+        self.stores = cached.stores
         self._clients = {
             True: httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(cached, manage_lifecycle=False)),
                                     base_url="http://cognis.test"),

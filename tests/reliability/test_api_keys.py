@@ -162,7 +162,7 @@ async def test_by_id_access_to_another_owner_is_404_and_changes_nothing(api):
     mid = owned.raw_memories[0].id
     await svc.update_memory("byid-1", "alice", mid, content="alice private v2 zq000000cccc")
     job = Job(tenant_id="byid-1", user_id="alice", message_ids=[owned.messages[0].id])
-    await svc.store.enqueue_job(job)
+    await svc.stores.jobs.enqueue_job(job)
     job_id = job.id
     before = [memory_to_dict(m) async for m in svc.export("byid-1", "alice")]
     strangers = [(k2, "alice"), (k1, "bob"), (k1, "Alice"), (k1, "alice ")]
@@ -238,7 +238,7 @@ async def test_the_documented_rotation_leaves_the_old_key_401(any_store, embedde
         assert await status_with(client, new) == 401
     # an earlier version's start-up copy of a listed key: a row named "bootstrap"
     legacy = f"legacy-key-{run}"
-    await any_store.store.put_api_key(ApiKeyRecord(sha(legacy), tenant, name="bootstrap"))
+    await any_store.store.roles().api_keys.put_api_key(ApiKeyRecord(sha(legacy), tenant, name="bootstrap"))
 
     async with process(any_store, embedder, f"{new}={tenant}") as (svc, client):
         assert await status_with(client, old) == 401 and await status_with(client, old, write=True) == 401
@@ -287,7 +287,7 @@ async def test_dead_jobs_are_listed_per_tenant_and_paged(api):
     jobs = []
     for i, (tenant, user, status) in enumerate(plan):
         job = Job(tenant, user, [f"m{i}"], status=status, attempts=3, max_attempts=3, last_error=f"{tenant} error {i}")
-        await svc.store.enqueue_job(job)
+        await svc.stores.jobs.enqueue_job(job)
         jobs.append(job)
     dead_a = sorted((j for j in jobs if j.tenant_id == ta and j.status is JobStatus.DEAD), key=lambda j: j.id)
 

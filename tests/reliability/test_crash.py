@@ -212,6 +212,9 @@ def crash_after(store: Any, method: str) -> None:
     setattr(store, method, wrapper)
 
 
+ROLE_OF = {"save_messages": "messages", "enqueue_job": "jobs", "insert_memories": "memories"}  # the store role of each
+
+
 @pytest.mark.parametrize("point", ["save_messages", "enqueue_job", "insert_memories"])
 async def test_crash_between_ingest_writes_then_retry_loses_and_doubles_nothing(point, any_store, embedder):
     """Stage 1 is several writes (messages; the extraction job; the raw memories). A crash right
@@ -230,7 +233,7 @@ async def test_crash_between_ingest_writes_then_retry_loses_and_doubles_nothing(
     with ScriptedLLMServer(extractor) as llm_server:
         llm = OpenAICompatibleLLM(llm_server.base_url, "scripted", timeout_s=10)
         first = make_service(any_store.store, embedder, llm=llm)
-        crash_after(any_store.store, point)
+        crash_after(getattr(first.stores, ROLE_OF[point]), point)
         with pytest.raises(SimulatedCrash):
             await first.add_messages(owner.tenant_id, owner.user_id, msgs, background=True)
         restarted = make_service(any_store.store, embedder, llm=llm)  # a new process on the same data
@@ -239,7 +242,7 @@ async def test_crash_between_ingest_writes_then_retry_loses_and_doubles_nothing(
         # the crashed process' claimed jobs are not in the way here: nothing claimed them yet
         while await restarted.worker.run_once() is not None:
             pass
-    memories = await any_store.store.list_memories(owner, include_history=True)
+    memories = await any_store.store.roles().memories.list_memories(owner, include_history=True)
     raw = Counter(CMID.search(m.content).group() for m in memories if m.kind.value == "raw")
     facts = Counter(CMID.search(m.content).group() for m in memories if m.kind.value == "fact" and m.is_current)
     want = {f"cmid-7-{i}" for i in range(3)}
@@ -262,6 +265,6 @@ async def test_a_client_id_repeated_within_one_batch_is_stored_once(any_store, e
     again = await svc.add_messages(owner.tenant_id, owner.user_id, msgs)
     assert again.created == [False] * 5 and again.raw_memories == []
     raw = Counter(
-        CMID.search(m.content).group() for m in await any_store.store.list_memories(owner, include_history=True)
+        CMID.search(m.content).group() for m in await any_store.store.roles().memories.list_memories(owner, include_history=True)
     )
     assert raw == {"cmid-9-0": 1, "cmid-9-1": 1}

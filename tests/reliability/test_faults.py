@@ -20,6 +20,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from cognis_memory.domain import Owner
 from cognis_memory.api.app import create_app
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from scripts.local_servers import OpenSearchServer, PostgresServer, RedisServer
@@ -251,7 +252,7 @@ async def test_opensearch_down_dual_degrades_and_opensearch_only_refuses(private
 # -- Redis stopped (the cache is optional) --------------------------------------------------------
 @pytest_asyncio.fixture
 async def redis_env(tmp_path, embedder):
-    from cognis_memory.stores.redis_cache import RedisCache
+    from cognis_memory.caching.redis_cache import RedisCache
 
     server = start_or_skip(RedisServer(die_with_parent=True))
     cache = RedisCache(server.url, ttl_s=300, socket_timeout_s=0.25, retry_after_s=0.5)
@@ -294,11 +295,20 @@ async def test_redis_down_searches_and_writes_go_on_uncached(redis_env):
             r = await api.search("pat", "plums")
             took.append(time.monotonic() - t0)
             assert r.status_code == 200 and r.json()["results"], r.text
-            assert took[-1] < 2.0, "an unreachable cache must not slow requests down for long"
+            # a generous wall-clock bound: it catches a request hanging on the dead server, not noise
+            # of this shared 2-core machine (the cache's own cost is checked exactly below)
+            assert took[-1] < 10.0, "an unreachable cache must not slow requests down for long"
             assert (
                 await api.add("pat", f"cmid-r{i + 1}", f"{FRUITS[i + 1]} cmid-r{i + 1} zq00000000f3")
             ).status_code == 201
         print(f"Redis down: searches took {min(took) * 1000:.0f}-{max(took) * 1000:.0f} ms")
+        # The cache's own cost while Redis is down, without the search around it: every call
+        # answers a miss within the socket timeout of the fixture (0.25 s), none waits longer.
+        owner = Owner("default", "pat")
+        for _ in range(5):
+            t0 = time.monotonic()
+            assert await cache.get_search(owner, "probe") is None
+            assert time.monotonic() - t0 < 0.25, "a cache call waited on the dead server"
         r = await api.client.get("/ready")
         assert r.status_code == 200 and r.json()["checks"]["cache:redis"] is False
         # every write made while Redis was down is visible (nothing stale was cached)
@@ -449,9 +459,9 @@ async def test_llm_failures_retry_with_backoff_then_dead_letter(tmp_path, embedd
                 assert j["attempts"] == j["max_attempts"] == 4, j
                 assert j["last_error"], j
                 assert {
-                    "error": "DependencyUnavailable",
+                    "error": "DependencyUnavailableError",
                     "malformed": "LLMOutputError",
-                    "slow": "DependencyUnavailable",
+                    "slow": "DependencyUnavailableError",
                 }[mode] in j["last_error"]
             # backoff: the gaps between attempts of the last job grow (0.2 s, 0.4 s, 0.8 s)
             starts = [t for t, schema in llm.calls if schema == "extracted_facts"][-4:]

@@ -23,11 +23,11 @@ import httpx
 import pytest
 
 from cognis_memory.api.app import create_app
+from cognis_memory.caching.redis_cache import owner_prefix
 from cognis_memory.domain import Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from cognis_memory.service import MessageIn
-from cognis_memory.stores.embedded import owner_token
-from cognis_memory.stores.redis_cache import owner_prefix
+from cognis_memory.stores.filters import owner_token
 from tests.llm_server import ScriptedLLMServer
 from tests.reliability.helpers import make_service, os_count, owner_query, pg_rows, sqlite_rows
 

@@ -23,7 +23,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import event as hypothesis_event
+from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
 
 from cognis_memory.domain import Category, Owner
@@ -67,6 +69,12 @@ message_st = st.fixed_dictionaries(
         "cmid": st.sampled_from([None, None, "c1", "c2"]),  # shared ids: collide across owners on purpose
     }
 )
+
+
+def event(value: str) -> None:
+    """Hypothesis statistics when a drawn program runs; nothing for fixed programs (test_planted_leaks)."""
+    if currently_in_test_context():
+        hypothesis_event(value)
 
 
 def rarely(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -157,7 +165,7 @@ class Program:
             self.truth.check_memory(owner, m, where)
 
     async def snapshot(self, victim: Owner, mid: str) -> tuple[Any, ...] | None:
-        m = await self.ex.store.get_memory(victim, mid)
+        m = await self.ex.stores.memories.get_memory(victim, mid)
         return None if m is None else (m.version, m.is_current, m.deleted, m.content, m.category)
 
     # -- operations --------------------------------------------------------------------------------

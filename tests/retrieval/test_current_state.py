@@ -119,7 +119,7 @@ async def test_with_an_llm_the_replaced_fact_link_ranks_stale_messages_below_the
         later = JAN + timedelta(days=90)
         r2 = await svc.add_messages(T, "dana", [MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=later)])
         assert r2.extraction["UPDATE"] == 1
-    facts = [m for m in await svc.store.list_memories(Owner(T, "dana")) if m.kind is MemoryKind.FACT]
+    facts = [m for m in await svc.stores.memories.list_memories(Owner(T, "dana")) if m.kind is MemoryKind.FACT]
     (fact,) = facts
     assert fact.content == "Dana lives in Lisbon"
     assert fact.metadata["superseded_sources"] == [r1.messages[0].id]  # the message that stated Berlin

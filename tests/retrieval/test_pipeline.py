@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cognis_memory.domain import Memory, Owner
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
 from cognis_memory.retrieval.context import context_scores
 from cognis_memory.retrieval.speakers import SpeakerDirectory
@@ -98,7 +98,7 @@ class FailingReranker:
 
     async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
         self.calls += 1
-        raise DependencyUnavailable("reranker", "endpoint unreachable")
+        raise DependencyUnavailableError("reranker", "endpoint unreachable")
 
 
 async def test_failing_reranker_marks_degraded_and_keeps_the_order(make_service) -> None:

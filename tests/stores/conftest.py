@@ -23,7 +23,8 @@ import pytest_asyncio
 
 from cognis_memory.domain import Owner
 from cognis_memory.stores.dual import DualStore
-from cognis_memory.stores.embedded import EmbeddedStore, owner_token
+from cognis_memory.stores.embedded import EmbeddedStore
+from cognis_memory.stores.filters import owner_token
 from cognis_memory.stores.opensearch_index import OpenSearchKeywordIndex
 from cognis_memory.stores.opensearch_store import OpenSearchStore
 from cognis_memory.stores.postgres import PostgresStore
@@ -41,10 +42,12 @@ async def _embedded_harness(path: Path) -> Harness:
                 t: conn.execute(f"SELECT count(*) FROM {t} WHERE tenant_id = ? AND user_id = ?", key).fetchone()[0]
                 for t in ("memories", "messages", "jobs")
             } | {
-                "fts": conn.execute("SELECT count(*) FROM memories_fts WHERE owner = ?", (owner_token(owner),)).fetchone()[0]
+                "fts": conn.execute(
+                    "SELECT count(*) FROM memories_fts WHERE owner = ?", (owner_token(owner),)
+                ).fetchone()[0]
             }
 
-    return Harness("embedded", store, raw_counts, [store.close])
+    return Harness("embedded", store.roles(), raw_counts, [store.close])
 
 
 async def _dual_harness(server_dsn: str, os_url: str) -> Harness:
@@ -66,7 +69,7 @@ async def _dual_harness(server_dsn: str, os_url: str) -> Harness:
         out["opensearch"] = await keyword.count(tenant_id=owner.tenant_id, user_id=owner.user_id)
         return out
 
-    return Harness("dual", store, raw_counts, [store.close])
+    return Harness("dual", store.roles(), raw_counts, [store.close])
 
 
 async def _opensearch_harness(os_url: str) -> Harness:
@@ -78,7 +81,11 @@ async def _opensearch_harness(os_url: str) -> Harness:
     async def raw_counts(owner: Owner) -> dict[str, int]:
         out: dict[str, int] = {}
         client = store.client
-        query = {"query": {"bool": {"filter": [{"term": {"tenant_id": owner.tenant_id}}, {"term": {"user_id": owner.user_id}}]}}}
+        query = {
+            "query": {
+                "bool": {"filter": [{"term": {"tenant_id": owner.tenant_id}}, {"term": {"user_id": owner.user_id}}]}
+            }
+        }
         for name in ("memories", "messages", "message_keys", "jobs"):
             index = getattr(store, name)
             await store.runner(client.indices.refresh, index=index)
@@ -86,7 +93,7 @@ async def _opensearch_harness(os_url: str) -> Harness:
             out[name] = int(res["count"])
         return out
 
-    return Harness("opensearch", store, raw_counts, [store.close])
+    return Harness("opensearch", store.roles(), raw_counts, [store.close])
 
 
 async def build_harness(request: pytest.FixtureRequest, kind: str, tmp: Path) -> Harness:

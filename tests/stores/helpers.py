@@ -15,10 +15,12 @@ from opensearchpy import OpenSearch
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from cognis_memory.domain import Category, Memory, Owner, Scope
+from cognis_memory.stores.registry import STORES
+from cognis_memory.stores.roles import StoreBundle
 
 DIM = 32
 DIM_SHORT = 8
-STORE_KINDS = ("embedded", "dual", "opensearch")
+STORE_KINDS = tuple(STORES)  # every registered store kind
 
 
 def new_owner(user_id: str = "alice") -> Owner:
@@ -83,7 +85,7 @@ def new_prefix() -> str:
 @dataclass
 class Harness:
     kind: str
-    store: Any  # MemoryStore
+    store: StoreBundle  # the roles of the store under test
     raw_counts: Callable[[Owner], Awaitable[dict[str, int]]]
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
@@ -118,7 +120,9 @@ def admits(flt: Any, m: Memory) -> bool:
     return True
 
 
-def brute_force(memories: list[Memory], q: np.ndarray, *, limit: int, shortlist: int | None = None) -> list[tuple[str, float]]:
+def brute_force(
+    memories: list[Memory], q: np.ndarray, *, limit: int, shortlist: int | None = None
+) -> list[tuple[str, float]]:
     """Reference cosine search in numpy: exact, or two-stage when ``shortlist`` is given."""
     ids = [m.id for m in memories]
     full = np.stack([m.embedding for m in memories])

@@ -12,14 +12,23 @@ import pytest
 import pytest_asyncio
 
 from cognis_memory.domain import Owner
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.stores.base import SearchFilter
 from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, memory_fields
 from cognis_memory.stores.postgres import PostgresStore
 from cognis_memory.stores.reconcile import reconcile
 from tests.servers import start_or_skip
-from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix, os_client, short_of
+from tests.stores.helpers import (
+    DIM,
+    DIM_SHORT,
+    create_database,
+    make_memory,
+    new_owner,
+    new_prefix,
+    os_client,
+    short_of,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +41,7 @@ def _dual(pg_dsn: str, os_url: str) -> DualStore:
 
 
 async def _ids(store: DualStore, owner: Owner, text: str) -> list[str]:
-    return [h.memory.id for h in await store.keyword_search(SearchFilter(owner), text, limit=10)]
+    return [h.memory.id for h in await store.roles().keywords.keyword_search(SearchFilter(owner), text, limit=10)]
 
 
 async def test_opensearch_outage_degrades_reads_and_keeps_writes(postgres_server, rng: np.random.Generator) -> None:
@@ -47,29 +56,33 @@ async def test_opensearch_outage_degrades_reads_and_keeps_writes(postgres_server
         violin = make_memory(o, "I play the violin", rng)
         river = make_memory(o, "I live near the river", rng)
         theirs = make_memory(other, "the other user loves the violin", rng)
-        await store.insert_memories([violin, river, theirs])
+        await store.roles().memories.insert_memories([violin, river, theirs])
         assert await _ids(store, o, "violin") == [violin.id]
         assert await store.outbox_size() == 0
 
         server.kill()  # OpenSearch crashes
 
         t0 = time.monotonic()
-        with pytest.raises(DependencyUnavailable) as info:
-            await store.keyword_search(SearchFilter(o), "violin", limit=5)
+        with pytest.raises(DependencyUnavailableError) as info:
+            await store.roles().keywords.keyword_search(SearchFilter(o), "violin", limit=5)
         assert info.value.dependency == "opensearch" and time.monotonic() - t0 < 2.0
-        vec = await store.vector_search(SearchFilter(o), river.embedding, short_of(river.embedding), limit=5, shortlist=50)  # type: ignore[arg-type]
+        vec = await store.roles().vectors.vector_search(
+            SearchFilter(o), river.embedding, short_of(river.embedding), limit=5, shortlist=50
+        )  # type: ignore[arg-type]
         assert vec.hits[0].memory.id == river.id
 
         t0 = time.monotonic()
         cello = make_memory(o, "I started learning the cello", rng)
-        await store.insert_memories([cello])
-        violin2 = await store.write_version(o, violin.id, violin.next_version(content="I used to play the violin"))
-        counts = await store.forget_user(other)
+        await store.roles().memories.insert_memories([cello])
+        violin2 = await store.roles().memories.write_version(
+            o, violin.id, violin.next_version(content="I used to play the violin")
+        )
+        counts = await store.roles().memories.forget_user(other)
         assert time.monotonic() - t0 < 3.0, "writes must not wait for OpenSearch"
         assert counts["memories"] == 1 and counts["index_pending"] == 1
         assert await store.outbox_size() == 4  # cello, violin (delete), violin2, forget(other)
         assert await store.health() == {"postgres": True, "opensearch": False}
-        with pytest.raises(DependencyUnavailable):
+        with pytest.raises(DependencyUnavailableError):
             await store.drain_outbox()
 
         store.start_background_drain(interval_s=0.2, max_backoff_s=1.0)
@@ -107,8 +120,8 @@ async def dual(postgres_server, opensearch_server) -> AsyncIterator[DualStore]:
 async def test_reconcile_detects_and_repairs_planted_drift(dual: DualStore, rng: np.random.Generator) -> None:
     store, o = dual, new_owner()
     ms = [make_memory(o, f"note {w}", rng) for w in ("apple", "banana", "cherry", "date", "elder")]
-    await store.insert_memories(ms)
-    v2 = await store.write_version(o, ms[0].id, ms[0].next_version(content="note apricot"))
+    await store.roles().memories.insert_memories(ms)
+    v2 = await store.roles().memories.write_version(o, ms[0].id, ms[0].next_version(content="note apricot"))
     client, alias = store.keyword.client, store.keyword.alias
 
     # Drift made behind the store's back:
@@ -127,7 +140,9 @@ async def test_reconcile_detects_and_repairs_planted_drift(dual: DualStore, rng:
         report = await reconcile(store, repair=False, tenant_id=o.tenant_id)
         assert (report.missing, report.extra, report.mismatched, report.indexed, report.deleted) == (1, 2, 1, 0, 0)
         assert report.postgres_current == 5 and report.opensearch_documents == 6
-        assert report.samples["missing"] == [ms[1].id] and sorted(report.samples["extra"]) == sorted([ms[0].id, ghost.id])
+        assert report.samples["missing"] == [ms[1].id] and sorted(report.samples["extra"]) == sorted(
+            [ms[0].id, ghost.id]
+        )
         assert report.to_dict()["drift"] == 4
 
     fixed = await reconcile(store, repair=True, tenant_id=o.tenant_id)
@@ -139,7 +154,7 @@ async def test_reconcile_detects_and_repairs_planted_drift(dual: DualStore, rng:
     assert await store.keyword.get_document(ghost.id) is None
 
     # Normal operation continues on top of the repaired documents.
-    b2 = await store.write_version(o, ms[1].id, ms[1].next_version(content="note blueberry"))
+    b2 = await store.roles().memories.write_version(o, ms[1].id, ms[1].next_version(content="note blueberry"))
     assert await _ids(store, o, "banana blueberry") == [b2.id]
     assert await _ids(store, o, "apricot") == [v2.id]
     assert (await reconcile(store, repair=False, tenant_id=o.tenant_id)).drift == 0
@@ -148,8 +163,8 @@ async def test_reconcile_detects_and_repairs_planted_drift(dual: DualStore, rng:
 async def test_a_stale_retry_cannot_resurrect_an_old_version(dual: DualStore, rng: np.random.Generator) -> None:
     store, o = dual, new_owner()
     m = make_memory(o, "note quince", rng)
-    await store.insert_memories([m])
-    await store.write_version(o, m.id, m.next_version(content="note plum"))
+    await store.roles().memories.insert_memories([m])
+    await store.roles().memories.write_version(o, m.id, m.next_version(content="note plum"))
     assert await store.keyword.get_document(m.id) is None
     # A delayed retry of the first upsert arrives after the delete: rejected by the external version.
     (res,) = await store.keyword.apply([IndexOp("index", m.id, doc_version_current(m.version), memory_fields(m))])

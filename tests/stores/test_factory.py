@@ -13,14 +13,15 @@ from moto import mock_aws
 from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
 from psycopg.conninfo import conninfo_to_dict
 
+from cognis_memory.caching.factory import build_cache
+from cognis_memory.caching.redis_cache import RedisCache
+from cognis_memory.caching.result_cache import NullCache
 from cognis_memory.config import Settings
 from cognis_memory.domain import Owner
 from cognis_memory.stores.base import SearchFilter
-from cognis_memory.stores.cache import NullCache
 from cognis_memory.stores.dual import DualStore
-from cognis_memory.stores.factory import build_cache, build_store, opensearch_client, postgres_dsn
+from cognis_memory.stores.factory import build_store, opensearch_client, postgres_dsn
 from cognis_memory.stores.opensearch_store import OpenSearchStore
-from cognis_memory.stores.redis_cache import RedisCache
 from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix
 
 
@@ -34,14 +35,16 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_dsn_from_host_and_secrets_manager(aws_env: None) -> None:
     with mock_aws():
         sm = boto3.client("secretsmanager", region_name="eu-west-1")
-        arn = sm.create_secret(Name="aurora-master", SecretString=json.dumps({"username": "cognis", "password": "p@ss:w/rd"}))["ARN"]
+        arn = sm.create_secret(
+            Name="aurora-master", SecretString=json.dumps({"username": "cognis", "password": "p@ss:w/rd"})
+        )["ARN"]
         settings = Settings(store="dual", postgres_host="db.internal", postgres_port=5433, postgres_db="mem",
                             postgres_secret_arn=arn, postgres_sslmode="require", opensearch_url="https://search:443",
                             aws_region="eu-west-1")  # fmt: skip
         params = conninfo_to_dict(postgres_dsn(settings)())
         assert params == {"host": "db.internal", "port": "5433", "dbname": "mem", "user": "cognis",
                           "password": "p@ss:w/rd", "sslmode": "require"}  # fmt: skip
-        store = build_store(settings, dim=DIM, dim_short=DIM_SHORT)
+        store = build_store(settings, dim=DIM, dim_short=DIM_SHORT).backend
         assert isinstance(store, DualStore) and conninfo_to_dict(store.pg._conninfo())["password"] == "p@ss:w/rd"
 
         bad = sm.create_secret(Name="not-json", SecretString="just a string")["ARN"]
@@ -49,7 +52,9 @@ def test_dsn_from_host_and_secrets_manager(aws_env: None) -> None:
             postgres_dsn(Settings(store="dual", postgres_host="h", postgres_secret_arn=bad, aws_region="eu-west-1"))()
         partial = sm.create_secret(Name="no-password", SecretString=json.dumps({"username": "u"}))["ARN"]
         with pytest.raises(ValueError, match="password"):
-            postgres_dsn(Settings(store="dual", postgres_host="h", postgres_secret_arn=partial, aws_region="eu-west-1"))()
+            postgres_dsn(
+                Settings(store="dual", postgres_host="h", postgres_secret_arn=partial, aws_region="eu-west-1")
+            )()
 
 
 def test_rotated_secret_is_picked_up_after_the_refresh_interval(aws_env: None) -> None:
@@ -103,7 +108,8 @@ async def test_settings_build_working_dual_and_opensearch_stores(postgres_server
     for kind in ("dual", "opensearch"):
         settings = Settings(store=kind, postgres_dsn=dsn, opensearch_url=opensearch_server.url,
                             opensearch_index_prefix=new_prefix())  # fmt: skip
-        store = build_store(settings, dim=DIM, dim_short=DIM_SHORT)
+        roles = build_store(settings, dim=DIM, dim_short=DIM_SHORT)
+        store = roles.backend
         assert isinstance(store, DualStore if kind == "dual" else OpenSearchStore)
         if isinstance(store, OpenSearchStore):
             store.replicas, store.refresh = 0, True
@@ -111,14 +117,39 @@ async def test_settings_build_working_dual_and_opensearch_stores(postgres_server
         try:
             o: Owner = new_owner()
             m = make_memory(o, "settings built me", rng)
-            await store.insert_memories([m])
+            await roles.memories.insert_memories([m])
             if isinstance(store, DualStore):  # the inline or the background drain pushes it (refresh: 1 s)
                 for _ in range(100):
                     if await store.outbox_size() == 0:
                         break
                     await asyncio.sleep(0.05)
                 await store.keyword.refresh_now()
-            assert [h.memory.id for h in await store.keyword_search(SearchFilter(o), "settings", limit=3)] == [m.id]
+            assert [h.memory.id for h in await roles.keywords.keyword_search(SearchFilter(o), "settings", limit=3)] == [
+                m.id
+            ]
             assert all((await store.health()).values())
         finally:
             await store.close()
+
+
+def test_the_registry_names_a_builder_for_every_store_kind_and_settings_accept_only_those() -> None:
+    import importlib
+
+    from cognis_memory.stores.registry import STORES
+
+    for kind, target in STORES.items():
+        module, _, function = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), kind
+        assert Settings(store=kind).store == kind
+    with pytest.raises(ValueError, match="unknown store kind 'sqlite-vec'"):
+        Settings(store="sqlite-vec")
+
+
+def test_the_cli_offers_the_registered_store_kinds() -> None:
+    from cognis_memory.cli import build_parser
+    from cognis_memory.stores.registry import STORES
+
+    for kind in STORES:
+        assert build_parser().parse_args(["reconcile", "--store", kind]).store == kind
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["reconcile", "--store", "sqlite-vec"])

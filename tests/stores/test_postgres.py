@@ -1,5 +1,5 @@
 """PostgreSQL-specific behaviour: filtered HNSW needs ``hnsw.iterative_scan``, migrations are
-idempotent and serialised, job claims never collide, an unreachable server is a DependencyUnavailable."""
+idempotent and serialised, job claims never collide, an unreachable server is a DependencyUnavailableError."""
 
 from __future__ import annotations
 
@@ -12,10 +12,19 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from cognis_memory.domain import Category, Job, Memory, Owner
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.stores.base import SearchFilter
 from cognis_memory.stores.migrations.postgres import MIGRATIONS, SchemaMismatchError
 from cognis_memory.stores.postgres import PostgresStore
+from cognis_memory.stores.roles import (
+    ApiKeyStore,
+    JobQueue,
+    KeywordSearch,
+    MemoryVersions,
+    MessageLog,
+    StoreLifecycle,
+    VectorSearch,
+)
 from tests.stores.helpers import brute_force, create_database, unit
 
 pytestmark = pytest.mark.integration
@@ -126,18 +135,21 @@ async def test_concurrent_job_claims_never_collide(postgres_server) -> None:
 async def test_unreachable_server_is_a_dependency_error() -> None:
     store = PostgresStore("postgresql://nobody@127.0.0.1:1/none", dim=8, dim_short=4, connect_timeout_s=1)
     t0 = time.monotonic()
-    with pytest.raises(DependencyUnavailable) as info:
+    with pytest.raises(DependencyUnavailableError) as info:
         await store.open()
     assert info.value.dependency == "postgres" and time.monotonic() - t0 < 5
 
 
-async def test_postgres_alone_has_no_bm25(postgres_server) -> None:
+async def test_postgres_supplies_every_role_but_keyword_search(postgres_server) -> None:
     store = PostgresStore(create_database(postgres_server.dsn), dim=16, dim_short=4)
+    for role in (MessageLog, MemoryVersions, VectorSearch, JobQueue, ApiKeyStore, StoreLifecycle):
+        assert isinstance(store, role), role
+    assert not isinstance(store, KeywordSearch)  # BM25 comes from OpenSearch in the dual store
     await store.open()
     try:
-        with pytest.raises(NotImplementedError):
-            await store.keyword_search(SearchFilter(Owner("t", "u")), "anything", limit=5)
         q = unit(np.ones(16))
-        assert (await store.vector_search(SearchFilter(Owner("t", "u")), q, unit(q[:4]), limit=5, shortlist=10)).hits == []
+        assert (
+            await store.vector_search(SearchFilter(Owner("t", "u")), q, unit(q[:4]), limit=5, shortlist=10)
+        ).hits == []
     finally:
         await store.close()

@@ -27,7 +27,7 @@ from cognis_memory.stores.migrations.postgres import (
     validate_app_role,
 )
 from cognis_memory.stores.postgres import PostgresStore
-from tests.stores.helpers import create_database, unit
+from tests.stores.helpers import create_database, new_prefix, unit
 
 DIM, DIM_SHORT = 16, 4
 
@@ -115,10 +115,14 @@ async def test_pool_signs_in_as_an_app_role_with_data_privileges_only(postgres_s
     owner_dsn = create_database(postgres_server.dsn)
     role = _role()
     settings = Settings(
-        store="dual", postgres_dsn=owner_dsn, postgres_app_user=role, opensearch_url=opensearch_server.url
+        store="dual",
+        postgres_dsn=owner_dsn,
+        postgres_app_user=role,
+        opensearch_url=opensearch_server.url,
+        opensearch_index_prefix=new_prefix(),  # the outbox write below drains into its own index
     )
-    store = build_store(settings, dim=DIM, dim_short=DIM_SHORT)
-    pg: PostgresStore = store.pg  # type: ignore[attr-defined]
+    pg = build_store(settings, dim=DIM, dim_short=DIM_SHORT).memories
+    assert isinstance(pg, PostgresStore)
     await pg.open()
     try:
         owner = Owner("t-app-role", "u1")

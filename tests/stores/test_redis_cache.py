@@ -13,9 +13,9 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
+from cognis_memory.caching.redis_cache import RedisCache, owner_prefix
+from cognis_memory.caching.result_cache import Cache
 from cognis_memory.domain import Owner
-from cognis_memory.stores.cache import Cache
-from cognis_memory.stores.redis_cache import RedisCache, owner_prefix
 from tests.servers import start_or_skip
 
 pytestmark = pytest.mark.integration

@@ -180,7 +180,7 @@ async def test_a_degraded_search_says_so_on_its_span(tmp_path, embedder, aws_env
 
 
 async def test_a_failed_search_marks_its_spans_with_the_error_type_only(traced):
-    await traced.service.store.close()  # every store call now fails
+    await traced.service.stores.close()  # every store call now fails
     traced.exporter.clear()
     with pytest.raises(Exception):  # noqa: B017 - whatever the closed store raises
         await traced.service.search(TENANT, USER, f"where is {SECRET}?")

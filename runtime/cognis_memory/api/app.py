@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..domain import JobStatus
 from ..errors import (
     ConflictError,
-    DependencyUnavailable,
+    DependencyUnavailableError,
     InvalidInputError,
     NotFoundError,
     PermissionDeniedError,
@@ -154,8 +154,8 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     async def _forbidden(_: Request, exc: PermissionDeniedError) -> JSONResponse:
         return _error(403, "forbidden", str(exc))
 
-    @app.exception_handler(DependencyUnavailable)
-    async def _unavailable(_: Request, exc: DependencyUnavailable) -> JSONResponse:
+    @app.exception_handler(DependencyUnavailableError)
+    async def _unavailable(_: Request, exc: DependencyUnavailableError) -> JSONResponse:
         status, code, message, headers = unavailable_error(exc)
         return _error(status, code, message, **{k.decode(): v.decode() for k, v in headers})
 

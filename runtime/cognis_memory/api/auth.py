@@ -18,7 +18,7 @@ from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import DependencyUnavailable, PermissionDeniedError
+from ..errors import DependencyUnavailableError, PermissionDeniedError
 from ..service import MemoryService
 from ..stores.base import ApiKeyRecord
 from .middleware import send_error, unavailable_error
@@ -63,7 +63,7 @@ class ApiKeyAuth:
         else:
             try:
                 record = await self.service.authenticate(key)
-            except DependencyUnavailable as exc:  # the key store is down: retryable, like any other request
+            except DependencyUnavailableError as exc:  # the key store is down: retryable, like any other request
                 status, code, message, headers = unavailable_error(exc)
                 await send_error(send, status, code, message, headers=headers)
                 return

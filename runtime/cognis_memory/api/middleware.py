@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import DependencyUnavailable
+from ..errors import DependencyUnavailableError
 from ..telemetry.emitter import Telemetry
 from ..validation import ID_PATTERN
 
@@ -69,7 +69,7 @@ async def send_error(
     await send({"type": "http.response.body", "body": body})
 
 
-def unavailable_error(exc: DependencyUnavailable) -> tuple[int, str, str, list[tuple[bytes, bytes]]]:
+def unavailable_error(exc: DependencyUnavailableError) -> tuple[int, str, str, list[tuple[bytes, bytes]]]:
     """(status, code, message, headers) of the answer to a dependency that is down: 503, retry later."""
     return 503, "dependency_unavailable", f"{exc.dependency} is unavailable; retry later", [(b"retry-after", b"2")]
 

@@ -25,7 +25,8 @@ import numpy as np
 
 from ..domain import Category, Memory, Owner, Scope, as_utc
 from ..providers.base import LLM, LLMOutputError
-from ..stores.base import MemoryStore, SearchFilter
+from ..stores.base import SearchFilter
+from ..stores.roles import VectorSearch
 from .batching import Priority
 from .embedding import MatryoshkaEncoder
 from .resolution import ResolvedMessage
@@ -142,8 +143,8 @@ def _category(value: Any, default: Category) -> Category:
 class ContextAwareExtractor:
     """Runs the extract and decide calls; pure apart from the LLM and a read-only store query."""
 
-    def __init__(self, llm: LLM, store: MemoryStore, encoder: MatryoshkaEncoder, context_size: int = CONTEXT_SIZE):
-        self.llm, self.store, self.encoder, self.context_size = llm, store, encoder, context_size
+    def __init__(self, llm: LLM, vectors: VectorSearch, encoder: MatryoshkaEncoder, context_size: int = CONTEXT_SIZE):
+        self.llm, self.vectors, self.encoder, self.context_size = llm, vectors, encoder, context_size
 
     async def extract(
         self, owner: Owner, messages: list[ResolvedMessage], *, priority: Priority = Priority.INGEST
@@ -162,7 +163,7 @@ class ContextAwareExtractor:
         by_id: dict[str, str] = {}
         context_lines: list[str] = []
         for i, f in enumerate(facts):
-            hits = await self.store.vector_search(
+            hits = await self.vectors.vector_search(
                 SearchFilter(owner), f.embedding, None, limit=self.context_size, shortlist=self.context_size
             )
             lines = []

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain import Job, Memory, MemoryKind, Message, Owner, Scope, new_id
-from ..errors import ConflictError, DependencyUnavailable, NotFoundError
+from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
 from ..providers.base import LLM, LLMOutputError
-from ..stores.base import MemoryStore
-from ..stores.cache import Cache
+from ..stores.roles import JobQueue, MemoryVersions, MessageLog, VectorSearch
+from ..caching.result_cache import Cache
 from ..telemetry.recorder import StageRecorder
 from .categorizer import EmbeddingCategorizer
 from .batching import Priority
@@ -61,17 +61,21 @@ class IngestResult:
 class IngestPipeline:
     def __init__(
         self,
-        store: MemoryStore,
         encoder: MatryoshkaEncoder,
         *,
+        messages: MessageLog,
+        memories: MemoryVersions,
+        jobs: JobQueue,
+        vectors: VectorSearch,
         cache: Cache,
         categorizer: EmbeddingCategorizer,
         llm: LLM | None = None,
         job_max_attempts: int = 5,
         memory_max_bytes: int = 32 * 1024,
     ) -> None:
-        self.store, self.encoder, self.cache, self.categorizer, self.llm = store, encoder, cache, categorizer, llm
-        self.extractor = ContextAwareExtractor(llm, store, encoder) if llm is not None else None
+        self.messages, self.memories, self.jobs = messages, memories, jobs
+        self.encoder, self.cache, self.categorizer, self.llm = encoder, cache, categorizer, llm
+        self.extractor = ContextAwareExtractor(llm, vectors, encoder) if llm is not None else None
         self.job_max_attempts = job_max_attempts
         self.memory_max_bytes = memory_max_bytes
 
@@ -127,7 +131,7 @@ class IngestPipeline:
         for m in messages:
             m.metadata[RAW_MEMORY_ID] = new_id()  # the server's, whatever the metadata held
         with rec.stage("raw_store"):
-            stored = await self.store.save_messages(messages)
+            stored = await self.messages.save_messages(messages)
         new_msgs = [m for m, created in stored if created]
         seen = {m.id for m in new_msgs}
         earlier: list[Message] = []
@@ -147,7 +151,7 @@ class IngestPipeline:
             max_attempts=self.job_max_attempts,
         )
         if self.extractor is not None and new_msgs and background:
-            await self.store.enqueue_job(job)
+            await self.jobs.enqueue_job(job)
             result.job = job
         with rec.stage("raw_store"):
             await self._insert_raw(owner, raw)
@@ -159,13 +163,13 @@ class IngestPipeline:
             with rec.stage("extraction"):
                 extraction = await self.extractor.extract(owner, resolved)
                 result.extraction = await self.apply(owner, extraction, resolved)
-        except (DependencyUnavailable, LLMOutputError) as exc:
+        except (DependencyUnavailableError, LLMOutputError) as exc:
             # The messages are stored, so the client's retry (same client_message_id) is answered
             # "already stored" and would never extract them: a durable job does it instead.
-            await self.store.enqueue_job(job)
-            if isinstance(exc, DependencyUnavailable):
+            await self.jobs.enqueue_job(job)
+            if isinstance(exc, DependencyUnavailableError):
                 raise
-            raise DependencyUnavailable("llm", f"unusable answer: {exc}") from exc
+            raise DependencyUnavailableError("llm", f"unusable answer: {exc}") from exc
         return result
 
     async def _unfinished(self, owner: Owner, existing: list[Message]) -> list[Message]:
@@ -173,25 +177,25 @@ class IngestPipeline:
         known = [m for m in existing if m.metadata.get(RAW_MEMORY_ID)]
         if not known:
             return []
-        have = {x.id for x in await self.store.fetch_memories(owner, [m.metadata[RAW_MEMORY_ID] for m in known])}
+        have = {x.id for x in await self.memories.fetch_memories(owner, [m.metadata[RAW_MEMORY_ID] for m in known])}
         return [m for m in known if m.metadata[RAW_MEMORY_ID] not in have]
 
     async def _insert_raw(self, owner: Owner, raw: list[Memory]) -> None:
         """Insert raw memories; ids a concurrent attempt of the same messages inserted first are skipped."""
         try:
-            await self.store.insert_memories(raw)
+            await self.memories.insert_memories(raw)
         except Exception:
-            have = {x.id for x in await self.store.fetch_memories(owner, [m.id for m in raw])}
+            have = {x.id for x in await self.memories.fetch_memories(owner, [m.id for m in raw])}
             if not have:
                 raise
-            await self.store.insert_memories([m for m in raw if m.id not in have])
+            await self.memories.insert_memories([m for m in raw if m.id not in have])
 
     async def run_job(self, job: Job, rec: StageRecorder) -> dict[str, Any]:
         """Stages 2-4 (extraction) for a claimed job. Raises on failure (the worker retries)."""
         owner = Owner(job.tenant_id, job.user_id)
         if self.extractor is None:
             return {"skipped": "no LLM configured"}
-        messages = await self.store.get_messages(owner, job.message_ids)
+        messages = await self.messages.get_messages(owner, job.message_ids)
         if not messages:  # the user was forgotten meanwhile
             return {"skipped": "messages no longer exist"}
         with rec.stage("resolution"):
@@ -199,7 +203,7 @@ class IngestPipeline:
         with rec.stage("extraction"):
             extraction = await self.extractor.extract(owner, resolved, priority=Priority.BACKGROUND)
             # The LLM calls take seconds: a forget of the user meanwhile must not be undone by the writes.
-            if not await self.store.get_messages(owner, job.message_ids):
+            if not await self.messages.get_messages(owner, job.message_ids):
                 return {"skipped": "messages no longer exist"}
             return await self.apply(owner, extraction, resolved)
 
@@ -253,11 +257,11 @@ class IngestPipeline:
                 new = op.target.tombstone()
                 new.source_message_ids = list(dict.fromkeys(op.target.source_message_ids + source_ids))
             try:
-                await self.store.write_version(owner, op.target.id, new)
+                await self.memories.write_version(owner, op.target.id, new)
                 counts[op.action.value] += 1
             except (ConflictError, NotFoundError):
                 counts["conflicts"] += 1  # changed concurrently: the newer state wins
-        await self.store.insert_memories(adds)
+        await self.memories.insert_memories(adds)
         await self.cache.invalidate(owner)
         counts["rejected_aliases"] = extraction.rejected_aliases
         counts["candidates"] = extraction.candidates

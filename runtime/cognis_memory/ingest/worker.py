@@ -41,8 +41,8 @@ class JobWorker:
 
     async def run_once(self) -> Job | None:
         """Claim and run one due job; returns it (in its final state for this attempt) or None."""
-        store = self.pipeline.store
-        job = await store.claim_job(utcnow(), self.lease_s)
+        jobs = self.pipeline.jobs
+        job = await jobs.claim_job(utcnow(), self.lease_s)
         if job is None:
             return None
         rec = self.telemetry.recorder()
@@ -60,9 +60,9 @@ class JobWorker:
                 job.next_attempt_at = utcnow() + timedelta(seconds=self.backoff_s * 2 ** (job.attempts - 1))
             self.telemetry.log_error("ingest_job_failed", request_id=job.id, error=exc, attempts=job.attempts)
         job.updated_at = utcnow()
-        if await store.get_job(Owner(job.tenant_id, job.user_id), job.id) is None:
+        if await jobs.get_job(Owner(job.tenant_id, job.user_id), job.id) is None:
             return job  # deleted while it ran (the user was forgotten): do not write it back
-        await store.save_job(job)
+        await jobs.save_job(job)
         self.telemetry.log_request(
             names.EVENT_INGEST, rec, request_id=job.id, job_status=job.status.value, attempts=job.attempts
         )

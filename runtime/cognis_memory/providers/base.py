@@ -1,7 +1,7 @@
 """Small protocols for the model providers the pipelines depend on.
 
 Pipelines receive providers through their constructors and never import a concrete one.
-Failures of remote providers surface as :class:`cognis_memory.errors.DependencyUnavailable`
+Failures of remote providers surface as :class:`cognis_memory.errors.DependencyUnavailableError`
 so that callers can degrade instead of failing.
 """
 
@@ -46,7 +46,7 @@ class Reranker(Protocol):
     name: str
 
     async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
-        """One score per document, in input order. Raises DependencyUnavailable on failure/timeout."""
+        """One score per document, in input order. Raises DependencyUnavailableError on failure/timeout."""
 
 
 class LLMOutputError(ValueError):
@@ -64,6 +64,6 @@ class LLM(Protocol):
     ) -> dict[str, Any]:
         """The model's answer as a dict valid against ``schema``.
 
-        Raises DependencyUnavailable when the model cannot be reached (retryable), and
+        Raises DependencyUnavailableError when the model cannot be reached (retryable), and
         LLMOutputError when it answered with something that is not the requested structure.
         """

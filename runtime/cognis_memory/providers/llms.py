@@ -4,9 +4,9 @@ Both implement :class:`cognis_memory.providers.base.LLM`. Failures are split the
 pipeline needs them:
 
 * the model could not be reached, was throttled, failed server-side or timed out ->
-  :class:`~cognis_memory.errors.DependencyUnavailable` (``dependency="llm"``; the job is retried);
+  :class:`~cognis_memory.errors.DependencyUnavailableError` (``dependency="llm"``; the job is retried);
 * the request was refused for a configuration reason (credentials, IAM, model access, unknown
-  model, unsupported parameter) -> also ``DependencyUnavailable``, whose message starts with
+  model, unsupported parameter) -> also ``DependencyUnavailableError``, whose message starts with
   ``"configuration problem:"`` because retrying will not help until someone fixes the settings;
 * the model answered, but not with the requested structure -> :class:`LLMOutputError`.
 
@@ -27,7 +27,7 @@ import httpx
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import LLMOutputError
 
 __all__ = [
@@ -328,16 +328,16 @@ class BedrockConverseLLM:
             detail = f"Bedrock model {self.model_id!r} answered {code} (HTTP {status}): {error.get('Message', '')}"
             transient = code in _BEDROCK_TRANSIENT or status is None or status == 429 or status >= 500
             if transient:
-                raise DependencyUnavailable("llm", detail) from exc
-            raise DependencyUnavailable(
+                raise DependencyUnavailableError("llm", detail) from exc
+            raise DependencyUnavailableError(
                 "llm",
                 f"{CONFIG_PREFIX} {detail}. Check model access, IAM permissions, the model id and "
                 "the region; retrying will not help.",
             ) from exc
         except (NoCredentialsError, PartialCredentialsError) as exc:
-            raise DependencyUnavailable("llm", f"{CONFIG_PREFIX} no AWS credentials for Bedrock: {exc}") from exc
+            raise DependencyUnavailableError("llm", f"{CONFIG_PREFIX} no AWS credentials for Bedrock: {exc}") from exc
         except BotoCoreError as exc:  # read/connect timeouts, connection errors
-            raise DependencyUnavailable("llm", f"Bedrock model {self.model_id!r} unreachable: {exc}") from exc
+            raise DependencyUnavailableError("llm", f"Bedrock model {self.model_id!r} unreachable: {exc}") from exc
 
     async def generate_structured(
         self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str
@@ -347,7 +347,7 @@ class BedrockConverseLLM:
         try:
             response = await asyncio.wait_for(asyncio.to_thread(self._converse, request), timeout=self.timeout_s)
         except TimeoutError as exc:
-            raise DependencyUnavailable(
+            raise DependencyUnavailableError(
                 "llm", f"Bedrock model {self.model_id!r} did not answer within {self.timeout_s:g} s"
             ) from exc
         return _validated(self._tool_input(response, schema_name), schema, schema_name, self.name)
@@ -393,8 +393,8 @@ class OpenAICompatibleLLM:
     tolerated) and validated against ``schema``.
 
     Errors: a timeout (``timeout_s`` bounds the whole call), a connection error, HTTP 408/429
-    or 5xx, or a reply that is not a chat completion -> ``DependencyUnavailable``; other 4xx
-    (bad key, unknown model, unsupported ``response_format``) -> ``DependencyUnavailable``
+    or 5xx, or a reply that is not a chat completion -> ``DependencyUnavailableError``; other 4xx
+    (bad key, unknown model, unsupported ``response_format``) -> ``DependencyUnavailableError``
     with a configuration message; a refusal, a truncated answer or content that is not the
     requested JSON -> ``LLMOutputError``.
 
@@ -480,16 +480,16 @@ class OpenAICompatibleLLM:
                 timeout=self.timeout_s,
             )
         except (TimeoutError, httpx.TimeoutException) as exc:
-            raise DependencyUnavailable("llm", f"{self.url} did not answer within {self.timeout_s:g} s") from exc
+            raise DependencyUnavailableError("llm", f"{self.url} did not answer within {self.timeout_s:g} s") from exc
         except httpx.HTTPError as exc:
-            raise DependencyUnavailable("llm", f"{self.url} unreachable: {type(exc).__name__}: {exc}") from exc
+            raise DependencyUnavailableError("llm", f"{self.url} unreachable: {type(exc).__name__}: {exc}") from exc
 
         status = response.status_code
         if status >= 300:
             detail = f"{self.url} answered HTTP {status}: {_error_message(response)}"
             if status in (408, 409, 425, 429) or status >= 500:
-                raise DependencyUnavailable("llm", detail)
-            raise DependencyUnavailable(
+                raise DependencyUnavailableError("llm", detail)
+            raise DependencyUnavailableError(
                 "llm",
                 f"{CONFIG_PREFIX} {detail}. Check openai_base_url, openai_api_key and openai_model "
                 "(and that the server supports json_schema response_format); retrying will not help.",
@@ -499,7 +499,7 @@ class OpenAICompatibleLLM:
             choice = envelope["choices"][0]
             message = choice["message"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise DependencyUnavailable(
+            raise DependencyUnavailableError(
                 "llm", f"{self.url} did not answer with a chat completion: {response.text[:200]!r}"
             ) from exc
         return _validated(self._content_json(choice, message), schema, schema_name, self.name)

@@ -2,7 +2,7 @@
 
 Both score (query, document) pairs and return one float per document in input order, higher
 meaning more relevant. Both report failures as
-:class:`~cognis_memory.errors.DependencyUnavailable` with dependency ``"reranker"``, which the
+:class:`~cognis_memory.errors.DependencyUnavailableError` with dependency ``"reranker"``, which the
 retrieval pipeline turns into "stage skipped" instead of a failed search.
 
 Scores are on the same scale for both backends when serving the same checkpoint: a one-label
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from cognis_memory.errors import DependencyUnavailable
+from cognis_memory.errors import DependencyUnavailableError
 
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import CrossEncoder
@@ -47,7 +47,7 @@ class LocalCrossEncoderReranker:
     Prediction is CPU-bound, so :meth:`rerank` runs it in a worker thread and never blocks
     the event loop; a lock serialises forward passes because one torch module must not run
     two of them concurrently. Errors raised by the model while scoring are reported as
-    ``DependencyUnavailable("reranker", ...)`` like the remote backend's, so callers only
+    ``DependencyUnavailableError("reranker", ...)`` like the remote backend's, so callers only
     handle one failure type.
     """
 
@@ -109,7 +109,7 @@ class LocalCrossEncoderReranker:
         try:
             return await asyncio.to_thread(self._predict, query, docs)
         except (RuntimeError, ValueError) as exc:  # torch errors are RuntimeErrors
-            raise DependencyUnavailable("reranker", f"local cross-encoder failed: {exc}") from exc
+            raise DependencyUnavailableError("reranker", f"local cross-encoder failed: {exc}") from exc
 
 
 def _finite_number(value: Any) -> bool:
@@ -190,7 +190,7 @@ class SageMakerReranker:
     The whole call is time-boxed by ``timeout_ms``: botocore's connect and read timeouts are
     set to it (with at most ``max_attempts`` attempts in total), and an ``asyncio.wait_for``
     bounds the total, retries included. A botocore error, a timeout, a non-JSON answer or an
-    answer with the wrong number of scores raises ``DependencyUnavailable("reranker", ...)``.
+    answer with the wrong number of scores raises ``DependencyUnavailableError("reranker", ...)``.
 
     When ``client`` is given it is used as is (its own timeouts apply); only the
     ``asyncio.wait_for`` bound is added. A timed-out call cannot interrupt the worker thread:
@@ -263,13 +263,13 @@ class SageMakerReranker:
         except ClientError as exc:
             error = exc.response.get("Error", {})
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            raise DependencyUnavailable(
+            raise DependencyUnavailableError(
                 "reranker",
                 f"SageMaker endpoint {self.endpoint_name!r} answered {error.get('Code', 'error')}"
                 f" (HTTP {status}): {error.get('Message', '')}",
             ) from exc
         except BotoCoreError as exc:  # timeouts, connection errors, missing credentials
-            raise DependencyUnavailable(
+            raise DependencyUnavailableError(
                 "reranker", f"SageMaker endpoint {self.endpoint_name!r} unreachable: {exc}"
             ) from exc
 
@@ -278,18 +278,18 @@ class SageMakerReranker:
         try:
             payload = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DependencyUnavailable(
+            raise DependencyUnavailableError(
                 "reranker", f"SageMaker endpoint {self.endpoint_name!r} answered non-JSON: {raw[:200]!r}"
             ) from exc
         try:
             return parse_reranker_scores(payload, len(documents))
         except ValueError as exc:
-            raise DependencyUnavailable(
+            raise DependencyUnavailableError(
                 "reranker", f"SageMaker endpoint {self.endpoint_name!r} gave an unusable answer: {exc}"
             ) from exc
 
     async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
-        """One score per document, in input order; raises DependencyUnavailable on any failure."""
+        """One score per document, in input order; raises DependencyUnavailableError on any failure."""
         docs = list(documents)
         if not docs:
             return []
@@ -300,7 +300,7 @@ class SageMakerReranker:
                 timeout=self.timeout_ms / 1000.0,
             )
         except TimeoutError as exc:
-            raise DependencyUnavailable(
+            raise DependencyUnavailableError(
                 "reranker", f"SageMaker endpoint {self.endpoint_name!r} did not answer within {self.timeout_ms} ms"
             ) from exc
         scores: list[float] = []

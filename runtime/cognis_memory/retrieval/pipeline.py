@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 
 from ..domain import Category, Memory, MemoryKind, Owner, Scope, utcnow
-from ..errors import DependencyUnavailable
+from ..errors import DependencyUnavailableError
 from ..ingest.batching import Priority
 from ..ingest.embedding import MatryoshkaEncoder, normalise_rows
 from ..providers.base import Reranker
-from ..stores.base import MemoryStore, ScoredMemory, SearchFilter, VectorSearchResult
-from ..stores.cache import Cache
+from ..stores.roles import KeywordSearch, MemoryVersions, VectorSearch
+from ..stores.base import ScoredMemory, SearchFilter, VectorSearchResult
+from ..caching.result_cache import Cache
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
 from .context import context_scores
@@ -88,23 +89,26 @@ class SearchResponse:
 class RetrievalPipeline:
     def __init__(
         self,
-        store: MemoryStore,
         encoder: MatryoshkaEncoder,
         *,
+        vectors: VectorSearch,
+        keywords: KeywordSearch,
+        memories: MemoryVersions,
         cache: Cache,
         config: RetrievalConfig,
         reranker: Reranker | None = None,
         reranker_timeout_s: float = 1.5,
     ) -> None:
-        self.store, self.encoder, self.cache, self.config = store, encoder, cache, config
+        self.vectors, self.keywords, self.memories = vectors, keywords, memories
+        self.encoder, self.cache, self.config = encoder, cache, config
         self.reranker, self.reranker_timeout_s = reranker, reranker_timeout_s
         self.speakers = SpeakerDirectory()
 
     async def _probe_speakers(self, owner: Owner, word: str) -> list[Memory]:
         """Memories that mention ``word`` (for the speaker directory); none when BM25 is down."""
         try:
-            return [h.memory for h in await self.store.keyword_search(SearchFilter(owner=owner), word, limit=10)]
-        except DependencyUnavailable:
+            return [h.memory for h in await self.keywords.keyword_search(SearchFilter(owner=owner), word, limit=10)]
+        except DependencyUnavailableError:
             return []
 
     async def embed_query(self, owner: Owner, text: str) -> tuple[np.ndarray, np.ndarray]:
@@ -164,7 +168,7 @@ class RetrievalPipeline:
                 return None
             with rec.stage("embed_query"):
                 full, short = await self.embed_query(q.owner, text)
-            result = await self.store.vector_search(
+            result = await self.vectors.vector_search(
                 flt, full, short if cfg.two_stage else None, limit=cfg.vector_k, shortlist=cfg.shortlist
             )
             rec.add_completed(result.timings_ms)  # timed inside the store, ended just now
@@ -175,8 +179,8 @@ class RetrievalPipeline:
                 return None
             with rec.stage("bm25"):
                 try:
-                    return await self.store.keyword_search(flt, bm25_text, limit=cfg.bm25_k)
-                except DependencyUnavailable as exc:
+                    return await self.keywords.keyword_search(flt, bm25_text, limit=cfg.bm25_k)
+                except DependencyUnavailableError as exc:
                     degraded.append(f"bm25:{exc.dependency}")
                     return None
 
@@ -279,7 +283,7 @@ class RetrievalPipeline:
             with rec.stage("version_chain"):
                 # a first version has no earlier versions: no store round trip for it
                 walk = [h for h in hits if h.memory.version > 1 or h.memory.replaces_id is not None]
-                chains = await asyncio.gather(*(self.store.get_chain(q.owner, h.memory.id) for h in walk))
+                chains = await asyncio.gather(*(self.memories.get_chain(q.owner, h.memory.id) for h in walk))
                 for h, chain in zip(walk, chains, strict=True):
                     h.history = [m for m in chain if m.version < h.memory.version]
 
@@ -340,7 +344,7 @@ class RetrievalPipeline:
             scores = await asyncio.wait_for(
                 self.reranker.rerank(text, [candidates[d].content for d in head]), timeout=self.reranker_timeout_s
             )
-        except (DependencyUnavailable, TimeoutError):
+        except (DependencyUnavailableError, TimeoutError):
             degraded.append("reranker")
             return ranked
         if len(scores) != len(head):

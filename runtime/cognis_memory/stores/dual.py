@@ -15,11 +15,15 @@ Write path (transactional outbox):
    :mod:`.opensearch_index`), so replays in any order converge and a stale retry cannot
    resurrect an old version.
 
+Roles (:mod:`.roles`): PostgreSQL supplies messages, memory versions, vector search, jobs and API keys
+(its writes add the outbox rows and call :meth:`DualStore.after_write`, because the dual store attaches
+itself as the outbox listener); only keyword search is composed here (:class:`HydratedKeywordSearch`).
+
 Read path: vector search, fetches, chains, jobs and keys are Postgres. Keyword search asks
 OpenSearch for ids, then *hydrates* them from Postgres keeping only rows that are current there
 for this owner, so a document the outbox has not caught up with yet can never surface an old
 version or a deleted/forgotten memory. When OpenSearch is unreachable, keyword search raises
-``DependencyUnavailable("opensearch")`` within ``search_timeout_s`` and the pipeline answers from
+``DependencyUnavailableError("opensearch")`` within ``search_timeout_s`` and the pipeline answers from
 the vector side (degraded). ``forget_user`` deletes the user's rows in every Postgres table and
 leaves a durable ``forget`` outbox item in the same transaction; it is executed at once
 (``delete_by_query`` on tenant + user) or, if OpenSearch is down, by a later drain.
@@ -34,15 +38,14 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
-import numpy as np
-
-from ..domain import Job, JobStatus, Memory, Message, Owner
-from ..errors import DependencyUnavailable
-from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
+from ..config import Settings
+from ..domain import Memory, Owner
+from ..errors import DependencyUnavailableError
+from .base import ScoredMemory, SearchFilter
 from .opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
 from .postgres import OutboxBatch, OutboxItem, PostgresStore
+from .roles import StoreBundle
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +63,28 @@ def _retry_delay(attempts: int) -> float:
     return float(min(300.0, 2.0 ** max(0, attempts)))
 
 
+class HydratedKeywordSearch:
+    """The dual store's keyword-search role: BM25 ids from OpenSearch, rows from PostgreSQL (only
+    those current there, for this owner)."""
+
+    def __init__(self, index: OpenSearchKeywordIndex, records: PostgresStore) -> None:
+        self.index, self.records = index, records
+
+    async def keyword_search(self, flt: SearchFilter, text: str, *, limit: int) -> list[ScoredMemory]:
+        if limit <= 0:
+            return []
+        # A few extra ids cover documents the outbox has not removed yet.
+        hits = await self.index.search(flt, text, limit=limit + max(5, limit // 4))
+        if not hits:
+            return []
+        rows = {m.id: m for m in await self.records.fetch_current_memories(flt.owner, [i for i, _ in hits])}
+        return [ScoredMemory(rows[i], s) for i, s in hits if i in rows][:limit]
+
+
 class DualStore:
-    """Postgres (system of record) + OpenSearch (BM25) implementation of
-    :class:`~cognis_memory.stores.base.MemoryStore`, kept in step by a transactional outbox.
+    """The lifecycle of the dual store and the relay that keeps OpenSearch in step with PostgreSQL
+    (the system of record) through the transactional outbox. :meth:`roles` composes the store:
+    PostgreSQL supplies every role but keyword search, :class:`HydratedKeywordSearch` that one.
 
     ``outbox_batch``: rows per drain round. ``inline_drain``: try a drain right after each write.
     ``down_skip_s``: after OpenSearch was found down, skip inline drains for that long.
@@ -90,13 +112,14 @@ class DualStore:
         self._os_down_until = 0.0
         self._drain_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        postgres.attach_outbox(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def open(self) -> None:
         await self.pg.open()
         try:
             await self.keyword.ensure_index()
-        except DependencyUnavailable as e:  # writes still work; the index is created by a later drain
+        except DependencyUnavailableError as e:  # writes still work; the index is created by a later drain
             log.warning("dual store: OpenSearch unavailable at open (%s); keyword search degraded until it returns", e)
             self._mark_down()
         if self.background_drain_interval_s is not None:
@@ -115,21 +138,31 @@ class DualStore:
     def _mark_down(self) -> None:
         self._os_down_until = time.monotonic() + self.down_skip_s
 
-    async def _after_write(self) -> None:
+    async def after_write(self) -> None:
         """One best-effort drain right after a commit (never raises; the outbox keeps the work)."""
         if not self.inline_drain or time.monotonic() < self._os_down_until:
             return
         try:
             await self._drain_batch(self.outbox_batch)
-        except DependencyUnavailable as e:
+        except DependencyUnavailableError as e:
             log.info("dual store: OpenSearch unavailable, outbox keeps the write (%s)", e)
-        except Exception:  # noqa: BLE001 - the write itself succeeded
+        except Exception:  # the write itself succeeded
             log.exception("dual store: inline outbox drain failed")
+
+    async def after_forget(self, outbox_id: int) -> dict[str, int]:
+        """Run the ``forget`` item of a user at once (``delete_by_query`` on tenant + user); when
+        OpenSearch is down it stays in the outbox for a later drain."""
+        try:
+            res = await self._drain_batch(1, only_ids=[outbox_id])
+            return {"index_documents": res.deleted_documents, "index_pending": 0 if res.done else 1}
+        except DependencyUnavailableError as e:
+            log.warning("dual store: OpenSearch unavailable; forget of one user stays in the outbox (%s)", e)
+            return {"index_documents": 0, "index_pending": 1}
 
     async def drain_outbox(self, max_items: int | None = None) -> int:
         """Push up to ``max_items`` due outbox rows to OpenSearch; returns how many were completed.
 
-        Raises ``DependencyUnavailable("opensearch")`` when OpenSearch is unreachable (rows stay).
+        Raises ``DependencyUnavailableError("opensearch")`` when OpenSearch is unreachable (rows stay).
         """
         budget = self.outbox_batch if max_items is None else max_items
         done = 0
@@ -146,10 +179,10 @@ class DualStore:
 
     async def _drain_batch(self, limit: int, *, only_ids: Sequence[int] | None = None) -> DrainResult:
         result = DrainResult()
-        error: DependencyUnavailable | None = None
+        error: DependencyUnavailableError | None = None
         try:
             await self.keyword.ensure_index()
-        except DependencyUnavailable:
+        except DependencyUnavailableError:
             self._mark_down()
             raise
         async with self.pg.outbox_batch(limit, only_ids=only_ids) as batch:
@@ -168,9 +201,9 @@ class DualStore:
                     pending, forget = [], item
                     try:
                         result.deleted_documents += await self.keyword.delete_owner(Owner(item.tenant_id, item.user_id))
-                    except DependencyUnavailable:
+                    except DependencyUnavailableError:
                         raise
-                    except Exception as e:  # noqa: BLE001 - a bad item must not block the outbox
+                    except Exception as e:  # a bad item must not block the outbox
                         log.exception("dual store: forget item %s failed", item.id)
                         await batch.fail([item.id], f"{type(e).__name__}: {e}", _retry_delay(item.attempts))
                         result.failed += 1
@@ -180,7 +213,7 @@ class DualStore:
                     forget = None
                 await self._push(batch, pending, result)
                 pending = []
-            except DependencyUnavailable as e:
+            except DependencyUnavailableError as e:
                 error = e
                 self._mark_down()
                 rest = [i.id for i in ([forget] if forget else []) + pending + todo]
@@ -211,22 +244,24 @@ class DualStore:
                 ops[item.memory_id] = IndexOp("delete", item.memory_id, doc_version_gone(version))
         try:
             outcomes = {r.memory_id: r for r in await self.keyword.apply(list(ops.values()))}
-        except DependencyUnavailable:
+        except DependencyUnavailableError:
             raise
-        except Exception as e:  # noqa: BLE001 - e.g. a rejected request: retry these items later
+        except Exception as e:  # e.g. a rejected request: retry these items later
             log.exception("dual store: bulk push of %d outbox items failed", len(items))
             for item in items:
                 await batch.fail([item.id], f"{type(e).__name__}: {e}", _retry_delay(item.attempts))
             result.failed += len(items)
             return
-        ok_ids = [i.id for i in items if outcomes[i.memory_id].ok]
+        ok_ids = [i.id for i in items if outcomes[str(i.memory_id)].ok]
         await batch.ack(ok_ids)
         result.done += len(ok_ids)
         for item in items:
-            r = outcomes[item.memory_id]
+            r = outcomes[str(item.memory_id)]
             if not r.ok:
                 result.failed += 1
-                log.warning("dual store: outbox item %s (%s) failed with %s: %s", item.id, item.memory_id, r.status, r.error)
+                log.warning(
+                    "dual store: outbox item %s (%s) failed with %s: %s", item.id, item.memory_id, r.status, r.error
+                )
                 await batch.fail([item.id], f"{r.status}: {r.error}", _retry_delay(item.attempts))
 
     def start_background_drain(self, *, interval_s: float = 1.0, max_backoff_s: float = 30.0) -> None:
@@ -253,120 +288,57 @@ class DualStore:
                 delay = interval_s
                 if n >= self.outbox_batch:
                     continue  # more waiting: go again at once
-            except DependencyUnavailable as e:
+            except DependencyUnavailableError as e:
                 delay = min(max_backoff_s, delay * 2)
                 log.info("dual store: outbox drain waiting for OpenSearch (%s); next try in %.1fs", e, delay)
-            except Exception:  # noqa: BLE001 - keep the loop alive (Postgres blips, bugs are logged)
+            except Exception:  # keep the loop alive (Postgres blips, bugs are logged)
                 delay = min(max_backoff_s, delay * 2)
                 log.exception("dual store: outbox drain failed; next try in %.1fs", delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=delay * random.uniform(0.8, 1.2))
 
-    # -- messages --------------------------------------------------------------------------------
-    async def save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
-        return await self.pg.save_messages(messages)
-
-    async def get_messages(self, owner: Owner, ids: Sequence[str]) -> list[Message]:
-        return await self.pg.get_messages(owner, ids)
-
-    # -- memories --------------------------------------------------------------------------------
-    async def insert_memories(self, memories: Sequence[Memory]) -> None:
-        if not memories:
-            return
-        await self.pg.insert_memories(memories, outbox=True)
-        await self._after_write()
-
-    async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
-        out = await self.pg.write_version(owner, previous_id, new, outbox=True)
-        await self._after_write()
-        return out
-
-    async def get_memory(self, owner: Owner, memory_id: str) -> Memory | None:
-        return await self.pg.get_memory(owner, memory_id)
-
-    async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
-        return await self.pg.get_chain(owner, memory_id)
-
-    async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
-        return await self.pg.fetch_memories(owner, ids)
-
-    async def vector_search(
-        self,
-        flt: SearchFilter,
-        query: np.ndarray,
-        query_short: np.ndarray | None,
-        *,
-        limit: int,
-        shortlist: int,
-    ) -> VectorSearchResult:
-        return await self.pg.vector_search(flt, query, query_short, limit=limit, shortlist=shortlist)
-
-    async def keyword_search(self, flt: SearchFilter, text: str, *, limit: int) -> list[ScoredMemory]:
-        """BM25 in OpenSearch, hydrated from Postgres (only rows current there, for this owner)."""
-        if limit <= 0:
-            return []
-        # A few extra ids cover documents the outbox has not removed yet.
-        hits = await self.keyword.search(flt, text, limit=limit + max(5, limit // 4))
-        if not hits:
-            return []
-        rows = {m.id: m for m in await self.pg.fetch_current_memories(flt.owner, [i for i, _ in hits])}
-        return [ScoredMemory(rows[i], s) for i, s in hits if i in rows][:limit]
-
-    async def list_memories(
-        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
-    ) -> list[Memory]:
-        return await self.pg.list_memories(owner, include_history=include_history, limit=limit, after_id=after_id)
-
-    async def list_users(
-        self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None
-    ) -> list[UserSummary]:
-        return await self.pg.list_users(tenant_id, limit=limit, after_user_id=after_user_id)
-
-    async def forget_user(self, owner: Owner) -> dict[str, int]:
-        counts, outbox_id = await self.pg.forget_user_with_outbox(owner)
-        counts.pop("outbox_pending", None)
-        try:
-            res = await self._drain_batch(1, only_ids=[outbox_id])
-            counts["index_documents"] = res.deleted_documents
-            counts["index_pending"] = 0 if res.done else 1
-        except DependencyUnavailable as e:
-            log.warning("dual store: OpenSearch unavailable; forget of one user stays in the outbox (%s)", e)
-            counts["index_documents"] = 0
-            counts["index_pending"] = 1
-        return counts
-
-    # -- jobs and keys ---------------------------------------------------------------------------
-    async def enqueue_job(self, job: Job) -> None:
-        await self.pg.enqueue_job(job)
-
-    async def claim_job(self, now: datetime, lease_s: float) -> Job | None:
-        return await self.pg.claim_job(now, lease_s)
-
-    async def save_job(self, job: Job) -> None:
-        await self.pg.save_job(job)
-
-    async def get_job(self, owner: Owner, job_id: str) -> Job | None:
-        return await self.pg.get_job(owner, job_id)
-
-    async def list_jobs(
-        self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
-    ) -> list[Job]:
-        return await self.pg.list_jobs(tenant_id, status=status, limit=limit, after_id=after_id)
-
-    async def put_api_key(self, record: ApiKeyRecord) -> None:
-        await self.pg.put_api_key(record)
-
-    async def get_api_key(self, key_hash: str) -> ApiKeyRecord | None:
-        return await self.pg.get_api_key(key_hash)
-
-    async def revoke_api_key(self, key_hash: str) -> bool:
-        return await self.pg.revoke_api_key(key_hash)
-
-    async def api_key_revoked(self, key_hash: str) -> bool:
-        return await self.pg.api_key_revoked(key_hash)
+    # -- roles ---------------------------------------------------------------------------------
+    def roles(self) -> StoreBundle:
+        """PostgreSQL for every role but keyword search; BM25 from OpenSearch, hydrated from PostgreSQL."""
+        return StoreBundle(
+            backend=self,
+            messages=self.pg,
+            memories=self.pg,
+            vectors=self.pg,
+            keywords=HydratedKeywordSearch(self.keyword, self.pg),
+            jobs=self.pg,
+            api_keys=self.pg,
+        )
 
     # -- bulk load (benchmarks, imports) ----------------------------------------------------------
     async def bulk_load(self, memories: Sequence[Memory]) -> None:
         """COPY into Postgres (index built after), then bulk-index OpenSearch directly (no outbox)."""
         await self.pg.bulk_load(memories)
         await self.keyword.bulk_index([m for m in memories if m.is_current])
+
+
+#: Keyword searches give up quickly so that the pipeline can answer from the vector side.
+KEYWORD_SEARCH_TIMEOUT_CAP_S = 2.0
+
+
+def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+    """PostgreSQL (DSN and app role from the settings, see :mod:`.factory`) and the OpenSearch keyword
+    index over ``opensearch_url``, outbox drained in the background every second (registry entry ``dual``)."""
+    from .factory import opensearch_client, postgres_app_dsn, postgres_dsn
+
+    owner_dsn = postgres_dsn(settings)
+    postgres = PostgresStore(
+        postgres_app_dsn(settings) or owner_dsn,
+        dim=dim,
+        dim_short=dim_short,
+        pool_max=max(1, settings.postgres_pool_size),
+        migration_dsn=owner_dsn,
+        app_role=settings.postgres_app_user,
+    )
+    keyword = OpenSearchKeywordIndex(
+        opensearch_client(settings),
+        index_prefix=settings.opensearch_index_prefix,
+        search_timeout_s=min(settings.opensearch_timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
+        write_timeout_s=settings.opensearch_timeout_s,
+    )
+    return DualStore(postgres, keyword, background_drain_interval_s=1.0).roles()

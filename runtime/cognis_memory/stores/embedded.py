@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
 import re
@@ -28,10 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from ..config import Settings
 from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 from ..errors import ConflictError, NotFoundError
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
+from .filters import owner_token, sqlite_filter
 from .numpy_index import IndexedRow, VectorIndexCache
+from .records import MEMORY_COLUMNS, SQLITE, job_from_row, memory_from_row, message_from_row
+from .roles import StoreBundle
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -113,24 +116,76 @@ CREATE TABLE IF NOT EXISTS api_key_revocations (
 );
 """
 
-_MEMORY_COLUMNS = (
-    "id, tenant_id, user_id, agent_id, session_id, scope, category, kind, content, speaker, event_time, "
-    "message_time, created_at, version, is_current, deleted, replaces_id, source_message_ids, metadata, "
-    "embedding, embedding_short"
-)
+_MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Words too common to help BM25 that would make an OR query match most of a user's rows.
 STOP_WORDS = frozenset(
-    "a an and are as at be been but by did do does for from had has have he her his how i if in into is it its "
-    "me my of on or our she so than that the their them then there these they this to was we were what when "
-    "where which who whom why will with would you your".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
 )
-
-
-def owner_token(owner: Owner) -> str:
-    """An opaque single FTS token standing for (tenant, user)."""
-    digest = hashlib.sha256(f"{owner.tenant_id}\x00{owner.user_id}".encode()).hexdigest()[:32]
-    return f"own{digest}x"
 
 
 def fts_query_terms(text: str, limit: int = 32) -> list[str]:
@@ -149,10 +204,6 @@ def _ts(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
-def _dt(value: float | None) -> datetime | None:
-    return datetime.fromtimestamp(value, tz=UTC) if value is not None else None
-
-
 def _vec(blob: bytes | None) -> np.ndarray | None:
     return np.frombuffer(blob, dtype=np.float32).copy() if blob is not None else None
 
@@ -162,9 +213,12 @@ def _blob(vec: np.ndarray | None) -> bytes | None:
 
 
 class EmbeddedStore:
-    """SQLite + FTS5 + numpy implementation of :class:`~cognis_memory.stores.base.MemoryStore`."""
+    """SQLite + FTS5 + numpy store: supplies every role of :mod:`cognis_memory.stores.roles` itself."""
 
     name = "embedded"
+
+    def roles(self) -> StoreBundle:
+        return StoreBundle.of(self)
 
     def __init__(self, path: str | Path, *, dim: int, dim_short: int, max_cached_rows: int = 2_000_000) -> None:
         self.path = Path(path)
@@ -261,66 +315,6 @@ class EmbeddedStore:
 
         return _Tx()
 
-    @staticmethod
-    def _row_to_memory(r: sqlite3.Row) -> Memory:
-        return Memory(
-            id=r["id"],
-            tenant_id=r["tenant_id"],
-            user_id=r["user_id"],
-            agent_id=r["agent_id"],
-            session_id=r["session_id"],
-            scope=Scope(r["scope"]),
-            category=Category(r["category"]),
-            kind=MemoryKind(r["kind"]),
-            content=r["content"],
-            speaker=r["speaker"],
-            event_time=_dt(r["event_time"]),
-            message_time=_dt(r["message_time"]),
-            created_at=_dt(r["created_at"]) or datetime.now(UTC),
-            version=r["version"],
-            is_current=bool(r["is_current"]),
-            deleted=bool(r["deleted"]),
-            replaces_id=r["replaces_id"],
-            source_message_ids=json.loads(r["source_message_ids"]),
-            metadata=json.loads(r["metadata"]),
-            embedding=_vec(r["embedding"]),
-            embedding_short=_vec(r["embedding_short"]),
-        )
-
-    @staticmethod
-    def _row_to_message(r: sqlite3.Row) -> Message:
-        return Message(
-            id=r["id"],
-            tenant_id=r["tenant_id"],
-            user_id=r["user_id"],
-            session_id=r["session_id"],
-            agent_id=r["agent_id"],
-            speaker=r["speaker"],
-            role=r["role"],
-            content=r["content"],
-            timestamp=_dt(r["ts"]) or datetime.now(UTC),
-            client_message_id=r["client_message_id"],
-            metadata=json.loads(r["metadata"]),
-            created_at=_dt(r["created_at"]) or datetime.now(UTC),
-        )
-
-    @staticmethod
-    def _row_to_job(r: sqlite3.Row) -> Job:
-        return Job(
-            id=r["id"],
-            tenant_id=r["tenant_id"],
-            user_id=r["user_id"],
-            message_ids=json.loads(r["message_ids"]),
-            status=JobStatus(r["status"]),
-            attempts=r["attempts"],
-            max_attempts=r["max_attempts"],
-            last_error=r["last_error"],
-            next_attempt_at=_dt(r["next_attempt_at"]) or datetime.now(UTC),
-            created_at=_dt(r["created_at"]) or datetime.now(UTC),
-            updated_at=_dt(r["updated_at"]) or datetime.now(UTC),
-            result=json.loads(r["result"]),
-        )
-
     def _insert_memory(self, conn: sqlite3.Connection, m: Memory) -> None:
         if m.embedding is None or m.embedding_short is None:
             raise ValueError("embedding: memories must be embedded before they are stored")
@@ -365,7 +359,7 @@ class EmbeddedStore:
                         (msg.tenant_id, msg.user_id, msg.client_message_id),
                     ).fetchone()
                     if row is not None:
-                        out.append((self._row_to_message(row), False))
+                        out.append((message_from_row(row, SQLITE), False))
                         continue
                 conn.execute(
                     "INSERT INTO messages (id, tenant_id, user_id, session_id, agent_id, speaker, role, content, ts,"
@@ -391,7 +385,7 @@ class EmbeddedStore:
             f"SELECT * FROM messages WHERE tenant_id = ? AND user_id = ? AND id IN ({q}) ORDER BY ts, id",
             (owner.tenant_id, owner.user_id, *ids),
         )
-        return [self._row_to_message(r) for r in rows]
+        return [message_from_row(r, SQLITE) for r in rows]
 
     # -- memories -----------------------------------------------------------------------
     def _insert_memories(self, memories: Sequence[Memory]) -> None:
@@ -436,7 +430,7 @@ class EmbeddedStore:
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
             (memory_id, owner.tenant_id, owner.user_id),
         )
-        return self._row_to_memory(rows[0]) if rows else None
+        return memory_from_row(rows[0], SQLITE) if rows else None
 
     def _get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
         # Walk back through replaces_id, then forward through rows that replace the head.
@@ -457,7 +451,7 @@ class EmbeddedStore:
         WHERE tenant_id = ?2 AND user_id = ?3 AND id IN (SELECT id FROM back UNION SELECT id FROM fwd)
         ORDER BY version, created_at
         """
-        return [self._row_to_memory(r) for r in self._read(sql, (memory_id, owner.tenant_id, owner.user_id))]
+        return [memory_from_row(r, SQLITE) for r in self._read(sql, (memory_id, owner.tenant_id, owner.user_id))]
 
     async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
         return await asyncio.to_thread(self._get_chain, owner, memory_id)
@@ -470,7 +464,7 @@ class EmbeddedStore:
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
             (owner.tenant_id, owner.user_id, *ids),
         )
-        by_id = {r["id"]: self._row_to_memory(r) for r in rows}
+        by_id = {r["id"]: memory_from_row(r, SQLITE) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
@@ -518,40 +512,13 @@ class EmbeddedStore:
     ) -> VectorSearchResult:
         return await asyncio.to_thread(self._vector_search, flt, query, query_short, limit, shortlist)
 
-    @staticmethod
-    def _filter_sql(flt: SearchFilter) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if flt.scopes is not None:
-            clauses.append(f"m.scope IN ({','.join('?' * len(flt.scopes))})")
-            params += [s.value for s in flt.scopes]
-        if flt.categories is not None:
-            clauses.append(f"m.category IN ({','.join('?' * len(flt.categories))})")
-            params += [c.value for c in flt.categories]
-        if flt.kinds is not None:
-            clauses.append(f"m.kind IN ({','.join('?' * len(flt.kinds))})")
-            params += [k.value for k in flt.kinds]
-        if flt.session_id is not None:
-            clauses.append("(m.scope != 'CONTEXT' OR m.session_id = ?)")
-            params.append(flt.session_id)
-        if flt.agent_id is not None:
-            clauses.append("m.agent_id = ?")
-            params.append(flt.agent_id)
-        if flt.time_from is not None:
-            clauses.append("COALESCE(m.event_time, m.message_time) >= ?")
-            params.append(flt.time_from.timestamp())
-        if flt.time_to is not None:
-            clauses.append("COALESCE(m.event_time, m.message_time) <= ?")
-            params.append(flt.time_to.timestamp())
-        return "".join(f" AND {c}" for c in clauses), params
-
     def _keyword_search(self, flt: SearchFilter, text: str, limit: int) -> list[ScoredMemory]:
         terms = fts_query_terms(text)
         if not terms:
             return []
         owner = flt.owner
         match = f'owner : "{owner_token(owner)}" AND content : ({" OR ".join(_quote(t) for t in terms)})'
-        extra, params = self._filter_sql(flt)
+        extra, params = sqlite_filter(flt)
         columns = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
         if not extra:
             # Rank inside FTS first and read only the top rows: joining before the ORDER BY made SQLite
@@ -568,7 +535,7 @@ class EmbeddedStore:
             ORDER BY hits.rank
             """
             rows = self._read(sql, (match, limit, owner.tenant_id, owner.user_id))
-            return [ScoredMemory(self._row_to_memory(r), -float(r["rank"])) for r in rows]
+            return [ScoredMemory(memory_from_row(r, SQLITE), -float(r["rank"])) for r in rows]
         sql = f"""
         SELECT {columns}, bm25(memories_fts, 0.0, 1.0) AS rank
         FROM memories_fts f JOIN memories m ON m.id = f.memory_id
@@ -576,7 +543,7 @@ class EmbeddedStore:
         ORDER BY rank LIMIT ?
         """
         rows = self._read(sql, (match, owner.tenant_id, owner.user_id, *params, limit))
-        return [ScoredMemory(self._row_to_memory(r), -float(r["rank"])) for r in rows]
+        return [ScoredMemory(memory_from_row(r, SQLITE), -float(r["rank"])) for r in rows]
 
     async def keyword_search(self, flt: SearchFilter, text: str, *, limit: int) -> list[ScoredMemory]:
         return await asyncio.to_thread(self._keyword_search, flt, text, limit)
@@ -591,7 +558,7 @@ class EmbeddedStore:
             " ORDER BY id LIMIT ?",
             (owner.tenant_id, owner.user_id, after_id or "", limit),
         )
-        return [self._row_to_memory(r) for r in rows]
+        return [memory_from_row(r, SQLITE) for r in rows]
 
     async def list_users(
         self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None
@@ -602,7 +569,7 @@ class EmbeddedStore:
             " WHERE tenant_id = ? AND user_id > ? GROUP BY user_id ORDER BY user_id LIMIT ?",
             (tenant_id, after_user_id or "", limit),
         )
-        return [UserSummary(r["user_id"], int(r["current"]), _dt(r["last"])) for r in rows]  # type: ignore[arg-type]
+        return [UserSummary(r["user_id"], int(r["current"]), SQLITE.time(r["last"])) for r in rows]  # type: ignore[arg-type]
 
     def _forget_user(self, owner: Owner) -> dict[str, int]:
         with self._tx() as conn:
@@ -662,7 +629,7 @@ class EmbeddedStore:
                 " WHERE id = ? RETURNING *",
                 (t + lease_s, t, row["id"]),
             ).fetchone()
-            return self._row_to_job(claimed)
+            return job_from_row(claimed, SQLITE)
 
     async def claim_job(self, now: datetime, lease_s: float) -> Job | None:
         return await asyncio.to_thread(self._claim_job, now, lease_s)
@@ -673,7 +640,7 @@ class EmbeddedStore:
             "SELECT * FROM jobs WHERE id = ? AND tenant_id = ? AND user_id = ?",
             (job_id, owner.tenant_id, owner.user_id),
         )
-        return self._row_to_job(rows[0]) if rows else None
+        return job_from_row(rows[0], SQLITE) if rows else None
 
     async def list_jobs(
         self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
@@ -684,7 +651,7 @@ class EmbeddedStore:
             params.append(status.value)
         sql = f"SELECT * FROM jobs WHERE {where} ORDER BY id LIMIT ?"
         rows = await asyncio.to_thread(self._read, sql, (*params, limit))
-        return [self._row_to_job(r) for r in rows]
+        return [job_from_row(r, SQLITE) for r in rows]
 
     # -- API keys -----------------------------------------------------------------------
     def _put_api_key(self, record: ApiKeyRecord) -> None:
@@ -709,13 +676,14 @@ class EmbeddedStore:
         if not rows:
             return None
         r = rows[0]
-        return ApiKeyRecord(key_hash=r["key_hash"], tenant_id=r["tenant_id"], read_only=bool(r["read_only"]), name=r["name"])
+        return ApiKeyRecord(
+            key_hash=r["key_hash"], tenant_id=r["tenant_id"], read_only=bool(r["read_only"]), name=r["name"]
+        )
 
     def _revoke_api_key(self, key_hash: str) -> bool:
         with self._tx() as conn:
             conn.execute(
-                "INSERT INTO api_key_revocations (key_hash, revoked_at) VALUES (?, ?)"
-                " ON CONFLICT(key_hash) DO NOTHING",
+                "INSERT INTO api_key_revocations (key_hash, revoked_at) VALUES (?, ?) ON CONFLICT(key_hash) DO NOTHING",
                 (key_hash, datetime.now(UTC).timestamp()),
             )
             return conn.execute("DELETE FROM api_keys WHERE key_hash = ?", (key_hash,)).rowcount > 0
@@ -731,3 +699,8 @@ class EmbeddedStore:
 def _quote(term: str) -> str:
     """An FTS5 string literal: the term in double quotes, inner quotes doubled."""
     return '"' + term.replace('"', '""') + '"'
+
+
+def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+    """The embedded store at ``resolved_sqlite_path`` (registry entry ``embedded``)."""
+    return EmbeddedStore(settings.resolved_sqlite_path, dim=dim, dim_short=dim_short).roles()

@@ -1,21 +1,23 @@
-"""Build the configured store and cache from :class:`~cognis_memory.config.Settings`.
+"""Build the configured store (its roles, :class:`~.roles.StoreBundle`) from :class:`~cognis_memory.config.Settings`
+through the registry (:mod:`.registry`), and the connection settings the backends share.
 
 * ``embedded``: the SQLite store at ``resolved_sqlite_path``.
 * ``dual``: :class:`~.postgres.PostgresStore` (DSN from ``postgres_dsn``, or from
   ``postgres_host``/``postgres_port``/``postgres_db`` plus the ``{username, password}`` of the
-  Secrets Manager secret ``postgres_secret_arn``) and :class:`~.opensearch_index.OpenSearchKeywordIndex`
-  over ``opensearch_url``; the outbox is drained in the background (1 s interval). With
+  Secrets Manager secret ``postgres_secret_arn``: :func:`postgres_dsn`) and
+  :class:`~.opensearch_index.OpenSearchKeywordIndex` over ``opensearch_url``
+  (:func:`opensearch_client`); the outbox is drained in the background (1 s interval). With
   ``postgres_app_user`` those credentials only migrate: the pool signs in as that role (with an
   RDS IAM token when ``postgres_iam_auth``), which the migration creates with data privileges only.
 * ``opensearch``: :class:`~.opensearch_store.OpenSearchStore` over ``opensearch_url``.
 * ``opensearch_auth="sigv4"`` signs requests with the ambient AWS credentials (service ``es``).
-* The cache is :class:`~.redis_cache.RedisCache` when ``redis_url`` is set, else :class:`~.cache.NullCache`.
 
 Nothing here connects: the store's ``open()`` does.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 import time
@@ -23,66 +25,22 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
-from .base import MemoryStore
-from .cache import Cache, NullCache
+from .registry import STORES
+from .roles import StoreBundle
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-#: Keyword searches give up quickly so that the pipeline can answer from the vector side.
-KEYWORD_SEARCH_TIMEOUT_CAP_S = 2.0
 
-
-def build_store(settings: Settings, *, dim: int, dim_short: int) -> MemoryStore:
-    """The store named by ``settings.store`` (vectors of ``dim`` and ``dim_short`` floats)."""
-    if settings.store == "embedded":
-        from .embedded import EmbeddedStore
-
-        return EmbeddedStore(settings.resolved_sqlite_path, dim=dim, dim_short=dim_short)
-    if settings.store == "dual":
-        from .dual import DualStore
-        from .opensearch_index import OpenSearchKeywordIndex
-        from .postgres import PostgresStore
-
-        owner_dsn = postgres_dsn(settings)
-        app_dsn = postgres_app_dsn(settings)
-        postgres = PostgresStore(
-            app_dsn or owner_dsn,
-            dim=dim,
-            dim_short=dim_short,
-            pool_max=max(1, settings.postgres_pool_size),
-            migration_dsn=owner_dsn,
-            app_role=settings.postgres_app_user,
-        )
-        keyword = OpenSearchKeywordIndex(
-            opensearch_client(settings),
-            index_prefix=settings.opensearch_index_prefix,
-            search_timeout_s=min(settings.opensearch_timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
-            write_timeout_s=settings.opensearch_timeout_s,
-        )
-        return DualStore(postgres, keyword, background_drain_interval_s=1.0)
-    if settings.store == "opensearch":
-        from .opensearch_store import OpenSearchStore
-
-        return OpenSearchStore(
-            opensearch_client(settings),
-            index_prefix=settings.opensearch_index_prefix,
-            dim=dim,
-            dim_short=dim_short,
-            search_timeout_s=settings.opensearch_timeout_s,
-            write_timeout_s=settings.opensearch_timeout_s,
-        )
-    raise ValueError(f"store: unknown or unavailable store kind {settings.store!r}")
-
-
-def build_cache(settings: Settings) -> Cache:
-    """The Redis cache when ``redis_url`` is set, else the no-op cache."""
-    if not settings.redis_url:
-        return NullCache()
-    from .redis_cache import RedisCache
-
-    password = settings.redis_password.get_secret_value() if settings.redis_password else None
-    return RedisCache(settings.redis_url, password=password, ttl_s=settings.cache_ttl_s)
+def build_store(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+    """The roles of the store named by ``settings.store`` (vectors of ``dim`` and ``dim_short`` floats),
+    built by the function :data:`~.registry.STORES` names for it."""
+    target = STORES.get(settings.store)
+    if target is None:
+        raise ValueError(f"store: unknown store kind {settings.store!r}; the kinds are {', '.join(STORES)}")
+    module, _, function = target.partition(":")
+    build: Callable[..., StoreBundle] = getattr(importlib.import_module(module), function)
+    return build(settings, dim=dim, dim_short=dim_short)
 
 
 def postgres_dsn(settings: Settings) -> str | Callable[[], str]:
@@ -146,7 +104,7 @@ class AppRoleDsn:
         params = {**self._params, "user": self.user}
         if self._token is not None:
             params["password"] = self._token()
-        return make_conninfo(**params)
+        return make_conninfo("", **params)
 
 
 class RdsIamToken:

@@ -116,7 +116,16 @@ class UserVectorIndex:
             moved = self.ids[last]
             self.ids[i] = moved
             self.row_of[moved] = i
-            for arr in (self.full, self.short, self.scope, self.category, self.kind, self.time, self.session, self.agent):
+            for arr in (
+                self.full,
+                self.short,
+                self.scope,
+                self.category,
+                self.kind,
+                self.time,
+                self.session,
+                self.agent,
+            ):
                 arr[i] = arr[last]
         self.ids.pop()
         self.session[last] = None

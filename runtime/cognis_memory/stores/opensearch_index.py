@@ -37,22 +37,22 @@ import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 
 from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
 
-from ..domain import Memory, Owner, Scope
-from ..errors import DependencyUnavailable
+from ..domain import Memory, Owner
+from ..errors import DependencyUnavailableError
 from .base import SearchFilter
+from .filters import opensearch_filter
+from .records import epoch_us, iso
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Refresh = bool | Literal["wait_for"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: The most words of user text sent to a match query (each word is one clause; the cluster caps clauses).
 MAX_QUERY_WORDS = 256
@@ -88,7 +88,7 @@ def is_unavailable(exc: BaseException) -> bool:
 class OpenSearchRunner:
     """Runs blocking opensearch-py calls on a dedicated thread pool.
 
-    Unreachable/overloaded-cluster errors become ``DependencyUnavailable("opensearch")``; request
+    Unreachable/overloaded-cluster errors become ``DependencyUnavailableError("opensearch")``; request
     errors (400 bad request, 404, 409 conflicts) propagate unchanged for the caller to interpret.
     """
 
@@ -102,36 +102,21 @@ class OpenSearchRunner:
             return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
         except Exception as e:
             if is_unavailable(e):
-                raise DependencyUnavailable("opensearch", f"{type(e).__name__}: {e}") from e
+                raise DependencyUnavailableError("opensearch", f"{type(e).__name__}: {e}") from e
             raise
 
     async def ping(self, timeout_s: float = 1.0) -> bool:
         try:
             return bool(await self(self.client.ping, request_timeout=timeout_s))
-        except Exception:  # noqa: BLE001 - health reports, never raises
+        except Exception:  # health reports, never raises
             return False
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         try:
             self.client.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("opensearch client close failed", exc_info=True)
-
-
-def epoch_us(value: datetime) -> int:
-    """Exact epoch microseconds (timezone-aware; naive values are UTC), also before 1970."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return (value - _EPOCH) // timedelta(microseconds=1)
-
-
-def iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat()
 
 
 def match_text(text: str) -> str:
@@ -150,49 +135,6 @@ def match_clause(words: str) -> dict[str, Any]:
             "minimum_should_match": 1,
         }
     }
-
-
-def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
-    """The ``bool.filter`` clauses of a search: owner, current, and the filter's narrowing.
-
-    Same semantics as the SQL stores: scopes/categories/kinds are sets; ``session_id`` hides
-    CONTEXT memories of other sessions (USER ones stay); ``agent_id`` requires that agent; the
-    time range applies to the effective time (event time, else message time) and excludes
-    documents without one (a range query never matches a missing field).
-    """
-    clauses: list[dict[str, Any]] = [
-        {"term": {"tenant_id": flt.owner.tenant_id}},
-        {"term": {"user_id": flt.owner.user_id}},
-        {"term": {"is_current": True}},
-    ]
-    if flt.scopes is not None:
-        clauses.append({"terms": {"scope": sorted(s.value for s in flt.scopes)}})
-    if flt.categories is not None:
-        clauses.append({"terms": {"category": sorted(c.value for c in flt.categories)}})
-    if flt.kinds is not None:
-        clauses.append({"terms": {"kind": sorted(k.value for k in flt.kinds)}})
-    if flt.session_id is not None:
-        clauses.append(
-            {
-                "bool": {
-                    "should": [
-                        {"bool": {"must_not": [{"term": {"scope": Scope.CONTEXT.value}}]}},
-                        {"term": {"session_id": flt.session_id}},
-                    ],
-                    "minimum_should_match": 1,
-                }
-            }
-        )
-    if flt.agent_id is not None:
-        clauses.append({"term": {"agent_id": flt.agent_id}})
-    if flt.time_from is not None or flt.time_to is not None:
-        rng: dict[str, int] = {}
-        if flt.time_from is not None:
-            rng["gte"] = epoch_us(flt.time_from)
-        if flt.time_to is not None:
-            rng["lte"] = epoch_us(flt.time_to)
-        clauses.append({"range": {"effective_us": rng}})
-    return clauses
 
 
 #: Fields shared by both OpenSearch memory indices (keyword index and the OpenSearch-only store).
@@ -425,7 +367,7 @@ class OpenSearchKeywordIndex:
             "size": limit,
             "_source": False,
             "track_total_hits": False,
-            "query": {"bool": {"must": [match_clause(words)], "filter": filter_clauses(flt)}},
+            "query": {"bool": {"must": [match_clause(words)], "filter": opensearch_filter(flt)}},
         }
         try:
             res = await self.runner(

@@ -58,32 +58,29 @@ import numpy as np
 from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
 
-from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
+from ..config import Settings
+from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import ConflictError, NotFoundError
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
+from .filters import opensearch_filter
 from .opensearch_index import (
     MEMORY_FIELDS,
     OpenSearchRunner,
     Refresh,
     create_index_once,
     delete_matching,
-    epoch_us,
-    filter_clauses,
     index_settings,
-    iso,
     match_clause,
     match_text,
     memory_fields,
 )
+from .records import OPENSEARCH, epoch_us, iso, job_from_row, memory_from_row, message_from_row
+from .roles import StoreBundle
 
 
 def owner_key(tenant_id: str, user_id: str, record_id: str) -> str:
     """The document id of one owner's record: no other owner can address it."""
     return hashlib.sha256(f"{tenant_id}\x00{user_id}\x00{record_id}".encode()).hexdigest()
-
-
-def _dt(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value is not None else None
 
 
 def _owner_query(owner: Owner) -> dict[str, Any]:
@@ -112,12 +109,15 @@ def _knn_score(field: str, vector: np.ndarray) -> dict[str, Any]:
 
 
 class OpenSearchStore:
-    """OpenSearch-only implementation of :class:`~cognis_memory.stores.base.MemoryStore`.
+    """OpenSearch-only store: supplies every role of :mod:`cognis_memory.stores.roles` itself.
 
     ``client`` is a synchronous ``opensearchpy.OpenSearch`` (the store owns it from now on).
     """
 
     name = "opensearch"
+
+    def roles(self) -> StoreBundle:
+        return StoreBundle.of(self)
 
     def __init__(
         self,
@@ -259,40 +259,6 @@ class OpenSearchStore:
         }
 
     @staticmethod
-    def _vector(src: dict[str, Any], field: str) -> np.ndarray | None:
-        raw = src.get(f"{field}_b64")
-        if raw is not None:
-            return np.frombuffer(base64.b64decode(raw), dtype=np.float32).copy()
-        values = src.get(field)
-        return np.asarray(values, dtype=np.float32) if values is not None else None
-
-    @classmethod
-    def _memory_from(cls, src: dict[str, Any]) -> Memory:
-        return Memory(
-            id=src["memory_id"],
-            tenant_id=src["tenant_id"],
-            user_id=src["user_id"],
-            agent_id=src.get("agent_id"),
-            session_id=src.get("session_id"),
-            scope=Scope(src["scope"]),
-            category=Category(src["category"]),
-            kind=MemoryKind(src["kind"]),
-            content=src["content"],
-            speaker=src.get("speaker"),
-            event_time=_dt(src.get("event_time")),
-            message_time=_dt(src.get("message_time")),
-            created_at=_dt(src["created_at"]) or datetime.now(UTC),
-            version=int(src["version"]),
-            is_current=bool(src["is_current"]),
-            deleted=bool(src.get("deleted", False)),
-            replaces_id=src.get("replaces_id"),
-            source_message_ids=list(src.get("source_message_ids") or []),
-            metadata=dict(src.get("metadata") or {}),
-            embedding=cls._vector(src, "embedding"),
-            embedding_short=cls._vector(src, "embedding_short"),
-        )
-
-    @staticmethod
     def _message_doc(m: Message) -> dict[str, Any]:
         return {
             "id": m.id, "tenant_id": m.tenant_id, "user_id": m.user_id, "session_id": m.session_id,
@@ -300,23 +266,6 @@ class OpenSearchStore:
             "ts": iso(m.timestamp), "client_message_id": m.client_message_id,
             "metadata": json.loads(json.dumps(m.metadata, default=str)), "created_at": iso(m.created_at),
         }  # fmt: skip
-
-    @staticmethod
-    def _message_from(src: dict[str, Any]) -> Message:
-        return Message(
-            id=src["id"],
-            tenant_id=src["tenant_id"],
-            user_id=src["user_id"],
-            session_id=src.get("session_id"),
-            agent_id=src.get("agent_id"),
-            speaker=src.get("speaker"),
-            role=src["role"],
-            content=src["content"],
-            timestamp=_dt(src["ts"]) or datetime.now(UTC),
-            client_message_id=src.get("client_message_id"),
-            metadata=dict(src.get("metadata") or {}),
-            created_at=_dt(src["created_at"]) or datetime.now(UTC),
-        )
 
     @staticmethod
     def _job_doc(job: Job, lease_until: datetime | None = None) -> dict[str, Any]:
@@ -329,23 +278,6 @@ class OpenSearchStore:
             "created_at": iso(job.created_at), "updated_at": iso(job.updated_at),
             "result": json.loads(json.dumps(job.result, default=str)),
         }  # fmt: skip
-
-    @staticmethod
-    def _job_from(src: dict[str, Any]) -> Job:
-        return Job(
-            id=src["id"],
-            tenant_id=src["tenant_id"],
-            user_id=src["user_id"],
-            message_ids=list(src["message_ids"]),
-            status=JobStatus(src["status"]),
-            attempts=int(src["attempts"]),
-            max_attempts=int(src["max_attempts"]),
-            last_error=src.get("last_error"),
-            next_attempt_at=_dt(src["next_attempt_at"]) or datetime.now(UTC),
-            created_at=_dt(src["created_at"]) or datetime.now(UTC),
-            updated_at=_dt(src["updated_at"]) or datetime.now(UTC),
-            result=dict(src.get("result") or {}),
-        )
 
     async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
         """Realtime GET: the raw response (``_source``, ``_seq_no``, ``_primary_term``) or None."""
@@ -378,7 +310,9 @@ class OpenSearchStore:
         out: list[tuple[Message, bool]] = []
         for msg in messages:
             if msg.client_message_id is None:
-                created = await self._create(self.messages, owner_key(msg.tenant_id, msg.user_id, msg.id), self._message_doc(msg))
+                created = await self._create(
+                    self.messages, owner_key(msg.tenant_id, msg.user_id, msg.id), self._message_doc(msg)
+                )
                 if not created:
                     raise ConflictError(f"message id {msg.id} exists already")
                 out.append((msg, True))
@@ -394,7 +328,7 @@ class OpenSearchStore:
             mid = got["_source"]["message_id"]
             stored = await self._get(self.messages, owner_key(msg.tenant_id, msg.user_id, mid))
             if stored is not None:
-                out.append((self._message_from(stored["_source"]), False))
+                out.append((message_from_row(stored["_source"], OPENSEARCH), False))
                 continue
             # The first writer crashed between the claim and the message: finish its write.
             retry = dataclasses.replace(msg, id=mid)
@@ -404,7 +338,7 @@ class OpenSearchStore:
 
     async def get_messages(self, owner: Owner, ids: Sequence[str]) -> list[Message]:
         docs = await self._mget(self.messages, [owner_key(owner.tenant_id, owner.user_id, i) for i in ids])
-        msgs = [self._message_from(d) for d in docs]
+        msgs = [message_from_row(d, OPENSEARCH) for d in docs]
         return sorted(msgs, key=lambda m: (m.timestamp, m.id))
 
     # -- memories --------------------------------------------------------------------------------
@@ -419,7 +353,9 @@ class OpenSearchStore:
         if res.get("errors"):
             bad = [it["create"] for it in res["items"] if it["create"].get("status") not in (200, 201)]
             if bad:
-                raise ConflictError(f"insert_memories: {len(bad)} documents were not created, e.g. {bad[0].get('error')}")
+                raise ConflictError(
+                    f"insert_memories: {len(bad)} documents were not created, e.g. {bad[0].get('error')}"
+                )
 
     async def _successors(self, owner: Owner, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """{replaced id: source of a document that replaces it} among ``ids`` (any version state)."""
@@ -428,9 +364,13 @@ class OpenSearchStore:
         body = {
             "size": len(ids) * 2 + 10,
             "_source": ["replaces_id", "memory_id", "created_at", "flip_pending"],
-            "query": {"bool": {"filter": [*_owner_query(owner)["bool"]["filter"], {"terms": {"replaces_id": list(ids)}}]}},
+            "query": {
+                "bool": {"filter": [*_owner_query(owner)["bool"]["filter"], {"terms": {"replaces_id": list(ids)}}]}
+            },
         }
-        res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
+        res = await self.runner(
+            self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s
+        )
         return {h["_source"]["replaces_id"]: h["_source"] for h in res["hits"]["hits"]}
 
     async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
@@ -446,7 +386,7 @@ class OpenSearchStore:
         if other is not None and other["memory_id"] != new.id:
             # Another version of this head exists. Old: a crashed write; finish it. Young: a concurrent
             # write in progress; leave it alone. Either way this write loses.
-            age = datetime.now(UTC) - (_dt(other.get("created_at")) or datetime.now(UTC))
+            age = datetime.now(UTC) - (OPENSEARCH.time(other.get("created_at")) or datetime.now(UTC))
             if age.total_seconds() > self.leftover_after_s:
                 await self._flip(prev, other["memory_id"])
             raise ConflictError(f"memory {previous_id} is not the current version")
@@ -469,7 +409,7 @@ class OpenSearchStore:
 
         A full re-index rather than a partial update: the knn fields are not in ``_source``,
         so an update would drop them."""
-        old = self._memory_from(prev["_source"])
+        old = memory_from_row(prev["_source"], OPENSEARCH)
         old.is_current = False
         try:
             await self.runner(
@@ -490,7 +430,7 @@ class OpenSearchStore:
 
     async def get_memory(self, owner: Owner, memory_id: str) -> Memory | None:
         got = await self._get(self.memories, owner_key(owner.tenant_id, owner.user_id, memory_id))
-        return self._memory_from(got["_source"]) if got else None
+        return memory_from_row(got["_source"], OPENSEARCH) if got else None
 
     async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
         start = await self._get(self.memories, owner_key(owner.tenant_id, owner.user_id, memory_id))
@@ -498,13 +438,13 @@ class OpenSearchStore:
             return []
         chain: dict[str, Memory] = {}
         src = start["_source"]
-        chain[src["memory_id"]] = self._memory_from(src)
+        chain[src["memory_id"]] = memory_from_row(src, OPENSEARCH)
         back = src.get("replaces_id")
         while back and back not in chain:  # walk back through replaces_id (realtime GETs)
             got = await self._get(self.memories, owner_key(owner.tenant_id, owner.user_id, back))
             if got is None:
                 break
-            chain[back] = self._memory_from(got["_source"])
+            chain[back] = memory_from_row(got["_source"], OPENSEARCH)
             back = got["_source"].get("replaces_id")
         head_src = src
         while True:  # walk forward through successor_id, then look for an unflipped successor
@@ -518,12 +458,12 @@ class OpenSearchStore:
             if got is None:
                 break
             head_src = got["_source"]
-            chain[nxt] = self._memory_from(head_src)
+            chain[nxt] = memory_from_row(head_src, OPENSEARCH)
         return sorted(chain.values(), key=lambda m: (m.version, m.created_at))
 
     async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
         docs = await self._mget(self.memories, [owner_key(owner.tenant_id, owner.user_id, i) for i in ids])
-        by_id = {d["memory_id"]: self._memory_from(d) for d in docs}
+        by_id = {d["memory_id"]: memory_from_row(d, OPENSEARCH) for d in docs}
         return [by_id[i] for i in ids if i in by_id]
 
     async def _search(self, owner: Owner, body: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
@@ -552,7 +492,11 @@ class OpenSearchStore:
             replaced = {d["memory_id"]: d for d in await self._mget(self.memories, keys)}
             for w in waiting:
                 prev = replaced.get(w["replaces_id"])
-                if prev is not None and not prev["is_current"] and prev.get("successor_id") not in (None, w["memory_id"]):
+                if (
+                    prev is not None
+                    and not prev["is_current"]
+                    and prev.get("successor_id") not in (None, w["memory_id"])
+                ):
                     drop.add(w["memory_id"])
                 else:
                     drop.add(w["replaces_id"])
@@ -571,7 +515,7 @@ class OpenSearchStore:
             return VectorSearchResult(hits=[])
         q = np.asarray(query, dtype=np.float32)
         size = limit + 3  # room for hits dropped as superseded
-        knn_filter = {"bool": {"filter": filter_clauses(flt)}}
+        knn_filter = {"bool": {"filter": opensearch_filter(flt)}}
         body: dict[str, Any]
         if query_short is not None:
             k = max(shortlist, size)
@@ -600,7 +544,9 @@ class OpenSearchStore:
         found, drop = await self._search(flt.owner, body)
         t_req = (time.perf_counter() - t0) * 1000
         t1 = time.perf_counter()
-        memories = [self._memory_from(h["_source"]) for h in found["hits"] if h["_source"]["memory_id"] not in drop]
+        memories = [
+            memory_from_row(h["_source"], OPENSEARCH) for h in found["hits"] if h["_source"]["memory_id"] not in drop
+        ]
         qn = q / (np.linalg.norm(q) or 1.0)
         scored = []
         for m in memories:
@@ -611,7 +557,9 @@ class OpenSearchStore:
         t_full = (time.perf_counter() - t1) * 1000
         if query_short is not None:
             return VectorSearchResult(
-                hits=scored[:limit], candidates_short=int(found["total"]["value"]), timings_ms={"vector_short": t_req, "vector_full": t_full}
+                hits=scored[:limit],
+                candidates_short=int(found["total"]["value"]),
+                timings_ms={"vector_short": t_req, "vector_full": t_full},
             )
         return VectorSearchResult(hits=scored[:limit], candidates_short=0, timings_ms={"vector_full": t_req + t_full})
 
@@ -623,11 +571,11 @@ class OpenSearchStore:
             "size": limit + 3,
             "_source": {"excludes": ["embedding_short_b64"]},
             "track_total_hits": False,
-            "query": {"bool": {"must": [match_clause(words)], "filter": filter_clauses(flt)}},
+            "query": {"bool": {"must": [match_clause(words)], "filter": opensearch_filter(flt)}},
         }
         found, drop = await self._search(flt.owner, body)
         out = [
-            ScoredMemory(self._memory_from(h["_source"]), float(h["_score"]))
+            ScoredMemory(memory_from_row(h["_source"], OPENSEARCH), float(h["_score"]))
             for h in found["hits"]
             if h["_source"]["memory_id"] not in drop
         ]
@@ -648,10 +596,14 @@ class OpenSearchStore:
             "track_total_hits": False,
         }
         if include_history:
-            res = await self.runner(self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s)
-            return [self._memory_from(h["_source"]) for h in res["hits"]["hits"]]
+            res = await self.runner(
+                self.client.search, index=self.memories, body=body, request_timeout=self.search_timeout_s
+            )
+            return [memory_from_row(h["_source"], OPENSEARCH) for h in res["hits"]["hits"]]
         found, drop = await self._search(owner, body)
-        return [self._memory_from(h["_source"]) for h in found["hits"] if h["_source"]["memory_id"] not in drop]
+        return [
+            memory_from_row(h["_source"], OPENSEARCH) for h in found["hits"] if h["_source"]["memory_id"] not in drop
+        ]
 
     async def list_users(
         self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None
@@ -729,7 +681,7 @@ class OpenSearchStore:
             fresh = await self._get(self.jobs, hit["_id"])  # the search may be up to a refresh behind
             if fresh is None or not self._due(fresh["_source"], now_us):
                 continue
-            job = self._job_from(fresh["_source"])
+            job = job_from_row(fresh["_source"], OPENSEARCH)
             job.status, job.attempts, job.updated_at = JobStatus.RUNNING, job.attempts + 1, now
             lease_until = now + timedelta(seconds=lease_s)
             try:
@@ -745,7 +697,7 @@ class OpenSearchStore:
 
     async def get_job(self, owner: Owner, job_id: str) -> Job | None:
         got = await self._get(self.jobs, owner_key(owner.tenant_id, owner.user_id, job_id))
-        return self._job_from(got["_source"]) if got else None
+        return job_from_row(got["_source"], OPENSEARCH) if got else None
 
     async def list_jobs(
         self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
@@ -759,7 +711,7 @@ class OpenSearchStore:
         query = {"bool": {"filter": filters}}
         body = {"size": limit, "sort": [{"id": "asc"}], "query": query, "track_total_hits": False}
         res = await self.runner(self.client.search, index=self.jobs, body=body, request_timeout=self.search_timeout_s)
-        return [self._job_from(h["_source"]) for h in res["hits"]["hits"]]
+        return [job_from_row(h["_source"], OPENSEARCH) for h in res["hits"]["hits"]]
 
     # -- API keys --------------------------------------------------------------------------------
     async def put_api_key(self, record: ApiKeyRecord) -> None:
@@ -781,7 +733,9 @@ class OpenSearchStore:
         if not key.get("found") or revocation.get("found"):
             return None
         s = key["_source"]
-        return ApiKeyRecord(key_hash=s["key_hash"], tenant_id=s["tenant_id"], read_only=bool(s["read_only"]), name=s["name"])
+        return ApiKeyRecord(
+            key_hash=s["key_hash"], tenant_id=s["tenant_id"], read_only=bool(s["read_only"]), name=s["name"]
+        )
 
     async def revoke_api_key(self, key_hash: str) -> bool:
         """The revocation first, then the key: a crash in between leaves a key that is refused."""
@@ -811,3 +765,17 @@ class OpenSearchStore:
                 bad = [it["index"] for it in res["items"] if it["index"].get("status") not in (200, 201)]
                 raise RuntimeError(f"bulk_load: {len(bad)} documents failed, e.g. {bad[0] if bad else res}")
         await self.runner(self.client.indices.refresh, index=self.memories, request_timeout=300)
+
+
+def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+    """The OpenSearch-only store over ``opensearch_url`` (registry entry ``opensearch``)."""
+    from .factory import opensearch_client
+
+    return OpenSearchStore(
+        opensearch_client(settings),
+        index_prefix=settings.opensearch_index_prefix,
+        dim=dim,
+        dim_short=dim_short,
+        search_timeout_s=settings.opensearch_timeout_s,
+        write_timeout_s=settings.opensearch_timeout_s,
+    ).roles()

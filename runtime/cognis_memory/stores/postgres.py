@@ -12,11 +12,13 @@
   search is one exact full-vector stage. Scores are cosine similarities (1 - cosine distance).
 * ``write_version`` is one transaction that locks the previous row (``SELECT ... FOR UPDATE``).
 * Jobs are claimed with ``FOR UPDATE SKIP LOCKED``, so many workers never take the same job.
-* The write methods take ``outbox=True`` (used by the dual store) to add, in the same transaction,
-  the rows of the transactional outbox that mirrors the change into OpenSearch.
-* There is no BM25 here: :meth:`PostgresStore.keyword_search` raises ``NotImplementedError``.
+* With an outbox listener attached (:meth:`PostgresStore.attach_outbox`, done by the dual store) every
+  write adds, in the same transaction, the rows of the transactional outbox that mirrors the change
+  into OpenSearch, and tells the listener after the commit.
+* There is no BM25 here: the store supplies every role but keyword search
+  (:mod:`cognis_memory.stores.roles`); the dual store adds OpenSearch for that one.
 
-Connection or pool failures surface as :class:`~cognis_memory.errors.DependencyUnavailable`
+Connection or pool failures surface as :class:`~cognis_memory.errors.DependencyUnavailableError`
 (``"postgres"``) so the API can answer 503 rather than 500.
 """
 
@@ -30,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import psycopg
@@ -43,18 +45,15 @@ from psycopg.types import TypeInfo
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
-from ..errors import ConflictError, DependencyUnavailable, NotFoundError
+from ..domain import Job, JobStatus, Memory, Message, Owner
+from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
+from .filters import postgres_filter
 from .migrations.postgres import apply_migrations
+from .records import MEMORY_COLUMNS, POSTGRES, job_from_row, memory_from_row, message_from_row
 
 log = logging.getLogger(__name__)
 
-MEMORY_COLUMNS = (
-    "id", "tenant_id", "user_id", "agent_id", "session_id", "scope", "category", "kind", "content", "speaker",
-    "event_time", "message_time", "created_at", "version", "is_current", "deleted", "replaces_id",
-    "source_message_ids", "metadata", "embedding", "embedding_short",
-)  # fmt: skip
 _COLS = ", ".join(MEMORY_COLUMNS)
 _COLS_M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 _COLS_NO_VEC = ", ".join(c for c in MEMORY_COLUMNS if not c.startswith("embedding"))
@@ -104,41 +103,6 @@ async def register_vector_types(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def filter_sql(flt: SearchFilter, alias: str = "m") -> tuple[str, list[Any]]:
-    """``AND ...`` clauses of a search filter (owner and is_current excluded), with their parameters.
-
-    Mirrors :meth:`EmbeddedStore._filter_sql` exactly: scopes/categories/kinds are IN-lists;
-    ``session_id`` hides CONTEXT memories of other sessions (USER memories stay); ``agent_id``
-    requires that agent (memories without an agent are excluded); the time range applies to
-    ``COALESCE(event_time, message_time)`` and excludes memories with neither.
-    """
-    clauses: list[str] = []
-    params: list[Any] = []
-    a = alias
-    if flt.scopes is not None:
-        clauses.append(f"{a}.scope = ANY(%s)")
-        params.append([s.value for s in flt.scopes])
-    if flt.categories is not None:
-        clauses.append(f"{a}.category = ANY(%s)")
-        params.append([c.value for c in flt.categories])
-    if flt.kinds is not None:
-        clauses.append(f"{a}.kind = ANY(%s)")
-        params.append([k.value for k in flt.kinds])
-    if flt.session_id is not None:
-        clauses.append(f"({a}.scope <> 'CONTEXT' OR {a}.session_id = %s)")
-        params.append(flt.session_id)
-    if flt.agent_id is not None:
-        clauses.append(f"{a}.agent_id = %s")
-        params.append(flt.agent_id)
-    if flt.time_from is not None:
-        clauses.append(f"COALESCE({a}.event_time, {a}.message_time) >= %s")
-        params.append(flt.time_from)
-    if flt.time_to is not None:
-        clauses.append(f"COALESCE({a}.event_time, {a}.message_time) <= %s")
-        params.append(flt.time_to)
-    return "".join(f" AND {c}" for c in clauses), params
-
-
 def _memory_params(m: Memory) -> tuple[Any, ...]:
     if m.embedding is None or m.embedding_short is None:
         raise ValueError("embedding: memories must be embedded before they are stored")
@@ -152,67 +116,6 @@ def _memory_params(m: Memory) -> tuple[Any, ...]:
 
 def _json_dumps(obj: Any) -> str:
     return json.dumps(obj, default=str)
-
-
-def row_to_memory(r: dict[str, Any]) -> Memory:
-    """A ``memories`` row (dict) as a Memory; vectors are None when they were not selected."""
-    return Memory(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        user_id=r["user_id"],
-        agent_id=r["agent_id"],
-        session_id=r["session_id"],
-        scope=Scope(r["scope"]),
-        category=Category(r["category"]),
-        kind=MemoryKind(r["kind"]),
-        content=r["content"],
-        speaker=r["speaker"],
-        event_time=r["event_time"],
-        message_time=r["message_time"],
-        created_at=r["created_at"],
-        version=r["version"],
-        is_current=r["is_current"],
-        deleted=r["deleted"],
-        replaces_id=r["replaces_id"],
-        source_message_ids=list(r["source_message_ids"] or []),
-        metadata=dict(r["metadata"] or {}),
-        embedding=r.get("embedding"),
-        embedding_short=r.get("embedding_short"),
-    )
-
-
-def _row_to_message(r: dict[str, Any]) -> Message:
-    return Message(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        user_id=r["user_id"],
-        session_id=r["session_id"],
-        agent_id=r["agent_id"],
-        speaker=r["speaker"],
-        role=r["role"],
-        content=r["content"],
-        timestamp=r["ts"],
-        client_message_id=r["client_message_id"],
-        metadata=dict(r["metadata"] or {}),
-        created_at=r["created_at"],
-    )
-
-
-def _row_to_job(r: dict[str, Any]) -> Job:
-    return Job(
-        id=r["id"],
-        tenant_id=r["tenant_id"],
-        user_id=r["user_id"],
-        message_ids=list(r["message_ids"]),
-        status=JobStatus(r["status"]),
-        attempts=r["attempts"],
-        max_attempts=r["max_attempts"],
-        last_error=r["last_error"],
-        next_attempt_at=r["next_attempt_at"],
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        result=dict(r["result"] or {}),
-    )
 
 
 @dataclass(slots=True)
@@ -265,8 +168,19 @@ class IndexState:
     user_id: str
 
 
+class OutboxListener(Protocol):
+    """Who mirrors the outbox into the keyword index (the dual store's relay)."""
+
+    async def after_write(self) -> None:
+        """Called after every committed write that added outbox rows; must not raise."""
+
+    async def after_forget(self, outbox_id: int) -> dict[str, int]:
+        """Called after a user's rows were deleted and the durable ``forget`` item ``outbox_id``
+        was written; returns the counts of the index side (added to ``forget_user``'s counts)."""
+
+
 class PostgresStore:
-    """PostgreSQL + pgvector implementation of :class:`~cognis_memory.stores.base.MemoryStore`
+    """PostgreSQL + pgvector: the message, memory-version, vector-search, job-queue and API-key roles
     (everything except BM25).
 
     ``dsn`` is a libpq connection string or URL, or a callable returning one (called for every new
@@ -307,6 +221,11 @@ class PostgresStore:
         self.statement_timeout_ms = statement_timeout_ms
         self.iterative_scan = iterative_scan
         self._pool: AsyncConnectionPool | None = None
+        self._outbox: OutboxListener | None = None
+
+    def attach_outbox(self, listener: OutboxListener) -> None:
+        """From now on every write also writes outbox rows and tells ``listener`` after the commit."""
+        self._outbox = listener
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _conninfo(self) -> str:
@@ -344,7 +263,7 @@ class PostgresStore:
             )
             await pool.open(wait=True, timeout=self.pool_timeout_s)
         except (psycopg.OperationalError, PoolTimeout) as e:
-            raise DependencyUnavailable("postgres", str(e)) from e
+            raise DependencyUnavailableError("postgres", str(e)) from e
         self._pool = pool
 
     async def close(self) -> None:
@@ -360,12 +279,12 @@ class PostgresStore:
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A pooled connection (autocommit; use ``conn.transaction()``), errors mapped to DependencyUnavailable."""
+        """A pooled connection (autocommit; use ``conn.transaction()``), errors mapped to DependencyUnavailableError."""
         try:
             async with self.pool.connection() as conn:
                 yield conn
         except (psycopg.OperationalError, PoolTimeout) as e:
-            raise DependencyUnavailable("postgres", str(e)) from e
+            raise DependencyUnavailableError("postgres", str(e)) from e
 
     async def health(self) -> dict[str, bool]:
         return {"postgres": await self.ping()}
@@ -375,7 +294,7 @@ class PostgresStore:
             async with self.connection() as conn:
                 await conn.execute("SELECT 1")
             return True
-        except Exception:  # noqa: BLE001 - health reports, never raises
+        except Exception:  # health reports, never raises
             return False
 
     # -- messages -------------------------------------------------------------------------------
@@ -404,7 +323,7 @@ class PostgresStore:
                 )
                 row = await cur.fetchone()
                 assert row is not None, "conflicting message vanished inside the transaction"
-                out.append((_row_to_message(row), False))
+                out.append((message_from_row(row, POSTGRES), False))
         return out
 
     async def get_messages(self, owner: Owner, ids: Sequence[str]) -> list[Message]:
@@ -415,17 +334,26 @@ class PostgresStore:
                 "SELECT * FROM messages WHERE tenant_id = %s AND user_id = %s AND id = ANY(%s) ORDER BY ts, id",
                 (owner.tenant_id, owner.user_id, list(ids)),
             )
-            return [_row_to_message(r) for r in await cur.fetchall()]
+            return [message_from_row(r, POSTGRES) for r in await cur.fetchall()]
 
     # -- memories -------------------------------------------------------------------------------
     @staticmethod
     def _outbox_rows_for_insert(memories: Sequence[Memory]) -> list[tuple[Any, ...]]:
         return [("upsert", m.id, m.tenant_id, m.user_id, m.version) for m in memories if m.is_current]
 
-    async def insert_memories(self, memories: Sequence[Memory], *, outbox: bool = False) -> None:
-        """Insert new memories in one transaction; with ``outbox`` also their OpenSearch upserts."""
+    def _use_outbox(self, outbox: bool | None) -> bool:
+        return self._outbox is not None if outbox is None else outbox
+
+    async def _after_write(self, outbox: bool) -> None:
+        if outbox and self._outbox is not None:
+            await self._outbox.after_write()
+
+    async def insert_memories(self, memories: Sequence[Memory], *, outbox: bool | None = None) -> None:
+        """Insert new memories in one transaction; with the outbox (default: when a listener is
+        attached) also their OpenSearch upserts."""
         if not memories:
             return
+        outbox = self._use_outbox(outbox)
         params = [_memory_params(m) for m in memories]
         async with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.executemany(_INSERT_MEMORY, params)
@@ -433,15 +361,16 @@ class PostgresStore:
                 rows = self._outbox_rows_for_insert(memories)
                 if rows:
                     await cur.executemany(_INSERT_OUTBOX, rows)
+        await self._after_write(outbox)
 
-    async def write_version(self, owner: Owner, previous_id: str, new: Memory, *, outbox: bool = False) -> Memory:
+    async def write_version(self, owner: Owner, previous_id: str, new: Memory, *, outbox: bool | None = None) -> Memory:
         if (new.tenant_id, new.user_id) != (owner.tenant_id, owner.user_id):
             raise ValueError("new version must belong to the same owner")
         params = _memory_params(new)
+        outbox = self._use_outbox(outbox)
         async with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.execute(
-                "SELECT is_current, version FROM memories WHERE id = %s AND tenant_id = %s AND user_id = %s"
-                " FOR UPDATE",
+                "SELECT is_current, version FROM memories WHERE id = %s AND tenant_id = %s AND user_id = %s FOR UPDATE",
                 (previous_id, owner.tenant_id, owner.user_id),
             )
             row = await cur.fetchone()
@@ -455,12 +384,13 @@ class PostgresStore:
                 rows = [("delete", previous_id, owner.tenant_id, owner.user_id, row[1])]
                 rows += self._outbox_rows_for_insert([new])
                 await cur.executemany(_INSERT_OUTBOX, rows)
+        await self._after_write(outbox)
         return new
 
     async def _select_memories(self, query: str, params: Sequence[Any]) -> list[Memory]:
         async with self.connection() as conn, conn.cursor(row_factory=dict_row, binary=True) as cur:
             await cur.execute(query, params)
-            return [row_to_memory(r) for r in await cur.fetchall()]
+            return [memory_from_row(r, POSTGRES) for r in await cur.fetchall()]
 
     async def get_memory(self, owner: Owner, memory_id: str) -> Memory | None:
         rows = await self._select_memories(
@@ -522,7 +452,7 @@ class PostgresStore:
         if limit <= 0:
             return VectorSearchResult(hits=[])
         owner = flt.owner
-        extra, fparams = filter_sql(flt)
+        extra, fparams = postgres_filter(flt)
         q_full = np.asarray(query, dtype=np.float32)
         timings: dict[str, float] = {}
         async with self.connection() as conn, conn.transaction(), conn.cursor(row_factory=dict_row, binary=True) as cur:
@@ -536,7 +466,7 @@ class PostgresStore:
                 )
                 rows = await cur.fetchall()
                 timings["vector_full"] = (time.perf_counter() - t1) * 1000
-                hits = [ScoredMemory(row_to_memory(r), float(r["score"])) for r in rows]
+                hits = [ScoredMemory(memory_from_row(r, POSTGRES), float(r["score"])) for r in rows]
                 return VectorSearchResult(hits=hits, candidates_short=0, timings_ms=timings)
 
             t0 = time.perf_counter()
@@ -564,11 +494,8 @@ class PostgresStore:
                 )
                 rows = await cur.fetchall()
             timings["vector_full"] = (time.perf_counter() - t1) * 1000
-        hits = [ScoredMemory(row_to_memory(r), float(r["score"])) for r in rows]
+        hits = [ScoredMemory(memory_from_row(r, POSTGRES), float(r["score"])) for r in rows]
         return VectorSearchResult(hits=hits, candidates_short=len(cand), timings_ms=timings)
-
-    async def keyword_search(self, flt: SearchFilter, text: str, *, limit: int) -> list[ScoredMemory]:
-        raise NotImplementedError("postgres store has no BM25 index: keyword search is served by OpenSearch (dual store)")
 
     async def list_memories(
         self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
@@ -596,16 +523,16 @@ class PostgresStore:
             return [UserSummary(u, int(n), last) for u, n, last in await cur.fetchall()]
 
     async def forget_user(self, owner: Owner) -> dict[str, int]:
-        """Delete every row of the user in every table (memories, messages, jobs, outbox)."""
-        counts, _ = await self._forget(owner, outbox=False)
-        return counts
-
-    async def forget_user_with_outbox(self, owner: Owner) -> tuple[dict[str, int], int]:
-        """Like :meth:`forget_user`, and in the same transaction one durable ``forget`` outbox item
-        (so the OpenSearch side is completed later if it cannot be done now); returns its id."""
+        """Delete every row of the user in every table (memories, messages, jobs, outbox). With an
+        outbox listener, the same transaction leaves one durable ``forget`` outbox item (so the
+        OpenSearch side is completed later if it cannot be done now) and the listener runs it."""
+        if self._outbox is None:
+            counts, _ = await self._forget(owner, outbox=False)
+            return counts
         counts, outbox_id = await self._forget(owner, outbox=True)
         assert outbox_id is not None
-        return counts, outbox_id
+        counts.pop("outbox_pending", None)
+        return counts | await self._outbox.after_forget(outbox_id)
 
     async def _forget(self, owner: Owner, *, outbox: bool) -> tuple[dict[str, int], int | None]:
         key = (owner.tenant_id, owner.user_id)
@@ -618,7 +545,9 @@ class PostgresStore:
                 )
                 counts[table] = cur.rowcount
             if outbox:
-                await cur.execute(_INSERT_OUTBOX + " RETURNING id", ("forget", None, owner.tenant_id, owner.user_id, None))
+                await cur.execute(
+                    _INSERT_OUTBOX + " RETURNING id", ("forget", None, owner.tenant_id, owner.user_id, None)
+                )
                 row = await cur.fetchone()
                 outbox_id = int(row[0]) if row else None
         counts["outbox_pending"] = counts.pop("outbox")
@@ -636,15 +565,18 @@ class PostgresStore:
             try:
                 if rebuild_index:
                     await conn.execute("DROP INDEX IF EXISTS memories_short_hnsw")
-                async with conn.transaction(), conn.cursor() as cur:
-                    async with cur.copy(f"COPY memories ({_COLS}) FROM STDIN (FORMAT BINARY)") as copy:
-                        copy.set_types(
-                            ["text", "text", "text", "text", "text", "text", "text", "text", "text", "text",
-                             "timestamptz", "timestamptz", "timestamptz", "int4", "bool", "bool", "text",
-                             "text[]", "jsonb", "vector", "vector"]
-                        )  # fmt: skip
-                        for m in memories:
-                            await copy.write_row(_memory_params(m))
+                async with (
+                    conn.transaction(),
+                    conn.cursor() as cur,
+                    cur.copy(f"COPY memories ({_COLS}) FROM STDIN (FORMAT BINARY)") as copy,
+                ):
+                    copy.set_types(
+                        ["text", "text", "text", "text", "text", "text", "text", "text", "text", "text",
+                         "timestamptz", "timestamptz", "timestamptz", "int4", "bool", "bool", "text",
+                         "text[]", "jsonb", "vector", "vector"]
+                    )  # fmt: skip
+                    for m in memories:
+                        await copy.write_row(_memory_params(m))
                 if rebuild_index:
                     await conn.execute("SET maintenance_work_mem = '512MB'")
                     await conn.execute(
@@ -654,7 +586,9 @@ class PostgresStore:
                 await conn.execute("ANALYZE memories")
             finally:
                 await conn.execute("RESET maintenance_work_mem")
-                await conn.execute("SELECT set_config('statement_timeout', %s, false)", (str(self.statement_timeout_ms),))
+                await conn.execute(
+                    "SELECT set_config('statement_timeout', %s, false)", (str(self.statement_timeout_ms),)
+                )
 
     # -- outbox (dual store) ----------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -683,7 +617,7 @@ class PostgresStore:
                 states: dict[str, Memory] = {}
                 if ids:
                     await cur.execute(f"SELECT {_COLS_NO_VEC} FROM memories WHERE id = ANY(%s)", (ids,))
-                    states = {r["id"]: row_to_memory(r) for r in await cur.fetchall()}
+                    states = {r["id"]: memory_from_row(r, POSTGRES) for r in await cur.fetchall()}
             yield OutboxBatch(conn, items, states)
 
     async def outbox_size(self) -> int:
@@ -694,18 +628,17 @@ class PostgresStore:
             return int(row[0]) if row else 0
 
     # -- reconcile support ------------------------------------------------------------------------
-    async def iter_current_states(self, *, tenant_id: str | None = None, batch: int = 5000) -> AsyncIterator[IndexState]:
+    async def iter_current_states(
+        self, *, tenant_id: str | None = None, batch: int = 5000
+    ) -> AsyncIterator[IndexState]:
         """Every current memory's (id, version, owner), streamed with a server-side cursor (operator path)."""
         where = " AND tenant_id = %s" if tenant_id is not None else ""
         params: tuple[Any, ...] = (tenant_id,) if tenant_id is not None else ()
-        async with self.connection() as conn, conn.transaction():
-            async with conn.cursor(name="cognis_reconcile") as cur:
-                cur.itersize = batch
-                await cur.execute(
-                    f"SELECT id, version, tenant_id, user_id FROM memories WHERE is_current{where}", params
-                )
-                async for r in cur:
-                    yield IndexState(r[0], r[1], r[2], r[3])
+        async with self.connection() as conn, conn.transaction(), conn.cursor(name="cognis_reconcile") as cur:
+            cur.itersize = batch
+            await cur.execute(f"SELECT id, version, tenant_id, user_id FROM memories WHERE is_current{where}", params)
+            async for r in cur:
+                yield IndexState(r[0], r[1], r[2], r[3])
 
     async def pending_outbox_memory_ids(self, *, tenant_id: str | None = None) -> set[str]:
         """Memory ids with outbox work still pending (reconcile does not count them as drift)."""
@@ -761,7 +694,7 @@ class PostgresStore:
                 {"now": now, "lease": now + timedelta(seconds=lease_s)},
             )
             row = await cur.fetchone()
-            return _row_to_job(row) if row else None
+            return job_from_row(row, POSTGRES) if row else None
 
     async def get_job(self, owner: Owner, job_id: str) -> Job | None:
         async with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
@@ -770,7 +703,7 @@ class PostgresStore:
                 (job_id, owner.tenant_id, owner.user_id),
             )
             row = await cur.fetchone()
-            return _row_to_job(row) if row else None
+            return job_from_row(row, POSTGRES) if row else None
 
     async def list_jobs(
         self, tenant_id: str, *, status: JobStatus | None = None, limit: int = 100, after_id: str | None = None
@@ -781,7 +714,7 @@ class PostgresStore:
             params.append(status.value)
         async with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(f"SELECT * FROM jobs WHERE {where} ORDER BY id LIMIT %s", (*params, limit))
-            return [_row_to_job(r) for r in await cur.fetchall()]
+            return [job_from_row(r, POSTGRES) for r in await cur.fetchall()]
 
     # -- API keys ---------------------------------------------------------------------------------
     async def put_api_key(self, record: ApiKeyRecord) -> None:

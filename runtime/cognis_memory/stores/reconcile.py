@@ -91,15 +91,17 @@ async def reconcile(
     to_index: list[str] = []
     to_delete: list[str] = []
     for mid, st in current.items():
-        doc = docs.get(mid)
-        if doc is None:
+        found = docs.get(mid)
+        if found is None:
             if mid in pending:
                 report.pending += 1
                 continue
             report.missing += 1
             _keep(report, "missing", mid)
             to_index.append(mid)
-        elif (doc.version, doc.tenant_id, doc.user_id, doc.is_current) != (st.version, st.tenant_id, st.user_id, True):
+        elif (found.version, found.tenant_id, found.user_id) != (st.version, st.tenant_id, st.user_id) or not (
+            found.is_current
+        ):
             report.mismatched += 1
             _keep(report, "mismatched", mid)
             to_index.append(mid)

@@ -197,10 +197,8 @@ async def apply_migrations(
             if m.version in done:
                 continue
             async with conn.transaction():
-                await conn.execute(m.render(dim, dim_short))  # type: ignore[arg-type]
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name)
-                )
+                await conn.execute(m.render(dim, dim_short))
+                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name))
             applied_now.append(m.version)
         await check_dimensions(conn, dim=dim, dim_short=dim_short)
         if app_role is not None:

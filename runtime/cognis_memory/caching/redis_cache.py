@@ -1,4 +1,4 @@
-"""Redis implementation of the :class:`~cognis_memory.stores.cache.Cache` protocol.
+"""Redis implementation of the :class:`~cognis_memory.caching.result_cache.Cache` protocol.
 
 Keys (all of one user share one Redis Cluster hash tag, so they live in one slot)::
 
@@ -104,7 +104,7 @@ class RedisCache:
             return default
         try:
             return await fn()
-        except Exception as e:  # noqa: BLE001 - a cache never raises
+        except Exception as e:  # a cache never raises
             self._down_until = time.monotonic() + self.retry_after_s
             if now - self._last_log >= self.log_interval_s:
                 extra = f" ({self._suppressed} more errors since the last report)" if self._suppressed else ""
@@ -159,7 +159,7 @@ class RedisCache:
 
         async def op() -> np.ndarray | None:
             raw = await self._redis.get(self._emb_key(owner, model, text))
-            if raw is None or len(raw) % 4:
+            if not isinstance(raw, bytes) or len(raw) % 4:
                 return None
             return np.frombuffer(raw, dtype=np.float32).copy()
 
@@ -243,5 +243,5 @@ class RedisCache:
     async def close(self) -> None:
         try:
             await self._redis.aclose()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("redis cache: close failed", exc_info=True)

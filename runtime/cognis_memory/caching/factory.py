@@ -1,0 +1,17 @@
+"""Build the configured cache from :class:`~cognis_memory.config.Settings`: :class:`~.redis_cache.RedisCache`
+when ``redis_url`` is set, else :class:`~.result_cache.NullCache`. Nothing here connects."""
+
+from __future__ import annotations
+
+from ..config import Settings
+from .result_cache import Cache, NullCache
+
+
+def build_cache(settings: Settings) -> Cache:
+    """The Redis cache when ``redis_url`` is set, else the no-op cache."""
+    if not settings.redis_url:
+        return NullCache()
+    from .redis_cache import RedisCache
+
+    password = settings.redis_password.get_secret_value() if settings.redis_password else None
+    return RedisCache(settings.redis_url, password=password, ttl_s=settings.cache_ttl_s)

@@ -1,0 +1,126 @@
+"""The translation of a :class:`~.base.SearchFilter` for every backend, side by side.
+
+The rules are the ``SearchFilter`` docstring's (and docs/stores.md, "Filter semantics"); the
+contract suite checks every backend against a reference written from it. The owner (tenant *and*
+user) and ``is_current`` are applied by the caller's query in SQL (``WHERE m.tenant_id = ... AND
+m.user_id = ...``; in SQLite's FTS also by the owner token) and by :func:`opensearch_filter` itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..domain import Owner, Scope
+from .base import SearchFilter
+from .records import epoch_us
+
+
+# -- SQLite (embedded store) -----------------------------------------------------------------------
+def owner_token(owner: Owner) -> str:
+    """An opaque single FTS token standing for (tenant, user)."""
+    digest = hashlib.sha256(f"{owner.tenant_id}\x00{owner.user_id}".encode()).hexdigest()[:32]
+    return f"own{digest}x"
+
+
+@dataclass(frozen=True, slots=True)
+class _SqlDialect:
+    """What differs between the two SQL translations: how a set and a time are passed."""
+
+    param: str  #: the parameter placeholder
+    time: Callable[[datetime], Any]  #: a time as the backend stores it
+    any_of_array: bool  #: ``= ANY(array)`` (PostgreSQL) rather than ``IN (?, ?, ...)`` (SQLite)
+
+    def one_of(self, column: str, values: list[str]) -> tuple[str, list[Any]]:
+        if self.any_of_array:
+            return f"{column} = ANY({self.param})", [values]
+        return f"{column} IN ({','.join([self.param] * len(values))})", list(values)
+
+
+_SQLITE = _SqlDialect("?", lambda t: t.timestamp(), any_of_array=False)
+_POSTGRES = _SqlDialect("%s", lambda t: t, any_of_array=True)
+
+
+def _sql_filter(flt: SearchFilter, d: _SqlDialect, a: str) -> tuple[str, list[Any]]:
+    """``AND ...`` clauses over ``memories <a>`` (owner and is_current excluded), with their parameters:
+    scopes/categories/kinds are sets; ``session_id`` hides CONTEXT memories of other sessions (USER
+    memories stay); ``agent_id`` requires that agent (memories without an agent are excluded); the
+    time range applies to ``COALESCE(event_time, message_time)`` and excludes memories with neither."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, chosen in (("scope", flt.scopes), ("category", flt.categories), ("kind", flt.kinds)):
+        if chosen is not None:
+            clause, values = d.one_of(f"{a}.{column}", [c.value for c in chosen])
+            clauses.append(clause)
+            params += values
+    if flt.session_id is not None:
+        clauses.append(f"({a}.scope <> 'CONTEXT' OR {a}.session_id = {d.param})")
+        params.append(flt.session_id)
+    if flt.agent_id is not None:
+        clauses.append(f"{a}.agent_id = {d.param}")
+        params.append(flt.agent_id)
+    if flt.time_from is not None:
+        clauses.append(f"COALESCE({a}.event_time, {a}.message_time) >= {d.param}")
+        params.append(d.time(flt.time_from))
+    if flt.time_to is not None:
+        clauses.append(f"COALESCE({a}.event_time, {a}.message_time) <= {d.param}")
+        params.append(d.time(flt.time_to))
+    return "".join(f" AND {c}" for c in clauses), params
+
+
+def sqlite_filter(flt: SearchFilter) -> tuple[str, list[Any]]:
+    """SQLite: ``?`` parameters, ``IN`` lists, times as epoch seconds (the columns are REAL)."""
+    return _sql_filter(flt, _SQLITE, "m")
+
+
+# -- PostgreSQL (dual store) -----------------------------------------------------------------------
+def postgres_filter(flt: SearchFilter, alias: str = "m") -> tuple[str, list[Any]]:
+    """PostgreSQL: ``%s`` parameters, ``= ANY(array)``, times as ``timestamptz``."""
+    return _sql_filter(flt, _POSTGRES, alias)
+
+
+# -- OpenSearch (keyword index, OpenSearch-only store) ----------------------------------------------
+def opensearch_filter(flt: SearchFilter) -> list[dict[str, Any]]:
+    """The ``bool.filter`` clauses of a search: owner, current, and the filter's narrowing.
+
+    Same semantics as the SQL stores: scopes/categories/kinds are sets; ``session_id`` hides
+    CONTEXT memories of other sessions (USER ones stay); ``agent_id`` requires that agent; the
+    time range applies to the effective time (event time, else message time) and excludes
+    documents without one (a range query never matches a missing field).
+    """
+    clauses: list[dict[str, Any]] = [
+        {"term": {"tenant_id": flt.owner.tenant_id}},
+        {"term": {"user_id": flt.owner.user_id}},
+        {"term": {"is_current": True}},
+    ]
+    if flt.scopes is not None:
+        clauses.append({"terms": {"scope": sorted(s.value for s in flt.scopes)}})
+    if flt.categories is not None:
+        clauses.append({"terms": {"category": sorted(c.value for c in flt.categories)}})
+    if flt.kinds is not None:
+        clauses.append({"terms": {"kind": sorted(k.value for k in flt.kinds)}})
+    if flt.session_id is not None:
+        clauses.append(
+            {
+                "bool": {
+                    "should": [
+                        {"bool": {"must_not": [{"term": {"scope": Scope.CONTEXT.value}}]}},
+                        {"term": {"session_id": flt.session_id}},
+                    ],
+                    "minimum_should_match": 1,
+                }
+            }
+        )
+    if flt.agent_id is not None:
+        clauses.append({"term": {"agent_id": flt.agent_id}})
+    if flt.time_from is not None or flt.time_to is not None:
+        rng: dict[str, int] = {}
+        if flt.time_from is not None:
+            rng["gte"] = epoch_us(flt.time_from)
+        if flt.time_to is not None:
+            rng["lte"] = epoch_us(flt.time_to)
+        clauses.append({"range": {"effective_us": rng}})
+    return clauses
