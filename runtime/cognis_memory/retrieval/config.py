@@ -20,7 +20,7 @@ LoCoMo, LongMemEval and the project's knowledge-update set:
 * current-state ordering (:mod:`.current_state`): for a present-state question a newer
   statement of the same speaker about the same thing ranks above the one it replaced (history
   questions: the reverse);
-* role prior (:mod:`.roles`): a first-person question ranks the user's turns up, a question
+* role prior (:mod:`.role_prior`): a first-person question ranks the user's turns up, a question
   about the assistant's own words ("what did you recommend?") the assistant's turns; neutral
   where turns carry speaker names.
 """

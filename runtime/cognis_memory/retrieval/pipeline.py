@@ -4,7 +4,7 @@ Measured additions sit between the stages when the recipe enables them (the
 ``default`` recipe does): speaker-aware queries after stage 1 (:mod:`.speakers`: names of
 the user's speakers leave the embedded and keyword query and boost those speakers'
 memories after fusion) and conversation-context expansion after stage 4 (:mod:`.context`),
-then the role prior (:mod:`.roles`); current-state ordering (:mod:`.current_state`) follows the reranker.
+then the role prior (:mod:`.role_prior`); current-state ordering (:mod:`.current_state`) follows the reranker.
 
 Plain async Python over the store, encoder, reranker and cache protocols: no web framework
 and no concrete backend. Every stage is timed into the request's :class:`StageRecorder`;
@@ -35,7 +35,7 @@ from .context import context_scores
 from .dedup import dedup_indices
 from .fusion import min_max_normalise, weighted_rrf
 from .current_state import order_by_state
-from .roles import query_role, role_boosted
+from .role_prior import query_role, role_boosted
 from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names, without_state_words
 from .speakers import SpeakerDirectory
 from .temporal import blend, temporal_score
