@@ -137,7 +137,8 @@ def test_the_text_line_and_the_json_line_carry_the_same_fields():
     Telemetry(mode="text", log_stream=failed).log_request(
         names.EVENT_RETRIEVAL, StageRecorder(), request_id="r", error=True
     )
-    assert " 0.0ms ERROR request_id=r" in failed.getvalue()
+    # the duration is the recorder's real elapsed time (0.0 ms, or a little more on a loaded machine)
+    assert re.search(r" \d+\.\dms ERROR request_id=r", failed.getvalue()), failed.getvalue()
 
 
 def test_off_mode_writes_nothing_but_keeps_the_record_and_the_errors():

@@ -7,7 +7,7 @@ configuration is the ``architecture`` recipe. A *recipe* is a named configuratio
 runtime exposes (``cognis-memory recipes`` lists them; the benchmark scripts run them
 side by side as ablations and baselines).
 
-The ``default`` recipe (what the service uses unless told otherwise) adds three measured
+The ``default`` recipe (what the service uses unless told otherwise) adds measured
 mechanisms and re-weights the fusion; docs/benchmarks.md has the figures behind each, on
 LoCoMo, LongMemEval and the project's knowledge-update set:
 
@@ -19,7 +19,10 @@ LoCoMo, LongMemEval and the project's knowledge-update set:
   stronger ranker, and the 0.7/0.3 vector-heavy split loses recall;
 * current-state ordering (:mod:`.current_state`): for a present-state question a newer
   statement of the same speaker about the same thing ranks above the one it replaced (history
-  questions: the reverse).
+  questions: the reverse);
+* role prior (:mod:`.role_prior`): a first-person question ranks the user's turns up, a question
+  about the assistant's own words ("what did you recommend?") the assistant's turns; neutral
+  where turns carry speaker names.
 """
 
 from __future__ import annotations
@@ -57,6 +60,11 @@ class RetrievalConfig(BaseModel):
     context: bool = Field(False, description="Candidates near a strong match in its session inherit part of its score.")
     context_weight: float = Field(0.3, ge=0, description="score + weight * best nearby score in the same session.")
     context_window_minutes: float = Field(30.0, gt=0, description="How close in message time 'nearby' is.")
+    # after fusion: role prior
+    role_boost: float = Field(
+        0.0, ge=0, description="First-person questions: user turns, questions about the assistant's words: "
+        "assistant turns (turns stored without a speaker name) score * (1 + boost).",
+    )
     # after fusion: current-state ordering
     current_state: bool = Field(
         False,
@@ -98,7 +106,8 @@ class RetrievalConfig(BaseModel):
 
 ARCHITECTURE = RetrievalConfig()
 _DEFAULT = RetrievalConfig(
-    speaker_aware=True, context=True, keyword_cleanup=True, weight_vector=0.5, weight_bm25=0.5, current_state=True
+    speaker_aware=True, context=True, keyword_cleanup=True, weight_vector=0.5, weight_bm25=0.5, current_state=True,
+    role_boost=1.0,
 )
 _NO_RERANK = {"rerank": False}
 
@@ -124,6 +133,7 @@ RECIPES: dict[str, RetrievalConfig] = {
     "arch+context": ARCHITECTURE.with_overrides(context=True, **_NO_RERANK),
     "arch+weights_50_50": ARCHITECTURE.with_overrides(weight_vector=0.5, weight_bm25=0.5, **_NO_RERANK),
     "arch+current_state": ARCHITECTURE.with_overrides(current_state=True, **_NO_RERANK),
+    "arch+role_prior": ARCHITECTURE.with_overrides(role_boost=1.0, **_NO_RERANK),
     # leave-one-out from the default
     "default-speakers": _DEFAULT.with_overrides(speaker_aware=False, **_NO_RERANK),
     "default-context": _DEFAULT.with_overrides(context=False, **_NO_RERANK),
@@ -133,6 +143,7 @@ RECIPES: dict[str, RetrievalConfig] = {
     "default-two_stage": _DEFAULT.with_overrides(two_stage=False, **_NO_RERANK),
     "default-keyword_cleanup": _DEFAULT.with_overrides(keyword_cleanup=False, **_NO_RERANK),
     "default-current_state": _DEFAULT.with_overrides(current_state=False, **_NO_RERANK),
+    "default-role_prior": _DEFAULT.with_overrides(role_boost=0.0, **_NO_RERANK),
     "default-rerank": _DEFAULT.with_overrides(**_NO_RERANK),
     "default": _DEFAULT,
 }  # fmt: skip
@@ -153,6 +164,7 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
     "arch+context": "architecture + conversation-context expansion (no reranker)",
     "arch+weights_50_50": "architecture with 0.5/0.5 fusion weights (no reranker)",
     "arch+current_state": "architecture + current-state ordering (no reranker)",
+    "arch+role_prior": "architecture + role prior from the question's grammatical person (no reranker)",
     "default-speakers": "default without speaker-aware queries",
     "default-context": "default without conversation-context expansion",
     "default-weights_70_30": "default with the architecture's 0.7/0.3 fusion weights",
@@ -161,9 +173,10 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
     "default-two_stage": "default with exact full-vector search instead of the prefix shortlist",
     "default-keyword_cleanup": "default with the raw query text sent to BM25",
     "default-current_state": "default without current-state ordering",
+    "default-role_prior": "default without the role prior",
     "default-rerank": "default without cross-encoder reranking (differs only when a reranker is configured)",
-    "default": "speaker-aware queries + conversation context + 0.5/0.5 RRF + temporal + dedup + rerank + "
-    "current-state ordering + history",
+    "default": "speaker-aware queries + conversation context + 0.5/0.5 RRF + role prior + temporal + dedup + "
+    "rerank + current-state ordering + history",
 }
 
 

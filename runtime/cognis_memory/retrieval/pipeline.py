@@ -1,9 +1,10 @@
 """The retrieval pipeline, wiring the eight stages (see the modules of this package).
 
-Two measured additions sit between the stages when the recipe enables them (the
+Measured additions sit between the stages when the recipe enables them (the
 ``default`` recipe does): speaker-aware queries after stage 1 (:mod:`.speakers`: names of
 the user's speakers leave the embedded and keyword query and boost those speakers'
-memories after fusion) and session-neighbour expansion after stage 4 (:mod:`.session_neighbours`).
+memories after fusion) and session-neighbour expansion after stage 4 (:mod:`.session_neighbours`),
+then the role prior (:mod:`.role_prior`); current-state ordering (:mod:`.current_state`) follows the reranker.
 
 Plain async Python over the store, encoder, reranker and cache protocols: no web framework
 and no concrete backend. Every stage is timed into the request's :class:`StageRecorder`;
@@ -35,6 +36,7 @@ from .current_state import order_by_state
 from .dedup import dedup_indices
 from .fusion import min_max_normalise, weighted_rrf
 from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names, without_state_words
+from .role_prior import query_role, role_boosted
 from .session_neighbours import neighbour_scores
 from .speakers import SpeakerDirectory
 from .temporal import blend, temporal_score
@@ -215,6 +217,10 @@ class RetrievalPipeline:
                 for d, c in ctx.items():
                     if c:
                         explain[d]["context"] = c
+        role = query_role(q.text) if cfg.role_boost > 0 else None
+        if role is not None and base:
+            with rec.stage("role_prior"):
+                base = role_boosted(base, candidates, role, cfg.role_boost)
         final = dict(base)
 
         if cfg.temporal_boost and analysis.is_temporal and final:

@@ -53,6 +53,7 @@ RETRIEVAL_STAGES: tuple[str, ...] = (
     "rrf_fusion",
     "speaker_boost",
     "context",
+    "role_prior",
     "temporal_boost",
     "dedup",
     "cross_encoder",
