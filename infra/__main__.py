@@ -10,18 +10,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # cognis_infra, whatever the cwd
 
-import pulumi  # noqa: E402
-from cognis_infra import config, context  # noqa: E402
-from cognis_infra.cache import Cache, CacheArgs  # noqa: E402
-from cognis_infra.database import Database, DatabaseArgs  # noqa: E402
-from cognis_infra.encryption import Encryption, EncryptionArgs  # noqa: E402
-from cognis_infra.naming import physical_name  # noqa: E402
-from cognis_infra.network import Network, NetworkArgs  # noqa: E402
-from cognis_infra.observability import Observability, ObservabilityArgs  # noqa: E402
-from cognis_infra.registry import ImageBuild, Registry, RegistryArgs  # noqa: E402
-from cognis_infra.reranker import Reranker, RerankerArgs  # noqa: E402
-from cognis_infra.search import Search, SearchArgs  # noqa: E402
-from cognis_infra.service import Service, ServiceArgs, ServiceIdentity, ServiceIdentityArgs  # noqa: E402
+import pulumi
+
+from cognis_infra import config, context
+from cognis_infra.cache import Cache, CacheArgs
+from cognis_infra.database import Database, DatabaseArgs
+from cognis_infra.encryption import Encryption, EncryptionArgs
+from cognis_infra.naming import physical_name
+from cognis_infra.network import Network, NetworkArgs
+from cognis_infra.observability import Observability, ObservabilityArgs
+from cognis_infra.registry import ImageBuild, Registry, RegistryArgs
+from cognis_infra.reranker import Reranker, RerankerArgs
+from cognis_infra.search import Search, SearchArgs
+from cognis_infra.service import Service, ServiceArgs, ServiceIdentity, ServiceIdentityArgs
 
 cfg = config.load()
 ctx = context.lookup(cfg.network.az_count, cfg.availability_zone_ids)

@@ -57,7 +57,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cognis_dev import bench_common as bc  # noqa: E402
+from cognis_dev import bench_common as bc
 
 DATA = bc.REPO.parent / "shared" / "data"
 LOCOMO = DATA / "locomo10.json"
@@ -216,7 +216,7 @@ class MemoEmbedder:
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self._memo: dict[str, Any] = {}
 
-    def embed(self, texts):  # noqa: ANN001, ANN201 - the Embedder protocol
+    def embed(self, texts):
         import numpy as np
 
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
@@ -238,7 +238,8 @@ async def quality_longmemeval(args: argparse.Namespace) -> dict[str, Any]:
     from cognis_memory.service import MemoryService, MessageIn
     from cognis_memory.stores.embedded import EmbeddedStore
 
-    items = json.load(gzip.open(LONGMEMEVAL, "rt", encoding="utf-8"))[args.lme_offset : args.lme_questions]
+    with gzip.open(LONGMEMEVAL, "rt", encoding="utf-8") as f:
+        items = json.load(f)[args.lme_offset : args.lme_questions]
     tmp = Path(tempfile.mkdtemp(prefix="bench-lme-"))
     try:
         # LongMemEval has turns over the default 32 KB message limit; the model reads their start only.

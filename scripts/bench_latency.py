@@ -34,10 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cognis_dev import bench_common as bc  # noqa: E402
+from cognis_dev import bench_common as bc
 
-from cognis_memory.config import Settings  # noqa: E402
-from cognis_memory.service import MemoryService, MessageIn  # noqa: E402
+from cognis_memory.config import Settings
+from cognis_memory.service import MemoryService, MessageIn
 
 TENANT = "bench"
 API_KEY = "bench-latency-key"
@@ -156,7 +156,9 @@ async def bulk_import(svc: MemoryService, user: str, texts: list[str]) -> dict[s
     }
 
 
-async def run_size(n: int, layout: str, embedder: Any, synth: bc.SyntheticVectors, args: argparse.Namespace) -> dict[str, Any]:
+async def run_size(
+    n: int, layout: str, embedder: Any, synth: bc.SyntheticVectors, args: argparse.Namespace
+) -> dict[str, Any]:
     from cognis_memory.api.app import create_app
 
     tmp = tempfile.mkdtemp(prefix="bench-latency-")
@@ -175,7 +177,9 @@ async def run_size(n: int, layout: str, embedder: Any, synth: bc.SyntheticVector
             if layout == "one_user" and args.ingest_messages:
                 texts = bc.synthetic_sentences(args.ingest_messages + 2 * args.single_messages, seed=99 + n)
                 singles, bulk = texts[: 2 * args.single_messages], texts[2 * args.single_messages :]
-                row["ingest_single_inprocess"] = await ingest_single(svc, "ingest-user", singles[: args.single_messages])
+                row["ingest_single_inprocess"] = await ingest_single(
+                    svc, "ingest-user", singles[: args.single_messages]
+                )
                 row["ingest_single_http"] = await asyncio.to_thread(
                     ingest_http, server.url, "ingest-user-http", singles[args.single_messages :]
                 )
@@ -210,8 +214,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 + (f" | bulk import {row['bulk_import']['messages_per_s']} msg/s" if "bulk_import" in row else ""),
                 file=sys.stderr,
             )
-    headers = ["memories", "layout", "in-proc p50", "p95", "p99", "CPU ms p50", "p95", "HTTP p50", "p95", "p99",
-               "target p95", "RSS MiB"]
+    headers = [
+        "memories",
+        "layout",
+        "in-proc p50",
+        "p95",
+        "p99",
+        "CPU ms p50",
+        "p95",
+        "HTTP p50",
+        "p95",
+        "p99",
+        "target p95",
+        "RSS MiB",
+    ]
     table_rows = []
     for r in rows:
         s, h = r["search_inprocess"], r["search_http"]
@@ -231,8 +247,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                  b["messages_per_s"], b["messages_per_cpu_s"], "met" if b["messages_per_s"] >= INGEST_TARGET else "MISSED"]
             )  # fmt: skip
     ingest_table = bc.fmt_table(
-        ["store size", "add 1 msg in-proc p50", "p95", "p99", "HTTP p50", "p95", "p99", "bulk msg/s", "msg per CPU-s",
-         ">= 150/s"],
+        [
+            "store size",
+            "add 1 msg in-proc p50",
+            "p95",
+            "p99",
+            "HTTP p50",
+            "p95",
+            "p99",
+            "bulk msg/s",
+            "msg per CPU-s",
+            ">= 150/s",
+        ],
         ingest_rows,
     )
     print(table)
@@ -276,8 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--single-messages", type=int, default=50, help="single-message add calls (in-process and HTTP)")
     p.add_argument("--vocab", type=int, default=3000, help="distinct synthetic sentences embedded for the load")
     p.add_argument("--recipe", default="default")
-    p.add_argument("--torch-threads", type=int, default=0,
-                   help="override torch and BLAS threads (0: the encoder's choice, 1)")
+    p.add_argument(
+        "--torch-threads", type=int, default=0, help="override torch and BLAS threads (0: the encoder's choice, 1)"
+    )
     p.add_argument("--dim-short", type=int, default=None)
     p.add_argument("--rotation", default=None)
     p.add_argument("--out", default=str(bc.REPO / "bench-results"))

@@ -42,11 +42,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cognis_dev import bench_common as bc  # noqa: E402
+from cognis_dev import bench_common as bc
 
-from cognis_memory.config import Settings  # noqa: E402
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES  # noqa: E402
-from cognis_memory.service import MemoryService, MessageIn  # noqa: E402
+from cognis_memory.config import Settings
+from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
+from cognis_memory.service import MemoryService, MessageIn
 
 KS = (1, 5, 10, 20)
 CATEGORIES = (1, 2, 3, 4)
@@ -133,7 +133,12 @@ def split_evidence(entries: list[Any]) -> list[str]:
 
 
 def load_conversations(
-    path: Path, *, conversations: int | None, questions: int | None, captions: bool = True, max_sessions: int | None = None
+    path: Path,
+    *,
+    conversations: int | None,
+    questions: int | None,
+    captions: bool = True,
+    max_sessions: int | None = None,
 ) -> list[Conversation]:
     raw = json.loads(path.read_text(encoding="utf-8"))
     out: list[Conversation] = []
@@ -141,7 +146,9 @@ def load_conversations(
         conv = item["conversation"]
         sessions: list[Session] = []
         n = 1
-        while (f"session_{n}" in conv or f"session_{n}_date_time" in conv) and (max_sessions is None or n <= max_sessions):
+        while (f"session_{n}" in conv or f"session_{n}_date_time" in conv) and (
+            max_sessions is None or n <= max_sessions
+        ):
             turns = conv.get(f"session_{n}") or []
             if turns:
                 sessions.append(
@@ -193,7 +200,10 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = mean(rows)
     out["questions"] = len(rows)
     out["per_category"] = {
-        str(c): {**mean([r for r in rows if r["category"] == c]), "questions": sum(1 for r in rows if r["category"] == c)}
+        str(c): {
+            **mean([r for r in rows if r["category"] == c]),
+            "questions": sum(1 for r in rows if r["category"] == c),
+        }
         for c in CATEGORIES
         if any(r["category"] == c for r in rows)
     }
@@ -266,7 +276,9 @@ async def evaluate_recipe(
             res = await svc.search(TENANT, conv.sample_id, q.text, limit=max(KS), recipe=recipe, now=now)
             latencies.append((time.perf_counter() - t0) * 1000)
             degraded += bool(res.degraded)
-            ranked = [{conv.msg_to_dia[m] for m in h.memory.source_message_ids if m in conv.msg_to_dia} for h in res.hits]
+            ranked = [
+                {conv.msg_to_dia[m] for m in h.memory.source_message_ids if m in conv.msg_to_dia} for h in res.hits
+            ]
             row = score_question(ranked, evidence)
             row.update(sample_id=conv.sample_id, question=qi, category=q.category)
             rows.append(row)
@@ -333,8 +345,21 @@ async def prefix_study(svc: MemoryService, convs: list[Conversation], args: argp
             if not exact_top:
                 for qv in qfull:
                     exact_top.append([int(p[0]) for p in idx.search(flt, qv, None, 10, n)[0]])
-                rec = np.mean([len({pool_dias[j] for j in top} & ev) / len(ev) for top, (_, ev) in zip(exact_top, queries, strict=True)])
-                rows.append({"rotation": rotated, "prefix": dim, "mode": "full", "overlap@10": 1.0, "recall@10": round(float(rec), 4)})
+                rec = np.mean(
+                    [
+                        len({pool_dias[j] for j in top} & ev) / len(ev)
+                        for top, (_, ev) in zip(exact_top, queries, strict=True)
+                    ]
+                )
+                rows.append(
+                    {
+                        "rotation": rotated,
+                        "prefix": dim,
+                        "mode": "full",
+                        "overlap@10": 1.0,
+                        "recall@10": round(float(rec), 4),
+                    }
+                )
             overlaps, recalls = [], []
             for qv, qs, ex, (_, ev) in zip(qfull, qshort, exact_top, queries, strict=True):
                 top = [int(p[0]) for p in idx.search(flt, qv, qs, 10, args.prefix_shortlist)[0]]
@@ -410,7 +435,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if not data.is_file():
         raise SystemExit(f"--data: no file at {data} (the LoCoMo file is not part of the project)")
     convs = load_conversations(
-        data, conversations=args.conversations, questions=args.questions, captions=not args.no_captions,
+        data,
+        conversations=args.conversations,
+        questions=args.questions,
+        captions=not args.no_captions,
         max_sessions=args.sessions,
     )
     tmp = None
@@ -433,8 +461,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         per_question: dict[str, list[dict[str, Any]]] = {}
         study = await prefix_study(svc, convs, args) if args.prefix_study else None
         if study and "rows" in study:
-            print(bc.fmt_table(["rotation", "prefix", "mode", "overlap@10", "evidence R@10"],
-                               [[r["rotation"], r["prefix"], r["mode"], r["overlap@10"], r["recall@10"]] for r in study["rows"]]))
+            print(
+                bc.fmt_table(
+                    ["rotation", "prefix", "mode", "overlap@10", "evidence R@10"],
+                    [[r["rotation"], r["prefix"], r["mode"], r["overlap@10"], r["recall@10"]] for r in study["rows"]],
+                )
+            )
             print(f"(pool of {study['pool_memories']} memories, {study['queries']} questions, shortlist "
                   f"{study['shortlist']})")  # fmt: skip
         for name in recipes:
@@ -454,7 +486,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     n_questions = sum(len(c.questions) for c in convs)
     evaluated = next(iter(results.values()))["questions"] if results else 0
-    headers = ["recipe", "R@1", "R@5", "R@10", "R@20", "hit@10", "MRR", *(f"cat{c} R@10" for c in CATEGORIES), "p50 ms", "p95 ms"]
+    headers = [
+        "recipe",
+        "R@1",
+        "R@5",
+        "R@10",
+        "R@20",
+        "hit@10",
+        "MRR",
+        *(f"cat{c} R@10" for c in CATEGORIES),
+        "p50 ms",
+        "p95 ms",
+    ]
     rows = []
     for name, r in results.items():
         cats = [r["per_category"].get(str(c), {}).get("recall@10", float("nan")) for c in CATEGORIES]
@@ -479,7 +522,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "captions": not args.no_captions,
         "ingest": ingest_stats,
         "machine": bc.machine_info(),
-        "recipes": {n: {**r, "description": RECIPE_DESCRIPTIONS.get(n, ""), "config": RECIPES[n].model_dump()} for n, r in results.items()},
+        "recipes": {
+            n: {**r, "description": RECIPE_DESCRIPTIONS.get(n, ""), "config": RECIPES[n].model_dump()}
+            for n, r in results.items()
+        },
         "table_markdown": table,
         "prefix_study": study,
     }
@@ -496,7 +542,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             **{f"recall@{k}": r[f"recall@{k}"] for k in KS},
             **{f"hit@{k}": r[f"hit@{k}"] for k in KS},
             "mrr": r["mrr"],
-            "per_category": {c: {k: v for k, v in pc.items() if k.startswith(("recall", "mrr", "questions"))} for c, pc in r["per_category"].items()},
+            "per_category": {
+                c: {k: v for k, v in pc.items() if k.startswith(("recall", "mrr", "questions"))}
+                for c, pc in r["per_category"].items()
+            },
             "search_p50_ms": r["search_p50_ms"],
             "search_p95_ms": r["search_p95_ms"],
             "search_p99_ms": r["search_p99_ms"],
@@ -519,20 +568,39 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=str(DEFAULT_DATA), help="path of locomo10.json (default: %(default)s)")
     p.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
-    p.add_argument("--questions", type=int, default=None, help="only the first N questions (categories 1-4) per conversation")
-    p.add_argument("--sessions", type=int, default=None, help="only the first N sessions of each conversation "
-                   "(questions whose evidence lies elsewhere are skipped; for smoke runs)")
+    p.add_argument(
+        "--questions", type=int, default=None, help="only the first N questions (categories 1-4) per conversation"
+    )
+    p.add_argument(
+        "--sessions",
+        type=int,
+        default=None,
+        help="only the first N sessions of each conversation "
+        "(questions whose evidence lies elsewhere are skipped; for smoke runs)",
+    )
     p.add_argument("--recipes", default=None, help="comma-separated recipe names (default: every recipe)")
-    p.add_argument("--cross-encoder", default=os.environ.get("COGNIS_RERANKER_PATH"), help="local cross-encoder directory")
-    p.add_argument("--now", choices=["last-session", "none"], default="last-session", help="reference time of the questions")
+    p.add_argument(
+        "--cross-encoder", default=os.environ.get("COGNIS_RERANKER_PATH"), help="local cross-encoder directory"
+    )
+    p.add_argument(
+        "--now", choices=["last-session", "none"], default="last-session", help="reference time of the questions"
+    )
     p.add_argument("--db", default=None, help="keep the embedded store at this SQLite path (re-runs skip known turns)")
     p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache (bench_common)")
     p.add_argument("--dim-short", type=int, default=None, help="prefix size (default: the service setting)")
-    p.add_argument("--rotation", default=None, help="a .npy variance rotation for the prefix (see scripts/fit_rotation.py)")
-    p.add_argument("--prefix-study", action="store_true", help="also measure two-stage vs exact vector search on "
-                   "the pooled turns of half the conversations, per prefix size, with and without a rotation")
+    p.add_argument(
+        "--rotation", default=None, help="a .npy variance rotation for the prefix (see scripts/fit_rotation.py)"
+    )
+    p.add_argument(
+        "--prefix-study",
+        action="store_true",
+        help="also measure two-stage vs exact vector search on "
+        "the pooled turns of half the conversations, per prefix size, with and without a rotation",
+    )
     p.add_argument("--prefix-sizes", default="32,64,96,128,192")
-    p.add_argument("--prefix-shortlist", type=int, default=30, help="prefix shortlist of the study (default: %(default)s)")
+    p.add_argument(
+        "--prefix-shortlist", type=int, default=30, help="prefix shortlist of the study (default: %(default)s)"
+    )
     p.add_argument("--no-captions", action="store_true", help="ingest turns without their image captions")
     p.add_argument("--per-question", action="store_true", help="also write per-question scores")
     p.add_argument("--no-plot", action="store_true")

@@ -44,10 +44,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cognis_dev import bench_common as bc  # noqa: E402
+from cognis_dev import bench_common as bc
 
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES  # noqa: E402
-from cognis_memory.service import MemoryService, MessageIn  # noqa: E402
+from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
+from cognis_memory.service import MemoryService, MessageIn
 
 TENANT = "bench-lme"
 DEFAULT_DATA = bc.REPO.parent / "shared" / "data" / "longmemeval_s_dev100.json.gz"
@@ -322,13 +322,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default=str(DEFAULT_DATA), help="longmemeval_s_dev100.json.gz (default: %(default)s)")
     p.add_argument("--questions", type=int, default=None, help="only the first N questions")
     p.add_argument("--types", default=None, help="only these question types (comma-separated)")
-    p.add_argument("--sessions", type=int, default=None,
-                   help="keep only the answer sessions and the first N other sessions of each haystack (smoke runs)")
-    p.add_argument("--sample", type=int, default=None,
-                   help="N questions taken round robin over the question types (each in file order)")
-    p.add_argument("--warm-only", default=None, metavar="I/N",
-                   help="only embed the turns of every N-th question from the I-th into the cache "
-                   "(parallel first runs)")
+    p.add_argument(
+        "--sessions",
+        type=int,
+        default=None,
+        help="keep only the answer sessions and the first N other sessions of each haystack (smoke runs)",
+    )
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        help="N questions taken round robin over the question types (each in file order)",
+    )
+    p.add_argument(
+        "--warm-only",
+        default=None,
+        metavar="I/N",
+        help="only embed the turns of every N-th question from the I-th into the cache (parallel first runs)",
+    )
     p.add_argument("--db", default=None, help="keep the embedded store at this SQLite path (re-runs skip known turns)")
     p.add_argument("--threads", type=int, default=1, help="embedding CPU threads")
     bc.add_quality_args(p)

@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cognis_dev import bench_common as bc  # noqa: E402
-import bench_latency as bl  # noqa: E402
+import bench_latency as bl
+from cognis_dev import bench_common as bc
 
 TENANT = bl.TENANT
 
@@ -229,7 +229,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     print(table)
     out.mkdir(parents=True, exist_ok=True)
     png = plot(rows, out) if rows and not args.no_plot else None
-    bc.write_json(out / "scale.json", {"benchmark": "scale", "machine": bc.machine_info(), "rows": rows, "table_markdown": table})
+    bc.write_json(
+        out / "scale.json", {"benchmark": "scale", "machine": bc.machine_info(), "rows": rows, "table_markdown": table}
+    )
     return summary | {
         "search_p50_ms": {str(r["memories"]): r["search_inprocess"]["p50_ms"] for r in rows},
         "search_p95_ms": {str(r["memories"]): r["search_inprocess"]["p95_ms"] for r in rows},
@@ -244,19 +246,27 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="1000,10000,100000,1000000", help="memories per configuration (default: %(default)s)")
+    p.add_argument(
+        "--sizes", default="1000,10000,100000,1000000", help="memories per configuration (default: %(default)s)"
+    )
     p.add_argument("--per-user", type=int, default=1000, help="memories per user (users = size / per-user)")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--ingest-messages", type=int, default=256, help="real messages imported per size (0 = skip)")
     p.add_argument("--stores", default="embedded")
     p.add_argument("--vocab", type=int, default=3000)
     p.add_argument("--recipe", default="default")
-    p.add_argument("--torch-threads", type=int, default=0,
-                   help="override torch and BLAS threads (0: the encoder's choice, 1)")
+    p.add_argument(
+        "--torch-threads", type=int, default=0, help="override torch and BLAS threads (0: the encoder's choice, 1)"
+    )
     p.add_argument("--dim-short", type=int, default=None)
     p.add_argument("--rotation", default=None)
-    p.add_argument("--prefix-study", type=int, default=0, metavar="N",
-                   help="also run the two-stage prefix study on N memories of one user (--sizes '' for the study only)")
+    p.add_argument(
+        "--prefix-study",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run the two-stage prefix study on N memories of one user (--sizes '' for the study only)",
+    )
     p.add_argument("--prefix-sizes", default="32,64,96,128,192")
     p.add_argument("--shortlist", type=int, default=200)
     p.add_argument("--no-plot", action="store_true")

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from cognis_dev.bench_common import percentile
 
 from cognis_memory.domain import Category, Memory, MemoryKind, Owner, Scope
@@ -139,7 +138,9 @@ async def open_store(kind: str, args: argparse.Namespace, pg_dsn: str | None, os
         from cognis_memory.stores.opensearch_store import OpenSearchStore
 
         assert os_url
-        store = OpenSearchStore(os_client(os_url), index_prefix=prefix, dim=args.dim, dim_short=args.dim_short, replicas=0)
+        store = OpenSearchStore(
+            os_client(os_url), index_prefix=prefix, dim=args.dim, dim_short=args.dim_short, replicas=0
+        )
     await store.open()
     return store.roles()
 
@@ -202,10 +203,18 @@ async def bench_size(
             order = kinds[i % len(kinds) :] + kinds[: i % len(kinds)]
             for kind in order:
                 store, res = stores[kind], results[kind]
-                ms, vr = await timed(lambda: store.vectors.vector_search(flt, q, qs, limit=args.limit, shortlist=args.shortlist))
+                ms, vr = await timed(
+                    lambda store=store, flt=flt, q=q, qs=qs: store.vectors.vector_search(
+                        flt, q, qs, limit=args.limit, shortlist=args.shortlist
+                    )
+                )
                 res.vector_ms.append(ms)
                 hits[kind][0].append(len(vr.hits))
-                ms, kr = await timed(lambda: store.keywords.keyword_search(flt, words, limit=args.limit))
+                ms, kr = await timed(
+                    lambda store=store, flt=flt, words=words: store.keywords.keyword_search(
+                        flt, words, limit=args.limit
+                    )
+                )
                 res.keyword_ms.append(ms)
                 hits[kind][1].append(len(kr))
         for kind, (vh, kh) in hits.items():
@@ -262,7 +271,9 @@ async def main_async(args: argparse.Namespace) -> int:
             for size in sizes:
                 results += await bench_size(kinds, size, args, pg_dsn, os_url, Path(tmp))
         rows = print_table(results)
-        print(f"\nload average at the end (1/5/15 min): {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+        print(
+            f"\nload average at the end (1/5/15 min): {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+        )
         if args.json:
             meta = {
                 "when": datetime.now(UTC).isoformat(), "python": platform.python_version(), "cpus": os.cpu_count(),
@@ -278,7 +289,9 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--sizes", default="10000,100000", help="comma-separated corpus sizes")
     p.add_argument("--queries", type=int, default=300, help="timed queries per store and size (each side)")
     p.add_argument("--stores", default=",".join(STORES), help="subset of embedded,dual,opensearch")

@@ -48,10 +48,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cognis_dev import bench_common as bc  # noqa: E402
+from cognis_dev import bench_common as bc
 
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS  # noqa: E402
-from cognis_memory.service import MemoryService, MessageIn  # noqa: E402
+from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS
+from cognis_memory.service import MemoryService, MessageIn
 
 TENANT = "bench-updates"
 KINDS = ("current", "previous", "unchanged")
@@ -419,8 +419,13 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def evaluate(
-    svc: MemoryService, histories: list[UserHistory], maps: dict[str, dict[str, str]], recipe: str, *,
-    tenant: str = TENANT, limit: int = 10,
+    svc: MemoryService,
+    histories: list[UserHistory],
+    maps: dict[str, dict[str, str]],
+    recipe: str,
+    *,
+    tenant: str = TENANT,
+    limit: int = 10,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     rows = []
     for h in histories:

@@ -1,7 +1,7 @@
 """Print the configuration table of the README from the Settings model (keeps it true).
 
-    .venv/bin/python scripts/config_table.py             # print the table
-    .venv/bin/python scripts/config_table.py --update    # rewrite the table inside README.md
+.venv/bin/python scripts/config_table.py             # print the table
+.venv/bin/python scripts/config_table.py --update    # rewrite the table inside README.md
 """
 
 from __future__ import annotations

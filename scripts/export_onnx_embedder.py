@@ -39,7 +39,7 @@ def export_fp32(model_dir: Path, target: Path) -> Path:
             super().__init__()
             self.inner = inner
 
-        def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001 - traced
+        def forward(self, input_ids, attention_mask, token_type_ids):
             return self.inner(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state

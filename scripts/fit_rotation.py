@@ -26,12 +26,11 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from cognis_dev import bench_common as bc  # noqa: E402, F401 - sets the offline environment and the import path
+import numpy as np
+from cognis_dev import bench_common as bc  # noqa: F401 - sets the offline environment and the import path
 
-import numpy as np  # noqa: E402
-
-from cognis_memory.config import Settings  # noqa: E402
-from cognis_memory.encoding.encoder import fit_variance_rotation  # noqa: E402
+from cognis_memory.config import Settings
+from cognis_memory.encoding.encoder import fit_variance_rotation
 
 
 def read_texts(path: Path) -> list[str]:
@@ -59,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--texts", type=Path, help="text file (one per line) or JSON/JSONL messages")
-    src.add_argument("--store", type=Path, help="an embedded store's SQLite file (its stored vectors must be unrotated)")
+    src.add_argument(
+        "--store", type=Path, help="an embedded store's SQLite file (its stored vectors must be unrotated)"
+    )
     p.add_argument("--sample", type=int, default=20_000, help="at most this many texts or vectors")
     p.add_argument("--out", type=Path, required=True, help="where to write the .npy rotation")
     p.add_argument("--seed", type=int, default=0)
@@ -82,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     centred = vectors - vectors.mean(axis=0)
     total = float((centred**2).sum())
     rotated = centred @ rotation
-    share = {d: round(float((rotated[:, :d] ** 2).sum()) / total, 4) for d in (32, 64, 96, 128, 192) if d <= vectors.shape[1]}
+    share = {
+        d: round(float((rotated[:, :d] ** 2).sum()) / total, 4) for d in (32, 64, 96, 128, 192) if d <= vectors.shape[1]
+    }
     raw = {d: round(float((centred[:, :d] ** 2).sum()) / total, 4) for d in share}
     print(json.dumps({"out": str(args.out), "vectors": int(vectors.shape[0]), "dim": int(vectors.shape[1]),
                       "variance_in_prefix_rotated": share, "variance_in_prefix_raw": raw}))  # fmt: skip

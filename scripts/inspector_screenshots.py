@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from cognis_dev.processes import REPO as ROOT
+
 from tests.ui.harness import (
     DEMO_USER,
     READ_KEY,

@@ -36,15 +36,41 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 from cognis_dev.bench_common import percentile
 from cognis_dev.processes import ServeProcess
 
 KEY, TENANT = "load-test-key-0123456789", "load"
-WORDS = (
-    "coffee berlin guitar marathon sister python allergy salary lisbon tea dog promotion japan vegan piano "
-    "garden chess hiking bread camera violin sailing pottery cinema football yoga kayak tango poetry"
-).split()
+WORDS = [
+    "coffee",
+    "berlin",
+    "guitar",
+    "marathon",
+    "sister",
+    "python",
+    "allergy",
+    "salary",
+    "lisbon",
+    "tea",
+    "dog",
+    "promotion",
+    "japan",
+    "vegan",
+    "piano",
+    "garden",
+    "chess",
+    "hiking",
+    "bread",
+    "camera",
+    "violin",
+    "sailing",
+    "pottery",
+    "cinema",
+    "football",
+    "yoga",
+    "kayak",
+    "tango",
+    "poetry",
+]
 CMID = re.compile(r"ld-\d+-\d+")
 
 
@@ -235,7 +261,7 @@ def run_store(store: str, args: argparse.Namespace, workdir: Path) -> dict[str, 
         for s in reversed(started):
             try:
                 s.stop()
-            except Exception as e:  # noqa: BLE001 - report and go on stopping the rest
+            except Exception as e:
                 print(f"stopping {s}: {e}", file=sys.stderr)
 
 

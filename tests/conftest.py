@@ -9,10 +9,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import pytest  # noqa: E402
-import pytest_asyncio  # noqa: E402
-
-from cognis_dev.fixtures import *  # noqa: E402,F401,F403 - session fixtures for PostgreSQL, Redis, OpenSearch
+import pytest
+import pytest_asyncio
+from cognis_dev.fixtures import *  # noqa: F403 - session fixtures for PostgreSQL, Redis, OpenSearch
 
 
 @pytest.fixture(scope="session")

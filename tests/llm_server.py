@@ -34,14 +34,15 @@ class ScriptedLLMServer:
             def log_message(self, *args: Any) -> None:
                 return
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
                 name = body.get("response_format", {}).get("json_schema", {}).get("name", "")
                 try:
                     content = json.dumps(server.responder(name, body))
-                    status, payload = 200, json.dumps(
-                        {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+                    status, payload = (
+                        200,
+                        json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}),
                     )
                 except Reply as r:
                     status, payload = r.status, r.body

@@ -28,7 +28,7 @@ def test_demo_script_imports_searches_and_serves(tmp_path) -> None:
     port = free_port()
     env = {**os.environ, "COGNIS_DATA_DIR": str(tmp_path / "data"), "COGNIS_PORT": str(port)}
     env.pop("COGNIS_API_KEYS", None)
-    log = open(tmp_path / "demo.log", "w+", encoding="utf-8")
+    log = open(tmp_path / "demo.log", "w+", encoding="utf-8")  # noqa: SIM115 - the demo writes it until stopped
     proc = subprocess.Popen(
         ["bash", "scripts/demo.sh"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )

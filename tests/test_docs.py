@@ -12,7 +12,7 @@ def test_readme_lists_every_setting_with_its_default() -> None:
 
     readme = (ROOT / "README.md").read_text()
     for env, default, _ in rows():
-        line = next((l for l in readme.splitlines() if l.startswith(f"| {env} |")), None)
+        line = next((row for row in readme.splitlines() if row.startswith(f"| {env} |")), None)
         assert line is not None, f"{env} is missing from the README configuration table"
         assert f"| {default} |" in line, f"{env}: README default differs from the code ({default})"
     assert len(rows()) == len(Settings.model_fields)

@@ -95,9 +95,7 @@ def test_add_and_search_with_a_key(lam, tmp_path):
     assert status == 403
 
     # a base64-encoded body (binary media types) works too
-    status, _, body = call(
-        lam, http_event("POST", "/v1/users/u1/search", {"query": "green tea"}, auth, b64=True)
-    )
+    status, _, body = call(lam, http_event("POST", "/v1/users/u1/search", {"query": "green tea"}, auth, b64=True))
     assert status == 200 and [h["memory"]["id"] for h in body["results"]] == [memory_id]
     assert (tmp_path / "data" / "memory.db").exists()
 

@@ -43,8 +43,8 @@ def test_postgres_select_1_and_pgvector_cosine_query(postgres_server: PostgresSe
         assert conn.execute("SELECT 1").fetchone() == (1,)
         assert conn.execute("SHOW server_version").fetchone()[0].startswith("18.")
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0].startswith(
-            "0.8"
+        assert (
+            conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0].startswith("0.8")
         )
         conn.execute("DROP TABLE IF EXISTS items")
         conn.execute("CREATE TABLE items (id int PRIMARY KEY, user_id text NOT NULL, embedding vector(3) NOT NULL)")

@@ -35,6 +35,8 @@ def assert_stages(logged: dict[str, float], *, ran: set[str] = frozenset()) -> N
     """The always-on stages and ``ran`` were timed; the other conditional stages were not."""
     assert SEARCH_STAGES | ran <= set(logged), logged
     assert not (CONDITIONAL - ran) & set(logged), logged
+
+
 INGEST_STAGES = {"raw_store_ms", "resolution_ms", "embedding_ms"}
 
 

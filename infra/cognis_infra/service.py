@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import re
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any

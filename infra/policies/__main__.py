@@ -10,8 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import cognis_policies as rules  # noqa: E402
-from pulumi_policy import (  # noqa: E402
+import cognis_policies as rules
+from pulumi_policy import (
     EnforcementLevel,
     PolicyPack,
     ResourceValidationPolicy,

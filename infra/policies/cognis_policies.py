@@ -268,9 +268,8 @@ def check_no_public_data_stores(rtype: str, props: Mapping) -> list[str]:
     elif rtype in ("aws:rds/cluster:Cluster", "aws:rds/clusterInstance:ClusterInstance", "aws:rds/instance:Instance"):
         if _is_true(props.get("publiclyAccessible")):
             v.append("RDS must not be publicly accessible")
-    elif rtype == "aws:elasticache/replicationGroup:ReplicationGroup":
-        if not props.get("subnetGroupName"):
-            v.append("ElastiCache replication group must use a subnet group in private subnets")
+    elif rtype == "aws:elasticache/replicationGroup:ReplicationGroup" and not props.get("subnetGroupName"):
+        v.append("ElastiCache replication group must use a subnet group in private subnets")
     return v
 
 
@@ -440,9 +439,9 @@ def check_no_wildcard_iam(rtype: str, props: Mapping) -> list[str]:
         for arn in _as_list(props.get("managedPolicyArns")):
             if str(arn).endswith(ADMIN_POLICY_SUFFIXES):
                 v.append(f"role must not attach {arn}")
-    if rtype in ("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "aws:iam/policyAttachment:PolicyAttachment"):
-        if str(props.get("policyArn") or "").endswith(ADMIN_POLICY_SUFFIXES):
-            v.append(f"must not attach {props.get('policyArn')}")
+    attachments = ("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "aws:iam/policyAttachment:PolicyAttachment")
+    if rtype in attachments and str(props.get("policyArn") or "").endswith(ADMIN_POLICY_SUFFIXES):
+        v.append(f"must not attach {props.get('policyArn')}")
     return v
 
 

@@ -130,7 +130,12 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
         re.compile(rf"\b(?P<d>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<mon>{_MONTH_NAMES})\.?(?:,? (?P<y>\d{{4}}))?\b"),
         "day-month",
     ),
-    (re.compile(rf"\b(?:in|on|during|since|by|last|this|next|early|late|mid) (?P<mon>{_MONTH_NAMES})(?: (?P<y>\d{{4}}))?\b"), "month"),
+    (
+        re.compile(
+            rf"\b(?:in|on|during|since|by|last|this|next|early|late|mid) (?P<mon>{_MONTH_NAMES})(?: (?P<y>\d{{4}}))?\b"
+        ),
+        "month",
+    ),
     (re.compile(rf"\b(?P<mon>{_MONTH_NAMES}) (?P<y>\d{{4}})\b"), "month"),
     (re.compile(r"\b(?:in|since|during|of|from) (?P<y>(?:19|20)\d{2})\b"), "year"),
 ]

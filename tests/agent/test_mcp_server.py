@@ -65,7 +65,7 @@ async def stdio_session(args: list[str], log: Path, env: dict[str, str]) -> Asyn
         if isinstance(message, Exception):
             stray.append(message)
 
-    with open(log, "w", encoding="utf-8") as errlog:  # noqa: ASYNC230 - the child's stderr needs a real file
+    with open(log, "w", encoding="utf-8") as errlog:
         with anyio.fail_after(STARTUP_S + 60):
             async with (
                 stdio_client(params, errlog=errlog) as (read, write),

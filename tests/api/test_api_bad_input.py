@@ -55,8 +55,14 @@ CASES: list[tuple[str, str, str, Any, int, str]] = [
     ("oversized-multibyte", "POST", MSGS, _msg(content="é" * (256 * 1024 + 1)), 422, "messages[0].content"),
     ("nul-in-content", "POST", MSGS, _msg(content="a\x00b"), 422, "messages[0].content"),
     ("lone-surrogate", "POST", MSGS, b'{"messages":[{"content":"\\ud800 x"}]}', 422, "messages[0].content"),
-    ("surrogate-speaker", "POST", MSGS, b'{"messages":[{"content":"x","speaker":"\\udfff"}]}', 422,
-     "messages[0].speaker"),
+    (
+        "surrogate-speaker",
+        "POST",
+        MSGS,
+        b'{"messages":[{"content":"x","speaker":"\\udfff"}]}',
+        422,
+        "messages[0].speaker",
+    ),
     ("unknown-top-level-field", "POST", MSGS, {"messages": [{"content": "x"}], "bogus": 1}, 422, "bogus"),
     ("unknown-nested-field", "POST", MSGS, _msg(colour="red"), 422, "messages[0].colour"),
     ("unknown-search-field", "POST", SEARCH, {"query": "x", "top_k": 5}, 422, "top_k"),
@@ -75,8 +81,7 @@ CASES: list[tuple[str, str, str, Any, int, str]] = [
     ("timestamp-number-overflow", "POST", MSGS, _msg(timestamp=1e300), 422, "messages[0].timestamp"),
     ("timestamp-year-1", "POST", MSGS, _msg(timestamp="0001-01-01T00:00:00Z"), 422, "messages[0].timestamp"),
     ("timestamp-year-9999", "POST", MSGS, _msg(timestamp="9999-12-31T23:59:59Z"), 422, "messages[0].timestamp"),
-    ("search-time-from-year-1", "POST", SEARCH, {"query": "x", "time_from": "0001-01-01T00:00:00Z"}, 422,
-     "time_from"),
+    ("search-time-from-year-1", "POST", SEARCH, {"query": "x", "time_from": "0001-01-01T00:00:00Z"}, 422, "time_from"),
     ("search-now-year-9999", "POST", SEARCH, {"query": "x", "now": "9999-12-31T00:00:00Z"}, 422, "now"),
     ("patch-event-time-year-9999", "PATCH", MEMORY, {"event_time": "9999-01-01T00:00:00Z"}, 422, "event_time"),
     ("unknown-scope", "POST", MSGS, _msg(scope="GLOBAL"), 422, "messages[0].scope"),
@@ -99,8 +104,14 @@ CASES: list[tuple[str, str, str, Any, int, str]] = [
     ("no-messages", "POST", MSGS, {"messages": []}, 422, "messages"),
     ("too-many-messages", "POST", MSGS, {"messages": [{"content": f"m{i}"} for i in range(501)]}, 422, "messages"),
     ("context-without-session", "POST", MSGS, _msg(scope="CONTEXT"), 422, "messages[0].session_id"),
-    ("time-from-after-time-to", "POST", SEARCH,
-     {"query": "x", "time_from": "2025-02-01T00:00:00Z", "time_to": "2025-01-01T00:00:00Z"}, 422, "time_from"),
+    (
+        "time-from-after-time-to",
+        "POST",
+        SEARCH,
+        {"query": "x", "time_from": "2025-02-01T00:00:00Z", "time_to": "2025-01-01T00:00:00Z"},
+        422,
+        "time_from",
+    ),
     ("metadata-not-object", "POST", MSGS, _msg(metadata=[1, 2]), 422, "messages[0].metadata"),
     ("metadata-too-large", "POST", MSGS, _msg(metadata={"k": "v" * 9000}), 422, "messages[0].metadata"),
     ("metadata-nested-deep", "POST", MSGS, _nested(40), 422, "messages[0].metadata"),
@@ -113,8 +124,14 @@ CASES: list[tuple[str, str, str, Any, int, str]] = [
     ("patch-nothing", "PATCH", MEMORY, {}, 422, "body"),
     ("patch-empty-content", "PATCH", MEMORY, {"content": "  "}, 422, "content"),
     # -- issue 11: reserved metadata keys (the server owns ids), strict types, speakers, identifiers, context
-    ("metadata-raw-memory-id", "POST", MSGS, _msg(metadata={"raw_memory_id": "../../etc/passwd x"}), 422,
-     "messages[0].metadata.raw_memory_id"),
+    (
+        "metadata-raw-memory-id",
+        "POST",
+        MSGS,
+        _msg(metadata={"raw_memory_id": "../../etc/passwd x"}),
+        422,
+        "messages[0].metadata.raw_memory_id",
+    ),
     ("metadata-scope", "POST", MSGS, _msg(metadata={"scope": "CONTEXT"}), 422, "messages[0].metadata.scope"),
     ("metadata-role", "POST", MSGS, _msg(metadata={"role": "system"}), 422, "messages[0].metadata.role"),
     ("metadata-part", "POST", MSGS, _msg(metadata={"part": 1, "parts": 9}), 422, "messages[0].metadata.part"),
@@ -140,8 +157,14 @@ CASES: list[tuple[str, str, str, Any, int, str]] = [
     ("session-id-fullwidth", "POST", MSGS, _msg(session_id="ｓ1"), 422, "messages[0].session_id"),
     ("client-id-wildcard", "POST", MSGS, _msg(client_message_id="c*"), 422, "messages[0].client_message_id"),
     ("metadata-nested-1000", "POST", MSGS, _nested(1000), 422, "messages[0].metadata"),
-    ("search-filter-nested-deep", "POST", SEARCH, b'{"query":"x","scopes":' + b"[" * 200 + b"]" * 200 + b"}", 422,
-     "scopes"),
+    (
+        "search-filter-nested-deep",
+        "POST",
+        SEARCH,
+        b'{"query":"x","scopes":' + b"[" * 200 + b"]" * 200 + b"}",
+        422,
+        "scopes",
+    ),
 ]
 
 
@@ -258,9 +281,7 @@ async def test_configurable_message_size_limit(small_env):
             assert "the limit is 64 bytes" in r.json()["error"]["message"]
         r = await c.post(MSGS, json={"messages": [{"content": "x"}] * 4})
         assert r.status_code == 422 and r.json()["error"]["message"] == "messages: at most 3 per request"
-        r = await c.patch(
-            f"/v1/users/{USER}/memories/{ok.json()['memories'][0]['id']}", json={"content": "b" * 65}
-        )
+        r = await c.patch(f"/v1/users/{USER}/memories/{ok.json()['memories'][0]['id']}", json={"content": "b" * 65})
         assert r.status_code == 422 and r.json()["error"]["field"] == "content"
         assert small_env.table_counts() == before
 

@@ -33,7 +33,7 @@ def server(tmp_path_factory):
         "COGNIS_API_KEYS": "real-key=acme,real-read=acme:read",
         "COGNIS_TELEMETRY": "emf",  # as the infra sets it on ECS (auto would pick json for a file)
     }
-    out = open(tmp / "server.out", "w+", encoding="utf-8")
+    out = open(tmp / "server.out", "w+", encoding="utf-8")  # noqa: SIM115 - the server writes it until stopped
     proc = subprocess.Popen(
         [str(CLI), "serve", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp
     )

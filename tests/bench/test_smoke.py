@@ -38,7 +38,16 @@ def test_bench_locomo_smoke(tmp_path: Path) -> None:
         "bench_locomo.py", "--conversations", "1", "--sessions", "2", "--questions", "40",
         "--recipes", "bm25,vector,rrf,default", "--out", str(tmp_path),
     )  # fmt: skip
-    for key in ("recall@1", "recall@5", "recall@10", "recall@20", "per_category", "search_p50_ms", "search_p95_ms", "config"):
+    for key in (
+        "recall@1",
+        "recall@5",
+        "recall@10",
+        "recall@20",
+        "per_category",
+        "search_p50_ms",
+        "search_p95_ms",
+        "config",
+    ):
         assert key in out, key
     assert out["questions"] > 0 and set(out["recipes"]) == {"bm25", "vector", "rrf", "default"}
     assert 0.0 <= out["recall@10"] <= 1.0 and out["recall@1"] <= out["recall@20"]

@@ -242,7 +242,7 @@ class OptionsRecordingMonitor(MockMonitor):
         super().__init__(mocks)
         self.cognis_mocks = mocks
 
-    def RegisterResource(self, request):  # noqa: N802 - the gRPC method name
+    def RegisterResource(self, request):
         options = {
             "protect": bool(request.protect),
             "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,

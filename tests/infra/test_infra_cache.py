@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from cognis_infra.cache import Cache, CacheArgs, CacheSettings, validate_auth_token
 
+from cognis_infra.cache import Cache, CacheArgs, CacheSettings, validate_auth_token
 from tests.infra.infra_harness import CACHE_TOKEN, is_secret, parse_json, reveal, run_component, run_program
 
 GROUP = "aws:elasticache/replicationGroup:ReplicationGroup"

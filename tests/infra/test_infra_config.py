@@ -9,8 +9,8 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from cognis_infra import config as stack_config
 
+from cognis_infra import config as stack_config
 from tests.infra.infra_harness import API_KEY, CACHE_TOKEN, REPO, parse_json, run_program
 
 EXAMPLE = REPO / "Pulumi.example.yaml"

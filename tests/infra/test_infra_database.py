@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from cognis_infra.database import Database, DatabaseArgs, DatabaseSettings
 
+from cognis_infra.database import Database, DatabaseArgs, DatabaseSettings
 from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_component, run_program
 
 CLUSTER = "aws:rds/cluster:Cluster"

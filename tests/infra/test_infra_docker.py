@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from cognis_infra.service import LIVENESS_PATH, READINESS_PATH, ServiceSettings
 
+from cognis_infra.service import LIVENESS_PATH, READINESS_PATH, ServiceSettings
 from tests.infra.infra_harness import REPO
 
 DOCKERFILE = REPO / "Dockerfile"
@@ -245,7 +245,6 @@ def _task_image(run) -> str:
 
 def test_pulumi_up_builds_and_pushes_the_image_the_task_runs(program):
     from cognis_infra.registry import build_digest
-
     from tests.infra.infra_harness import is_secret, reveal
 
     repo = program.one("aws:ecr/repository:Repository")

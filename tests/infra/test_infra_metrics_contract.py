@@ -15,9 +15,9 @@ import json
 import os
 
 import pytest
+
 from cognis_infra.telemetry import METRIC_DIMENSIONS, READINESS_DIMENSIONS, READINESS_METRIC
 from cognis_memory.telemetry import names
-
 from tests.infra.infra_harness import parse_json
 
 

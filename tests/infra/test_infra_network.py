@@ -5,8 +5,8 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from cognis_infra.network import DEFAULT_INTERFACE_ENDPOINTS, NetworkSettings, subnet_cidrs
 
+from cognis_infra.network import DEFAULT_INTERFACE_ENDPOINTS, NetworkSettings, subnet_cidrs
 from tests.infra.infra_harness import ENDPOINT_SERVICE_GAPS, REGION, parse_json, run_program
 
 #: The chosen AZs: the first three zone ids (euw1-az1..3), as their names in the mocked account.

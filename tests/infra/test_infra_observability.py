@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from cognis_infra.observability import ObservabilitySettings
 from cognis_infra.telemetry import READINESS_METRIC, names
-
 from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_program
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"

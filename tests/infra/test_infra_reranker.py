@@ -6,6 +6,7 @@ import fnmatch
 import inspect
 
 import pytest
+
 from cognis_infra.reranker import (
     RerankerSettings,
     default_image,
@@ -13,7 +14,6 @@ from cognis_infra.reranker import (
     endpoint_name_pattern,
     image_repository_arn,
 )
-
 from tests.infra.infra_harness import ACCOUNT, MODEL_S3_URI, REGION, parse_json, run_program
 
 MODEL = "aws:sagemaker/model:Model"

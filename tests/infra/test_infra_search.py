@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pulumi
 import pytest
+
 from cognis_infra.context import AwsContext
 from cognis_infra.search import Search, SearchArgs, SearchSettings, domain_name_for
-
 from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_component
 
 DOMAIN = "aws:opensearch/domain:Domain"

@@ -9,10 +9,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
 from cognis_infra.context import AwsContext
 from cognis_infra.service import READINESS_PROBE, ServiceSettings, bedrock_resource_arns
 from cognis_infra.telemetry import READINESS_METRIC, names
-
 from tests.infra.infra_harness import ACCOUNT, API_KEY, CERT_ARN, REGION, is_secret, parse_json, reveal
 
 TASK_DEF = "aws:ecs/taskDefinition:TaskDefinition"
@@ -195,7 +195,7 @@ def test_readiness_probe_is_a_non_essential_sidecar(containers, container):
 class _Ready(BaseHTTPRequestHandler):
     answers: list[int] = []
 
-    def do_GET(self):  # noqa: N802 - http.server's method name
+    def do_GET(self):
         status = self.answers.pop(0)
         self.send_response(status)
         self.end_headers()
@@ -387,7 +387,6 @@ def test_service_settings_validation(kwargs, message):
 
 def test_the_first_tenant_rule_is_the_services_id_rule():
     from cognis_infra.service import TENANT_ID
-
     from cognis_memory.validation import ID_PATTERN
 
     assert TENANT_ID.pattern == ID_PATTERN.pattern

@@ -9,8 +9,8 @@ import re
 import sys
 
 import pytest
-from cognis_infra.service import COLLECTOR_CONTAINER_NAME, TELEMETRY_MODES
 
+from cognis_infra.service import COLLECTOR_CONTAINER_NAME, TELEMETRY_MODES
 from tests.infra.infra_harness import REGION, REPO, parse_json, run_program
 
 TASK_DEF = "aws:ecs/taskDefinition:TaskDefinition"

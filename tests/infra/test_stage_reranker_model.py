@@ -9,9 +9,9 @@ import sys
 
 import boto3
 import pytest
-from cognis_infra.reranker import RerankerSettings
 from moto import mock_aws
 
+from cognis_infra.reranker import RerankerSettings
 from scripts import stage_reranker_model as stage
 from tests.infra.infra_harness import REPO
 

@@ -88,13 +88,17 @@ def llm_server():
 
 
 async def _facts(svc, owner: Owner) -> list:
-    return [m for m in await svc.stores.memories.list_memories(owner, include_history=True) if m.kind is MemoryKind.FACT]
+    return [
+        m for m in await svc.stores.memories.list_memories(owner, include_history=True) if m.kind is MemoryKind.FACT
+    ]
 
 
 async def test_add_then_update_writes_a_version_chain(make_service, llm_server) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     owner = Owner("acme", "dana")
-    r1 = await svc.add_messages("acme", "dana", [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS)])
+    r1 = await svc.add_messages(
+        "acme", "dana", [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS)]
+    )
     assert r1.extraction["ADD"] == 1
     r2 = await svc.add_messages(
         "acme", "dana", [MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30))]
@@ -144,7 +148,10 @@ async def test_invented_alias_touches_nothing(make_service, llm_server) -> None:
     other = await make_service(llm=None, path=svc.settings.resolved_sqlite_path.with_name("other.db"))
     await other.add_messages("acme", "eve", [MessageIn("I love green tea", timestamp=TS)])
     await svc.add_messages("acme", "dana", [MessageIn("I love green tea", speaker="Dana", timestamp=TS)])
-    before = [(m.id, m.version, m.is_current) for m in await svc.stores.memories.list_memories(Owner("acme", "dana"), include_history=True)]
+    before = [
+        (m.id, m.version, m.is_current)
+        for m in await svc.stores.memories.list_memories(Owner("acme", "dana"), include_history=True)
+    ]
     llm_server.policy["alias"] = "m99"
     r = await svc.add_messages("acme", "dana", [MessageIn("I love green tea so much", speaker="Dana", timestamp=TS)])
     assert r.extraction["rejected_aliases"] == 1 and r.extraction["UPDATE"] == 0

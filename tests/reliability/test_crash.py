@@ -265,6 +265,7 @@ async def test_a_client_id_repeated_within_one_batch_is_stored_once(any_store, e
     again = await svc.add_messages(owner.tenant_id, owner.user_id, msgs)
     assert again.created == [False] * 5 and again.raw_memories == []
     raw = Counter(
-        CMID.search(m.content).group() for m in await any_store.store.roles().memories.list_memories(owner, include_history=True)
+        CMID.search(m.content).group()
+        for m in await any_store.store.roles().memories.list_memories(owner, include_history=True)
     )
     assert raw == {"cmid-9-0": 1, "cmid-9-1": 1}

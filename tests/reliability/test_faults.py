@@ -126,6 +126,7 @@ async def test_postgres_restart_and_crash_under_load_dual_store(private_pg, open
             tasks = [asyncio.create_task(writer(w)) for w in range(3)] + [
                 asyncio.create_task(searcher()) for _ in range(2)
             ]
+
             async def more_writes(n: int) -> None:
                 """Wait until the writers got ``n`` more answers of any kind (they are running into the server)."""
                 start = len(acked) + len(refused)
@@ -222,7 +223,7 @@ async def test_opensearch_down_dual_degrades_and_opensearch_only_refuses(private
             async def dual_caught_up() -> bool:
                 try:
                     await dual.store.drain_outbox(1000)
-                except Exception:  # noqa: BLE001 - OpenSearch still warming up
+                except Exception:
                     return False
                 return await dual.store.outbox_size() == 0
 

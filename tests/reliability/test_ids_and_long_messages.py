@@ -102,8 +102,12 @@ async def test_a_long_message_is_stored_as_parts_found_by_search_and_forgotten(e
     assert 40_000 < len(text.encode()) < 48_000
     r = await client.post(
         f"/v1/users/{user}/messages",
-        json={"messages": [{"content": text, "role": "assistant", "client_message_id": "long-1"},
-                           {"content": "a short one"}]},  # fmt: skip
+        json={
+            "messages": [
+                {"content": text, "role": "assistant", "client_message_id": "long-1"},
+                {"content": "a short one"},
+            ]
+        },  # fmt: skip
         headers={"X-API-Key": keys["rw"]},
     )
     assert r.status_code == 201, r.text[:300]

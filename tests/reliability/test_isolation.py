@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import event as hypothesis_event
-from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from cognis_memory.domain import Category, Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM

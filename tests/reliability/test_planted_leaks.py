@@ -32,9 +32,9 @@ from typing import Any
 import pytest
 
 from cognis_memory.domain import Owner
+from tests.reliability.executors import ServiceExecutor
 from tests.reliability.helpers import DIM_SHORT, Leak, Truth, os_client, unique_prefix
 from tests.reliability.test_isolation import PLAIN_SEARCH, Program, services
-from tests.reliability.executors import ServiceExecutor
 
 pytestmark = pytest.mark.integration
 
@@ -187,8 +187,9 @@ CASES: dict[str, Case] = {
             SPEAKERS, NO_USER_SPEAKERS, NO_USER_SPEAKERS_SET, NO_USER_SPEAKERS_MOVE, NO_USER_SPEAKERS_POP
         ).SpeakerDirectory,
     ),
-    "Redis cache key prefix": lambda env: Parts(env.embedded(real(EMBEDDED)), cache=env.cache(mutant(REDIS,
-                                                NO_USER_CACHE_PREFIX))),  # fmt: skip
+    "Redis cache key prefix": lambda env: Parts(
+        env.embedded(real(EMBEDDED)), cache=env.cache(mutant(REDIS, NO_USER_CACHE_PREFIX))
+    ),  # fmt: skip
 }
 #: one layer of a two-layer filter removed: the other layer alone must still keep every owner apart
 ONE_LAYER: dict[str, Case] = {
@@ -226,9 +227,13 @@ OPS: list[tuple[Any, ...]] = [
     ("add", 1, [message(["coffee", "rome"]), message(["tea"])], False),
     ("add", 2, [message(["coffee", "paris"])], False),
     ("drain",),
-    *[("search", who, search([other], recipe=recipe))
-      for who in range(3) for other in range(3) if other != who
-      for recipe in (None, "vector", "bm25", "vector_two_stage")],  # fmt: skip
+    *[
+        ("search", who, search([other], recipe=recipe))
+        for who in range(3)
+        for other in range(3)
+        if other != who
+        for recipe in (None, "vector", "bm25", "vector_two_stage")
+    ],  # fmt: skip
     ("search_all", search([], explain=False, cached=True)),
 ]
 

@@ -15,7 +15,6 @@ import numpy as np
 
 from cognis_memory.domain import Memory, MemoryKind, Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM
-from cognis_memory.retrieval.config import RECIPES
 from cognis_memory.retrieval.current_state import order_by_state
 from cognis_memory.retrieval.query_analysis import analyze_query
 from cognis_memory.service import MessageIn

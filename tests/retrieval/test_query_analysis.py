@@ -34,7 +34,9 @@ def test_recent_targets_now() -> None:
     assert a.temporal == "recent" and a.target_start == NOW and a.window_days == 14
 
 
-@pytest.mark.parametrize("q", ["When did Alice move to Lisbon?", "what date is the wedding", "How long ago was the trip?"])
+@pytest.mark.parametrize(
+    "q", ["When did Alice move to Lisbon?", "what date is the wedding", "How long ago was the trip?"]
+)
 def test_when_questions(q: str) -> None:
     a = analyze_query(q, NOW, default_window_days=30)
     assert a.temporal == "when" and a.target_start is None

@@ -104,8 +104,9 @@ def test_memories_are_browsed_in_pages_with_their_fields(ui, server):
     row = ui.memory_rows()[0]
     cells = [td.text for td in row.find_elements("css selector", "td")]
     assert cells[2] in ("USER · raw", "USER · fact") and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", cells[4])
-    assert ui.driver.execute_script("const w = arguments[0]; return w.scrollWidth <= w.clientWidth;",
-                                    ui.find(".table-wrap"))  # the table fits: no sideways scrolling
+    assert ui.driver.execute_script(
+        "const w = arguments[0]; return w.scrollWidth <= w.clientWidth;", ui.find(".table-wrap")
+    )  # the table fits: no sideways scrolling
 
     ui.choose("#filter-kind", "fact")  # the rewritten chain head is the only fact
     ui.until(lambda: len(ui.memory_rows()) <= 1)

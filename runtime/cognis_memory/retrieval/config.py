@@ -62,7 +62,9 @@ class RetrievalConfig(BaseModel):
     context_window_minutes: float = Field(30.0, gt=0, description="How close in message time 'nearby' is.")
     # after fusion: role prior
     role_boost: float = Field(
-        0.0, ge=0, description="First-person questions: user turns, questions about the assistant's words: "
+        0.0,
+        ge=0,
+        description="First-person questions: user turns, questions about the assistant's words: "
         "assistant turns (turns stored without a speaker name) score * (1 + boost).",
     )
     # after fusion: current-state ordering
@@ -106,7 +108,12 @@ class RetrievalConfig(BaseModel):
 
 ARCHITECTURE = RetrievalConfig()
 _DEFAULT = RetrievalConfig(
-    speaker_aware=True, context=True, keyword_cleanup=True, weight_vector=0.5, weight_bm25=0.5, current_state=True,
+    speaker_aware=True,
+    context=True,
+    keyword_cleanup=True,
+    weight_vector=0.5,
+    weight_bm25=0.5,
+    current_state=True,
     role_boost=1.0,
 )
 _NO_RERANK = {"rerank": False}

@@ -62,7 +62,7 @@ def successors(
     usable = [d for d in head if memories[d].embedding is not None and _time(memories[d]) is not None]
     if len(usable) < 2:
         return {}
-    sims = np.stack([memories[d].embedding for d in usable]).astype(np.float32, copy=False)
+    sims = np.stack([e for d in usable if (e := memories[d].embedding) is not None]).astype(np.float32, copy=False)
     sims = sims @ sims.T
     times = np.array([_time(memories[d]) for d in usable], dtype=np.float64)
     speakers = np.array([_speaker(memories[d]) for d in usable], dtype=object)

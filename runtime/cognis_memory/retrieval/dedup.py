@@ -14,10 +14,11 @@ import numpy as np
 
 def dedup_indices(vectors: Sequence[np.ndarray | None], threshold: float) -> list[int]:
     """Indices (in ranking order) of the results to keep."""
-    with_vec = [i for i, v in enumerate(vectors) if v is not None]
+    present = [(i, v) for i, v in enumerate(vectors) if v is not None]
+    with_vec = [i for i, _ in present]
     if len(with_vec) < 2:
         return list(range(len(vectors)))
-    mat = np.stack([vectors[i] for i in with_vec]).astype(np.float32, copy=False)
+    mat = np.stack([v for _, v in present]).astype(np.float32, copy=False)
     sims = mat @ mat.T  # one matrix product instead of one per candidate
     dropped: set[int] = set()
     kept_rows: list[int] = []

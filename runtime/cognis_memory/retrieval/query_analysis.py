@@ -64,22 +64,97 @@ _PRESENT_TENSE = re.compile(
 _PAST_TENSE = re.compile(r"\b(did|was|were|went|used)\b|\bhad\s+(?:i|we|you|he|she|they)\b", re.I)
 
 StateIntent = Literal["none", "present", "history"]
-_WHEN = re.compile(r"\b(when|what (?:date|day|time|year|month)|how long ago|since when|which (?:day|year|month))\b", re.I)
+_WHEN = re.compile(
+    r"\b(when|what (?:date|day|time|year|month)|how long ago|since when|which (?:day|year|month))\b", re.I
+)
 
 TemporalKind = Literal["none", "explicit", "recent", "when"]
 
 _CAPITALISED = re.compile(r"\b[A-Z][\w\-]*(?:'s|\u2019s)?\b")
 #: Capitalised words that begin questions or sentences and are never names worth checking.
 _NOT_NAMES = frozenset(
-    "a an and are as at be but by can could did do does during for from had has have how i if in is it its may "
-    "might my no not of on or our shall she should so than that the their then there these they this to was we "
-    "were what when where which who whom whose why will with would you your yes he her his him me us them".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "during",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "is",
+        "it",
+        "its",
+        "may",
+        "might",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "shall",
+        "she",
+        "should",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yes",
+        "he",
+        "her",
+        "his",
+        "him",
+        "me",
+        "us",
+        "them",
+    ]
 )
 
 
 def _opens_sentence(query: str, pos: int) -> bool:
     before = query[:pos].rstrip()
-    return not before or before[-1] in ".!?:;\"(\u201c"
+    return not before or before[-1] in '.!?:;"(\u201c'
 
 
 def _time_expression_ranges(query: str, spans: Iterable[TimeSpan]) -> list[tuple[int, int]]:

@@ -13,9 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 
-def temporal_score(
-    t: datetime | None, start: datetime, end: datetime, *, window_days: float, floor: float
-) -> float:
+def temporal_score(t: datetime | None, start: datetime, end: datetime, *, window_days: float, floor: float) -> float:
     if t is None:
         return floor
     if start <= t <= end:

@@ -23,7 +23,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
@@ -206,19 +206,19 @@ class Telemetry:
         blobs: list[dict[str, Any]] = []
         m = self._new()
         m.add_metric(name=latency_metric, unit=MetricUnit.Milliseconds, value=rec.elapsed_ms)
-        blobs.append(m.serialize_metric_set())
+        blobs.append(_blob(m))
         counters = self._new()
         counters.add_dimension(name=names.DIM_OPERATION, value=operation)
         counters.add_metric(name=names.REQUESTS, unit=MetricUnit.Count, value=1)
         counters.add_metric(name=names.ERRORS, unit=MetricUnit.Count, value=1 if error else 0)
         counters.add_metric(name=names.DEGRADED_ANSWERS, unit=MetricUnit.Count, value=1 if rec.degraded else 0)
-        blobs.append(counters.serialize_metric_set())
+        blobs.append(_blob(counters))
         for stage, ms in rec.durations_ms.items():
             s = self._new()
             s.add_dimension(name=names.DIM_PIPELINE, value=pipeline)
             s.add_dimension(name=names.DIM_STAGE, value=stage)
             s.add_metric(name=names.STAGE_LATENCY, unit=MetricUnit.Milliseconds, value=ms)
-            blobs.append(s.serialize_metric_set())
+            blobs.append(_blob(s))
         for blob in blobs:
             self._write(blob)
         return blobs
@@ -228,7 +228,12 @@ class Telemetry:
             return
         m = self._new()
         m.add_metric(name=metric, unit=MetricUnit.Count, value=value)
-        self._write(m.serialize_metric_set())
+        self._write(_blob(m))
+
+
+def _blob(metrics: Any) -> dict[str, Any]:
+    """One EMF blob (Powertools types it as its own ``CloudWatchEMFOutput`` TypedDict)."""
+    return cast(dict[str, Any], metrics.serialize_metric_set())
 
 
 _RESERVED = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
