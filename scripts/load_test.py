@@ -40,37 +40,10 @@ from cognis_dev.bench_common import percentile
 from cognis_dev.processes import ServeProcess
 
 KEY, TENANT = "load-test-key-0123456789", "load"
-WORDS = [
-    "coffee",
-    "berlin",
-    "guitar",
-    "marathon",
-    "sister",
-    "python",
-    "allergy",
-    "salary",
-    "lisbon",
-    "tea",
-    "dog",
-    "promotion",
-    "japan",
-    "vegan",
-    "piano",
-    "garden",
-    "chess",
-    "hiking",
-    "bread",
-    "camera",
-    "violin",
-    "sailing",
-    "pottery",
-    "cinema",
-    "football",
-    "yoga",
-    "kayak",
-    "tango",
-    "poetry",
-]
+WORDS = (
+    "coffee berlin guitar marathon sister python allergy salary lisbon tea dog promotion japan vegan piano "
+    "garden chess hiking bread camera violin sailing pottery cinema football yoga kayak tango poetry"
+).split()
 CMID = re.compile(r"ld-\d+-\d+")
 
 

@@ -26,33 +26,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 A = {"Authorization": "Bearer key-a"}
 B = {"Authorization": "Bearer key-b"}
-WORDS = [
-    "garden",
-    "river",
-    "station",
-    "morning",
-    "coffee",
-    "letter",
-    "window",
-    "mountain",
-    "engine",
-    "concert",
-    "painting",
-    "harbour",
-    "winter",
-    "market",
-    "bicycle",
-    "library",
-    "kitchen",
-    "theatre",
-    "island",
-    "village",
-    "forest",
-    "museum",
-    "lantern",
-    "ticket",
-    "journey",
-]
+WORDS = (
+    "garden river station morning coffee letter window mountain engine concert painting harbour winter "
+    "market bicycle library kitchen theatre island village forest museum lantern ticket journey"
+).split()
 
 
 def long_messages(n: int, seed: int = 11) -> list[str]:
