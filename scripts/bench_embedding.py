@@ -5,7 +5,7 @@ Each configuration runs in its own Python process, so each has its own imports a
 * ``main`` (``--baseline-ref``, default ``main``): the runtime of that git ref, checked out
   into a temporary worktree and put first on ``PYTHONPATH``; today's torch path;
 * ``torch``: this runtime with ``COGNIS_EMBEDDER=sentence-transformers``;
-* ``onnx``: this runtime with its defaults (ONNX Runtime, the packaged model).
+* ``onnx``: this runtime with its defaults (ONNX Runtime, the default int8 model).
 
 ``speed`` (the default) runs the workloads of every configuration in turn, round by round
 (``--rounds``), so slow phases of a shared machine hit all configurations alike, and prints

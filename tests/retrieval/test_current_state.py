@@ -80,7 +80,7 @@ def test_present_state_and_history_intent() -> None:
         assert analyze_query(q, now, default_window_days=30).state == "present", q
     for q in ("Where did I live before?", "Which city did I use to live in?"):
         assert analyze_query(q, now, default_window_days=30).state == "history", q
-    for q in ("What did I cook last week?", "When did I move?", "What did Caroline research?"):
+    for q in ("What did I cook last week?", "When did I move?", "What did Priya research?"):
         assert analyze_query(q, now, default_window_days=30).state == "none", q
 
 

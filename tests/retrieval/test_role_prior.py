@@ -20,7 +20,7 @@ def test_the_question_s_grammatical_person_names_the_role() -> None:
     for q in ("What did you recommend for my trip?", "Which hotel did you suggest?",
               "I'm checking our last chat: can you remind me of the book you mentioned?"):  # fmt: skip
         assert query_role(q) == "assistant", q
-    for q in ("Where does Maya live?", "What did Caroline research?", "Which city hosts the festival?"):
+    for q in ("Where does Maya live?", "What did Priya research?", "Which city hosts the festival?"):
         assert query_role(q) is None, q
 
 

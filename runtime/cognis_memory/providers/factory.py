@@ -34,7 +34,7 @@ def _build(family: str, kind: str, providers: dict[str, Provider], settings: Set
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """The embedder chosen by ``settings.embedder`` (default ``onnx``: the packaged all-MiniLM-L6-v2 on
+    """The embedder chosen by ``settings.embedder`` (default ``onnx``: the int8 all-MiniLM-L6-v2 built from its pinned PyPI source on
     ONNX Runtime, no torch; ``sentence-transformers`` needs the ``[sentence-transformers]`` extra)."""
     embedder: Embedder = _build("embedder", settings.embedder, EMBEDDERS, settings, optional=False)
     return embedder

@@ -9,8 +9,8 @@ wanted role are multiplied by ``1 + boost``; nothing else changes.
 The rule reads grammar only (personal pronouns), never the subject of the query. "you" in a
 request to the assistant ("can you remind me ...", "do you remember ...") is not a question
 about the assistant's turns. A memory takes part only when its speaker *is* its role (a turn
-without a speaker name, see :func:`.speakers.speaker_name`): where turns carry names (LoCoMo's
-"Caroline" and "Melanie", a user speaking as "Maya"), the query's names decide through the
+without a speaker name, see :func:`.speakers.speaker_name`): where turns carry names (two friends
+chatting under their own names, a user speaking as "Maya"), the query's names decide through the
 speaker-aware step, and this prior is neutral.
 """
 
