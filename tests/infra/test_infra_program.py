@@ -100,7 +100,8 @@ def test_installed_sdks_satisfy_the_infra_package_requirements():
 
 def test_pulumi_install_installs_the_infra_package_of_this_directory():
     """`pulumi install` runs pip in the program directory; the one line resolves to infra/ from
-    there and to nothing that exists from the repository root (where "." is the runtime)."""
+    there, and run from the repository root it names neither infra/ nor the runtime's project
+    (where "." would silently install the runtime with all its dependencies)."""
     lines = [
         line.split()
         for line in (INFRA / "requirements.txt").read_text().splitlines()
@@ -109,7 +110,7 @@ def test_pulumi_install_installs_the_infra_package_of_this_directory():
     assert len(lines) == 1 and lines[0][0] == "-e", lines
     target = lines[0][1]
     assert (INFRA / target).resolve() == INFRA.resolve()
-    assert not (REPO / target).resolve().exists()
+    assert (REPO / target).resolve() not in (REPO.resolve(), INFRA.resolve())
 
 
 def test_the_runtime_wheel_leaves_the_infra_side_out():
