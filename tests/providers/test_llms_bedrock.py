@@ -137,6 +137,16 @@ async def test_empty_system_prompt_is_omitted(client: Any) -> None:
         assert await _call(llm, system="") == ANSWER
 
 
+async def test_temperature_is_sent_and_the_model_docstring_is_not(client: Any) -> None:
+    """The tool description is the fixed sentence: Facts' docstring is for programmers (see wire_schema)."""
+    llm = BedrockConverseLLM(MODEL, client=client, max_tokens=512, temperature=0.3)
+    expected = _expected_request(inferenceConfig={"maxTokens": 512, "temperature": 0.3})
+    assert Facts.__doc__ and Facts.__doc__ not in json.dumps(expected)
+    with Stubber(client) as stub:
+        stub.add_response("converse", _response([_tool_use(ANSWER)]), expected)
+        assert await _call(llm) == ANSWER
+
+
 async def test_tool_input_given_as_a_json_string_is_accepted(client: Any) -> None:
     llm = BedrockConverseLLM(MODEL, client=client)
     with Stubber(client) as stub:
