@@ -100,7 +100,6 @@ class RetrievalPipeline:
         """``stages``: the registered stages to run after fusion, ``name -> "module:Class"`` in order."""
         self.vectors, self.keywords, self.memories = vectors, keywords, memories
         self.encoder, self.cache, self.config = encoder, cache, config
-        self.reranker, self.reranker_timeout_s = reranker, reranker_timeout_s
         self.speakers = SpeakerDirectory()
         self.stages = load_stages(stages, StageResources(memories, reranker, reranker_timeout_s))
 
@@ -218,16 +217,7 @@ class RetrievalPipeline:
             query=q, cfg=cfg, analysis=analysis, rec=rec, candidates=candidates, explain=explain,
             degraded=degraded, speaker_names=names, fused=fused,
         )  # fmt: skip
-        phase = 0
-        for stage in self.stages:
-            while PHASES[phase] != stage.phase:
-                phase += 1
-                self._enter(state, PHASES[phase])
-            if stage.enabled(state):
-                with rec.stage(stage.name):
-                    await stage.apply(state)
-        for later in PHASES[phase + 1 :]:
-            self._enter(state, later)
+        await self._run_stages(state)
         hits = state.hits
 
         rec.fields.update(results_final=len(hits), temporal_query=analysis.is_temporal, history_query=analysis.history)
@@ -245,6 +235,20 @@ class RetrievalPipeline:
                 "candidates": {k: v for k, v in rec.fields.items() if k.startswith("candidates")},
             }
         return response
+
+    async def _run_stages(self, state: SearchState) -> None:
+        """The registered stages in order, each timed when it runs; every phase's data is made when
+        the first stage of that phase comes, and the rest at the end (the answers always)."""
+        phase = 0
+        for stage in self.stages:
+            while PHASES[phase] != stage.phase:
+                phase += 1
+                self._enter(state, PHASES[phase])
+            if stage.enabled(state):
+                with state.rec.stage(stage.name):
+                    await stage.apply(state)
+        for later in PHASES[phase + 1 :]:
+            self._enter(state, later)
 
     @staticmethod
     def _enter(s: SearchState, phase: Phase) -> None:
