@@ -46,7 +46,7 @@ class NotAStage:
 
 
 def _resources() -> StageResources:
-    return StageResources(memories=None)  # type: ignore[arg-type]  # no stage here touches the store
+    return StageResources(memories=None)  # type: ignore[arg-type]  # the stages are built, never applied, here
 
 
 def test_the_registry_loads_in_order_and_each_stage_names_itself() -> None:
