@@ -2,13 +2,9 @@
 
 One ``pulumi up`` creates everything, the API image included (built and pushed here unless
 ``cognis:image``/``cognis:imageTag`` names one). See docs/deploy.md for the walkthrough and
-Pulumi.example.yaml / Pulumi.dev.yaml for every setting.
+Pulumi.example.yaml / Pulumi.dev.yaml for every setting. ``cognis_infra`` is an installed
+package (infra/pyproject.toml; `pulumi install` puts it into infra/.venv).
 """
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # cognis_infra, whatever the cwd
 
 import pulumi
 

@@ -1,20 +1,15 @@
-"""The runtime's metric contract, imported from the runtime package itself.
+"""The runtime's metric contract, read from the runtime's own file.
 
-``cognis_memory.telemetry.names`` is import-light on purpose, so the Pulumi program
-can import it without the runtime's heavy dependencies. When the distribution is not
-installed in the Pulumi virtualenv, fall back to the source tree (``runtime/``).
+``metric_names`` is ``runtime/cognis_memory/telemetry/names.py`` itself: a symbolic link in the
+source tree, one file with two import names. The runtime emits its metrics with it; the stack's
+alarms and dashboard read the same names here, without importing the runtime package or
+installing its dependencies in the Pulumi virtualenv (the file imports nothing). See
+docs/design-notes.md ("Code structure (issue 13)", "Infra packages").
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-try:  # the normal case: `pip install -e '.[infra]'` installed cognis-memory
-    from cognis_memory.telemetry import names
-except ImportError:  # pragma: no cover - exercised only outside the project venv
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "runtime"))
-    from cognis_memory.telemetry import names
+from . import metric_names as names
 
 __all__ = ["METRIC_DIMENSIONS", "READINESS_DIMENSIONS", "READINESS_METRIC", "names"]
 

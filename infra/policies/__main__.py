@@ -3,12 +3,12 @@
 The rules are plain functions in ``cognis_policies`` (tested directly over the mocked
 program's resources); this file only hands them to pulumi-policy. Constructing the
 ``PolicyPack`` starts the analyzer server, so it happens here and nowhere else.
+
+Pulumi runs the pack's directory as a program (``python -m pulumi.policy <engine> .`` from the
+directory, or ``python <directory>``), which puts the directory first on the import path, so the
+pack's own virtualenv finds ``cognis_policies`` next to this file; in the project's .venv it is
+installed (distribution cognis-infra, infra/pyproject.toml). See docs/deploy.md.
 """
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cognis_policies as rules
 from pulumi_policy import (

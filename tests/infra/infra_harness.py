@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import runpy
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,6 @@ from pulumi.runtime.mocks import MockMonitor
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
 POLICIES = INFRA / "policies"
-for p in (INFRA, POLICIES, REPO / "runtime"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
 PROJECT = "cognis"
 STACK = "test"

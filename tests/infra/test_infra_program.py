@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 from packaging.requirements import Requirement
 
@@ -46,44 +48,77 @@ def test_every_component_is_a_direct_child_of_the_stack(program):
             assert len(chain) == 1, t
 
 
-def test_program_stays_import_light():
-    """The program needs only what infra/requirements.txt installs: the Pulumi SDKs (and the metric
-    names, read from the runtime's source tree, which import nothing heavy)."""
+def test_program_stays_import_light(tmp_path):
+    """The program's modules, imported as installed (no path set-up, from an unrelated directory),
+    load the Pulumi SDKs and nothing of the runtime: not its dependencies, not even the
+    ``cognis_memory`` package (the metric names are the runtime's file under another name)."""
     code = (
-        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+        "import sys\n"
         "import cognis_infra.config, cognis_infra.observability, cognis_infra.service, cognis_infra.registry\n"
         "heavy = ('torch', 'sentence_transformers', 'transformers', 'fastapi', 'numpy', 'boto3', 'psycopg')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
-        "print(sorted(m for m in sys.modules if m.startswith('cognis_memory')))"
+        "print(sorted(m for m in sys.modules if m.startswith('cognis_memory')))\n"
+        "print(cognis_infra.__file__)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(INFRA), str(REPO / "runtime")], capture_output=True, text=True, check=True
-    )
-    heavy, runtime = out.stdout.splitlines()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
+    heavy, runtime, location = out.stdout.splitlines()
     assert heavy == "[]"
-    modules = ast.literal_eval(runtime)
-    assert "cognis_memory.telemetry.names" in modules
-    assert all(m == "cognis_memory" or m.startswith("cognis_memory.telemetry") for m in modules), modules
+    assert runtime == "[]"
+    assert Path(location).parent == INFRA / "cognis_infra"  # the editable install of this checkout
 
 
-def _requirements(path):
-    return [Requirement(line) for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+def test_metric_names_are_the_runtimes_own_file():
+    """One file, two import names: the link in the infra package resolves to the runtime's module,
+    and that module imports nothing (it must load where the runtime is not installed)."""
+    import cognis_memory.telemetry.names as runtime_names
+    from cognis_infra import metric_names
+
+    link = INFRA / "cognis_infra" / "metric_names.py"
+    assert link.is_symlink()
+    assert not Path(os.readlink(link)).is_absolute()  # relative: valid in any checkout
+    assert Path(metric_names.__file__).resolve() == Path(runtime_names.__file__).resolve()
+    tree = ast.parse(link.read_text())
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert [(getattr(n, "module", None), [a.name for a in n.names]) for n in imports] == [
+        ("__future__", ["annotations"])
+    ]
 
 
-def test_installed_sdks_satisfy_the_program_requirements():
-    reqs = _requirements(INFRA / "requirements.txt")
+def _pyproject(path):
+    import tomllib
+
+    return tomllib.loads(path.read_text())
+
+
+def test_installed_sdks_satisfy_the_infra_package_requirements():
+    reqs = [Requirement(r) for r in _pyproject(INFRA / "pyproject.toml")["project"]["dependencies"]]
     assert {r.name for r in reqs} == {"pulumi", "pulumi-aws", "pulumi-docker-build"}  # no torch, no runtime
     for req in reqs:
         assert req.specifier.contains(version(req.name)), f"{req} vs installed {version(req.name)}"
+    assert version("cognis-infra") == _pyproject(INFRA / "pyproject.toml")["project"]["version"]
 
 
-def test_infra_extra_and_requirements_agree():
-    import tomllib
+def test_pulumi_install_installs_the_infra_package_of_this_directory():
+    """`pulumi install` runs pip in the program directory; the one line resolves to infra/ from
+    there, and run from the repository root it names neither infra/ nor the runtime's project
+    (where "." would silently install the runtime with all its dependencies)."""
+    lines = [
+        line.split()
+        for line in (INFRA / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert len(lines) == 1 and lines[0][0] == "-e", lines
+    target = lines[0][1]
+    assert (INFRA / target).resolve() == INFRA.resolve()
+    assert (REPO / target).resolve() not in (REPO.resolve(), INFRA.resolve())
 
-    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["infra"]
-    assert sorted(str(Requirement(r)) for r in extra) == sorted(
-        str(r) for r in _requirements(INFRA / "requirements.txt")
-    )
+
+def test_the_runtime_wheel_leaves_the_infra_side_out():
+    """The runtime distribution has no Pulumi extra (cognis-infra carries the SDK pins) and
+    packages only ``cognis_memory``."""
+    root = _pyproject(REPO / "pyproject.toml")
+    assert "infra" not in root["project"]["optional-dependencies"]
+    assert root["tool"]["setuptools"]["packages"]["find"]["include"] == ["cognis_memory*"]
 
 
 def test_pulumi_project_points_at_the_program_and_its_own_venv():

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import pytest
 
 from cognis_infra.service import COLLECTOR_CONTAINER_NAME, TELEMETRY_MODES
-from tests.infra.infra_harness import REGION, REPO, parse_json, run_program
+from tests.infra.infra_harness import REGION, parse_json, run_program
 
 TASK_DEF = "aws:ecs/taskDefinition:TaskDefinition"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
@@ -72,7 +71,6 @@ def test_traces_add_a_non_essential_collector_the_api_sends_to(traced):
 
 def test_the_runtime_accepts_what_the_stack_sets(traced):
     """The API's settings parse the stack's telemetry variables as the runtime reads them."""
-    sys.path.insert(0, str(REPO / "runtime"))
     from cognis_memory.config import Settings
 
     env = _env(_containers(traced)["api"])
@@ -94,7 +92,6 @@ def test_traces_grant_x_ray_writes_only(traced, program):
 
 
 def test_the_mode_list_is_the_runtimes():
-    sys.path.insert(0, str(REPO / "runtime"))
     from cognis_memory.telemetry.modes import MODES
 
     assert TELEMETRY_MODES == MODES

@@ -73,6 +73,7 @@ def model(policy: dict[str, object] | None = None):
                 old = [a for a, text in context.items() if "has a dog" in text]
                 if old:
                     d.update(action="DELETE", target=old[0])
+            d.update(policy.get("patch", {}))
             decisions.append(d)
         return {"decisions": decisions}
 
@@ -243,6 +244,26 @@ async def test_malformed_decisions_fail_the_job_but_keep_the_message(make_servic
     assert not await _facts(svc, Owner("acme", "dana"))
     raw = await svc.stores.memories.list_memories(Owner("acme", "dana"))
     assert [m.source_message_ids for m in raw] == [[r.messages[0].id]]
+
+
+@pytest.mark.parametrize(
+    ("patch", "path"),
+    [
+        ({"action": "MERGE"}, r"\$\.decisions\[0\]\.action: Input should be 'ADD'"),
+        ({"fact": "0"}, r"\$\.decisions\[0\]\.fact: Input should be a valid integer"),
+        ({"reason": "new"}, r"\$\.decisions\[0\]\.reason: Extra inputs are not permitted"),
+        ({"category": "food"}, r"\$\.decisions\[0\]\.category: Input should be 'personal_details'"),
+    ],
+    ids=["bad-enum", "wrong-type", "extra-key", "bad-category"],
+)
+async def test_a_decision_outside_the_schema_fails_the_job(make_service, llm_server, patch, path) -> None:
+    svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_backoff_s=0.0)
+    llm_server.policy["patch"] = patch
+    await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS)], background=True)
+    job = await svc.worker.run_once()
+    assert job.status is JobStatus.FAILED and "LLMOutputError" in job.last_error
+    assert re.search(path, job.last_error), job.last_error
+    assert not await _facts(svc, Owner("acme", "dana"))
 
 
 async def test_sync_mode_llm_failure_is_a_retryable_error_after_storing(make_service, llm_server) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 import pytest
 from botocore.awsrequest import AWSPreparedRequest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
+from pydantic import BaseModel, ConfigDict
 
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import LLM, LLMOutputError
@@ -18,6 +19,24 @@ from cognis_memory.providers.llms import BedrockConverseLLM
 from tests.providers.provider_test_helpers import on_send, raw_http_response
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
+
+
+class Fact(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    category: Literal["preferences", "health"]
+
+
+class Facts(BaseModel):
+    """Facts worth remembering (a docstring, not sent)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    facts: list[Fact]
+
+
+# the schema sent for Facts
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -30,10 +49,12 @@ SCHEMA: dict[str, Any] = {
                     "category": {"type": "string", "enum": ["preferences", "health"]},
                 },
                 "required": ["content", "category"],
+                "additionalProperties": False,
             },
         }
     },
     "required": ["facts"],
+    "additionalProperties": False,
 }
 SYSTEM = "You extract durable facts about the user."
 PROMPT = "user: I stopped eating meat last month."
@@ -83,7 +104,11 @@ def _tool_use(value: Any, name: str = "record_facts") -> dict[str, Any]:
 
 
 async def _call(llm: BedrockConverseLLM, system: str = SYSTEM) -> dict[str, Any]:
-    return await llm.generate_structured(system=system, prompt=PROMPT, schema=SCHEMA, schema_name="record_facts")
+    answer = await llm.generate_structured(
+        system=system, prompt=PROMPT, response_model=Facts, schema_name="record_facts"
+    )
+    assert isinstance(answer, Facts)
+    return answer.model_dump()
 
 
 ANSWER = {"facts": [{"content": "is vegetarian since last month", "category": "preferences"}]}
@@ -112,18 +137,14 @@ async def test_empty_system_prompt_is_omitted(client: Any) -> None:
         assert await _call(llm, system="") == ANSWER
 
 
-async def test_schema_description_becomes_the_tool_description(client: Any) -> None:
+async def test_temperature_is_sent_and_the_model_docstring_is_not(client: Any) -> None:
+    """The tool description is the fixed sentence: Facts' docstring is for programmers (see wire_schema)."""
     llm = BedrockConverseLLM(MODEL, client=client, max_tokens=512, temperature=0.3)
-    schema = {**SCHEMA, "description": "Facts worth remembering."}
     expected = _expected_request(inferenceConfig={"maxTokens": 512, "temperature": 0.3})
-    expected["toolConfig"]["tools"][0]["toolSpec"]["description"] = "Facts worth remembering."
-    expected["toolConfig"]["tools"][0]["toolSpec"]["inputSchema"] = {"json": schema}
+    assert Facts.__doc__ and Facts.__doc__ not in json.dumps(expected)
     with Stubber(client) as stub:
         stub.add_response("converse", _response([_tool_use(ANSWER)]), expected)
-        assert (
-            await llm.generate_structured(system=SYSTEM, prompt=PROMPT, schema=schema, schema_name="record_facts")
-            == ANSWER
-        )
+        assert await _call(llm) == ANSWER
 
 
 async def test_tool_input_given_as_a_json_string_is_accepted(client: Any) -> None:
@@ -153,10 +174,11 @@ async def test_call_of_another_tool_is_an_output_error(client: Any) -> None:
 @pytest.mark.parametrize(
     ("value", "match"),
     [
-        ({"facts": [{"content": "x"}]}, r"\$\.facts\[0\]: missing required property 'category'"),
-        ({"facts": [{"content": "x", "category": "food"}]}, "not one of"),
-        ({"facts": "none"}, r"\$\.facts: expected array"),
-        ({}, "missing required property 'facts'"),
+        ({"facts": [{"content": "x"}]}, r"\$\.facts\[0\]\.category: Field required"),
+        ({"facts": [{"content": "x", "category": "food"}]}, r"\$\.facts\[0\]\.category: Input should be 'preferences'"),
+        ({"facts": [{"content": "x", "category": "health", "why": 1}]}, r"\$\.facts\[0\]\.why: Extra inputs"),
+        ({"facts": "none"}, r"\$\.facts: Input should be a valid (array|list)"),
+        ({}, r"\$\.facts: Field required"),
         (["facts"], "expected a JSON object"),
         ("not json at all", "not JSON"),
     ],
@@ -278,4 +300,4 @@ def test_invalid_construction_and_schema_name(client: Any) -> None:
         BedrockConverseLLM(MODEL, client=client, timeout_s=0)
     llm = BedrockConverseLLM(MODEL, client=client)
     with pytest.raises(ValueError, match="schema_name"):
-        llm.build_request(system="", prompt="p", schema=SCHEMA, schema_name="record facts!")
+        llm.build_request(system="", prompt="p", response_model=Facts, schema_name="record facts!")

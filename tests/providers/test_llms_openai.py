@@ -9,15 +9,25 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import LLM, LLMOutputError
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 
+
+class Decision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["ADD", "UPDATE", "DELETE", "NONE"]
+    target: str | None
+
+
+# the schema sent for Decision
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -127,9 +137,11 @@ def completion(content: Any, *, finish_reason: str = "stop", **message: Any) -> 
 
 
 async def ask(llm: OpenAICompatibleLLM, system: str = "Decide.") -> dict[str, Any]:
-    return await llm.generate_structured(
-        system=system, prompt="new fact: lives in Berlin", schema=SCHEMA, schema_name="decision"
+    answer = await llm.generate_structured(
+        system=system, prompt="new fact: lives in Berlin", response_model=Decision, schema_name="decision"
     )
+    assert isinstance(answer, Decision)
+    return answer.model_dump()
 
 
 async def test_success_sends_a_json_schema_chat_completion(server: FakeChatServer) -> None:
@@ -239,9 +251,10 @@ async def test_unreachable_server_is_dependency_unavailable() -> None:
         (completion('{"decision": "UPDATE", "target": '), "not valid JSON"),
         (completion("I think you should update m3."), "not valid JSON"),
         (completion('```json\n{"decision": UPDATE}\n```'), "fenced block is not valid JSON"),
-        (completion(json.dumps({"decision": "MERGE", "target": None})), "not one of"),
-        (completion(json.dumps({"decision": "ADD"})), "missing required property 'target'"),
-        (completion(json.dumps({**ANSWER, "why": "because"})), "unexpected property 'why'"),
+        (completion(json.dumps({"decision": "MERGE", "target": None})), r"\$\.decision: Input should be 'ADD'"),
+        (completion(json.dumps({"decision": "ADD"})), r"\$\.target: Field required"),
+        (completion(json.dumps({**ANSWER, "why": "because"})), r"\$\.why: Extra inputs are not permitted"),
+        (completion(json.dumps({**ANSWER, "target": 3})), r"\$\.target: Input should be a valid string, got 3"),
         (completion(json.dumps([ANSWER])), "expected a JSON object"),
         (completion(None), "no text content"),
         (completion(None, refusal="I can't help with that."), "refused"),

@@ -9,36 +9,29 @@ Two LLM calls per batch of resolved messages of one user:
    a table built here, so an id the LLM invents (or one of another user) cannot name any
    memory: such a decision is dropped and counted.
 
-The result is a list of :class:`Operation`, applied by the pipeline (each UPDATE/DELETE is
-one atomic version write in the store).
+The answers of both calls are the pydantic models of :mod:`.answers` (the providers send the
+schema derived from them and validate the answer with them). The result is a list of
+:class:`Operation`, applied by the pipeline (each UPDATE/DELETE is one atomic version write in
+the store).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
-from typing import Any
 
 import numpy as np
 
 from ..domain import Category, Memory, Owner, Scope, as_utc
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder
-from ..providers.base import LLM, LLMOutputError
+from ..providers.base import LLM
 from ..stores.base import SearchFilter
 from ..stores.roles import VectorSearch
+from .answers import Action, Decisions, ExtractedFacts
 from .resolution import ResolvedMessage
 
 CONTEXT_SIZE = 10
-
-
-class Action(StrEnum):
-    ADD = "ADD"
-    UPDATE = "UPDATE"
-    DELETE = "DELETE"
-    NONE = "NONE"
 
 
 @dataclass(slots=True)
@@ -65,51 +58,6 @@ class ExtractionResult:
     candidates: int = 0
 
 
-EXTRACT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "facts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "content": {"type": "string"},
-                    "category": {"type": "string", "enum": [c.value for c in Category]},
-                    "scope": {"type": "string", "enum": [s.value for s in Scope]},
-                    "event_date": {"type": ["string", "null"]},
-                },
-                "required": ["content", "category", "scope", "event_date"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["facts"],
-    "additionalProperties": False,
-}
-
-DECIDE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "decisions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "fact": {"type": "integer"},
-                    "action": {"type": "string", "enum": [a.value for a in Action]},
-                    "target": {"type": ["string", "null"]},
-                    "content": {"type": ["string", "null"]},
-                    "category": {"type": ["string", "null"], "enum": [*(c.value for c in Category), None]},
-                },
-                "required": ["fact", "action", "target", "content", "category"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["decisions"],
-    "additionalProperties": False,
-}
-
 EXTRACT_SYSTEM = (
     "You extract durable facts about the user from a conversation, for a long-term memory. "
     "Write each fact as one self-contained sentence naming the person (not 'I'), with absolute dates "
@@ -124,20 +72,13 @@ DECIDE_SYSTEM = (
 )
 
 
-def _parse_date(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value.strip():
+def _parse_date(value: str | None) -> datetime | None:
+    if value is None or not value.strip():
         return None
     try:
         return as_utc(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
     except ValueError:
         return None
-
-
-def _category(value: Any, default: Category) -> Category:
-    try:
-        return Category(str(value))
-    except ValueError:
-        return default
 
 
 class ContextAwareExtractor:
@@ -181,32 +122,29 @@ class ContextAwareExtractor:
         answer = await self.llm.generate_structured(
             system=DECIDE_SYSTEM,
             prompt="\n".join(context_lines),
-            schema=DECIDE_SCHEMA,
+            response_model=Decisions,
             schema_name="memory_decisions",
         )
         decided: set[int] = set()
         rewritten: list[CandidateFact] = []  # UPDATEs whose merged content needs its own vectors
-        for d in answer.get("decisions", []):
-            idx = d.get("fact")
-            if not isinstance(idx, int) or not 0 <= idx < len(facts) or idx in decided:
+        for d in answer.decisions:
+            idx = d.fact
+            if not 0 <= idx < len(facts) or idx in decided:
                 continue
             decided.add(idx)
             fact = facts[idx]
-            try:
-                action = Action(str(d.get("action")).upper())
-            except ValueError:
-                raise LLMOutputError(f"decisions[{idx}].action: unknown action {d.get('action')!r}") from None
+            action = d.action
             if action in (Action.UPDATE, Action.DELETE):
-                target = alias_of.get(str(d.get("target")))
+                target = alias_of.get(d.target or "")
                 if target is None:  # invented or foreign id: never touch anything
                     result.rejected_aliases += 1
                     continue
                 if action is Action.UPDATE:
-                    content = d.get("content") or fact.content
+                    content = d.content or fact.content
                     if content != fact.content:
                         fact = CandidateFact(
                             content=content,
-                            category=_category(d.get("category"), fact.category),
+                            category=d.category or fact.category,
                             scope=fact.scope,
                             event_time=fact.event_time,
                         )
@@ -228,25 +166,9 @@ class ContextAwareExtractor:
             f"[{r.message_time.isoformat()}] {r.display_text}" for r in messages if r.annotated_text.strip()
         )
         answer = await self.llm.generate_structured(
-            system=EXTRACT_SYSTEM, prompt=transcript, schema=EXTRACT_SCHEMA, schema_name="extracted_facts"
+            system=EXTRACT_SYSTEM, prompt=transcript, response_model=ExtractedFacts, schema_name="extracted_facts"
         )
-        facts = answer.get("facts")
-        if not isinstance(facts, list):
-            raise LLMOutputError("facts: expected a list")
-        out: list[CandidateFact] = []
-        for i, f in enumerate(facts):
-            if not isinstance(f, dict) or not isinstance(f.get("content"), str) or not f["content"].strip():
-                raise LLMOutputError(f"facts[{i}].content: expected a non-empty string, got {json.dumps(f)[:200]}")
-            try:
-                scope = Scope(str(f.get("scope", "USER")).upper())
-            except ValueError:
-                scope = Scope.USER
-            out.append(
-                CandidateFact(
-                    content=f["content"].strip(),
-                    category=_category(f.get("category"), Category.PERSONAL_DETAILS),
-                    scope=scope,
-                    event_time=_parse_date(f.get("event_date")),
-                )
-            )
-        return out
+        return [
+            CandidateFact(content=f.content, category=f.category, scope=f.scope, event_time=_parse_date(f.event_date))
+            for f in answer.facts
+        ]

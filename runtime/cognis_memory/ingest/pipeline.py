@@ -28,8 +28,9 @@ from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
 from ..providers.base import LLM, LLMOutputError
 from ..stores.roles import JobQueue, MemoryVersions, MessageLog, VectorSearch
 from ..telemetry.recorder import StageRecorder
+from .answers import Action
 from .categorizer import EmbeddingCategorizer
-from .extraction import Action, ContextAwareExtractor, ExtractionResult
+from .extraction import ContextAwareExtractor, ExtractionResult
 from .parts import part_id
 from .resolution import ResolvedMessage, resolve_parts
 from .supersession import mark_superseded

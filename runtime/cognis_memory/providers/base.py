@@ -8,9 +8,10 @@ so that callers can degrade instead of failing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
+from pydantic import BaseModel
 
 
 @runtime_checkable
@@ -50,20 +51,26 @@ class Reranker(Protocol):
 
 
 class LLMOutputError(ValueError):
-    """The LLM answered, but not with output matching the requested schema."""
+    """The LLM answered, but not with output matching the requested response model."""
+
+
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 
 @runtime_checkable
 class LLM(Protocol):
-    """A chat model that can answer with JSON matching a JSON schema."""
+    """A chat model that can answer with JSON matching a pydantic model."""
 
     name: str
 
     async def generate_structured(
-        self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str
-    ) -> dict[str, Any]:
-        """The model's answer as a dict valid against ``schema``.
+        self, *, system: str, prompt: str, response_model: type[AnswerT], schema_name: str
+    ) -> AnswerT:
+        """The model's answer, validated as ``response_model``.
 
-        Raises DependencyUnavailableError when the model cannot be reached (retryable), and
-        LLMOutputError when it answered with something that is not the requested structure.
+        The model is asked for JSON matching the schema derived from ``response_model``
+        (``providers.llms.structured.wire_schema``), sent under ``schema_name``
+        (``[A-Za-z0-9_-]{1,64}``). Raises DependencyUnavailableError when the model cannot be
+        reached (retryable), and LLMOutputError, naming the path of each mismatch, when it answered
+        with something that does not validate.
         """

@@ -2,9 +2,10 @@
 
 This module is the single source of truth shared by the runtime (which emits the
 metrics through CloudWatch Embedded Metric Format) and the Pulumi program in
-``infra/`` (whose alarms and dashboard read them). It must stay import-light: no
-third-party imports, so the infra program can import it without the runtime's
-heavy dependencies.
+``infra/`` (whose alarms and dashboard read them): ``infra/cognis_infra/metric_names.py``
+is a symbolic link to this file, imported there as ``cognis_infra.metric_names`` where
+the runtime is not installed. So it must import nothing: no third-party module and no
+module of ``cognis_memory`` either.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Chat models that answer with JSON matching a schema: Bedrock Converse and OpenAI-compatible HTTP.
+"""Chat models that answer with JSON matching a pydantic model: Bedrock Converse and OpenAI-compatible HTTP.
 
 One module per provider (:mod:`.bedrock`, :mod:`.openai_compatible`) and the answer checks they
 share (:mod:`.structured`); every name stays importable from ``cognis_memory.providers.llms`` (the
@@ -14,20 +14,23 @@ pipeline needs them:
   ``"configuration problem:"`` because retrying will not help until someone fixes the settings;
 * the model answered, but not with the requested structure -> :class:`LLMOutputError`.
 
-Answers are checked with :func:`validate_json_schema`, a small validator for the subset of JSON
-Schema the pipelines' schemas use, so the runtime does not depend on ``jsonschema``.
+The caller names a pydantic response model; the schema sent is derived from it
+(:func:`wire_schema`, within the subset OpenAI's strict mode and Bedrock's tool input accept) and
+the answer is validated with it (pydantic's strict JSON mode), a mismatch being an
+``LLMOutputError`` that names each path.
 """
 
 from __future__ import annotations
 
 from .bedrock import BedrockConverseLLM
 from .openai_compatible import OpenAICompatibleLLM
-from .structured import CONFIG_PREFIX, extract_json_text, validate_json_schema
+from .structured import CONFIG_PREFIX, extract_json_text, validated, wire_schema
 
 __all__ = [
     "CONFIG_PREFIX",
     "BedrockConverseLLM",
     "OpenAICompatibleLLM",
     "extract_json_text",
-    "validate_json_schema",
+    "validated",
+    "wire_schema",
 ]

@@ -13,11 +13,12 @@ from botocore.exceptions import (
     NoCredentialsError,
     PartialCredentialsError,
 )
+from pydantic import BaseModel
 
 from cognis_memory.errors import DependencyUnavailableError
-from cognis_memory.providers.base import LLMOutputError
+from cognis_memory.providers.base import AnswerT, LLMOutputError
 
-from .structured import CONFIG_PREFIX, check_schema_name, extract_json_text, validated
+from .structured import CONFIG_PREFIX, check_schema_name, extract_json_text, validated, wire_schema
 
 _BEDROCK_TRANSIENT = frozenset(
     {
@@ -36,12 +37,12 @@ _BEDROCK_TRANSIENT = frozenset(
 class BedrockConverseLLM:
     """Structured output from a Bedrock model through the Converse API and a forced tool call.
 
-    Each call offers exactly one tool, named ``schema_name`` with ``inputSchema={"json": schema}``,
-    and forces it with ``toolChoice={"tool": {"name": schema_name}}`` (supported by Anthropic
-    Claude, Mistral Large and Amazon Nova models). The answer is the ``input`` of the
-    ``toolUse`` block with that name in ``output.message.content``, validated against
-    ``schema``. The system prompt goes in ``system=[{"text": system}]`` (omitted when empty),
-    the prompt is the single user message.
+    Each call offers exactly one tool, named ``schema_name`` with ``inputSchema={"json": schema}``
+    (``schema`` derived from the response model by :func:`.structured.wire_schema`), and forces it
+    with ``toolChoice={"tool": {"name": schema_name}}`` (supported by Anthropic Claude, Mistral
+    Large and Amazon Nova models). The answer is the ``input`` of the ``toolUse`` block with that
+    name in ``output.message.content``, validated as the response model. The system prompt goes in
+    ``system=[{"text": system}]`` (omitted when empty), the prompt is the single user message.
 
     boto3 is synchronous, so the call runs in a worker thread. ``timeout_s`` bounds the whole
     call (retries included) with ``asyncio.wait_for``; botocore's read timeout is the same
@@ -87,10 +88,12 @@ class BedrockConverseLLM:
             )
         self._client = client
 
-    def build_request(self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str) -> dict[str, Any]:
+    def build_request(
+        self, *, system: str, prompt: str, response_model: type[BaseModel], schema_name: str
+    ) -> dict[str, Any]:
         """The keyword arguments of the ``converse`` call."""
         check_schema_name(schema_name)
-        description = schema.get("description") or f"Record the answer in the {schema_name} structure."
+        schema = wire_schema(response_model)
         request: dict[str, Any] = {
             "modelId": self.model_id,
             "messages": [{"role": "user", "content": [{"text": prompt}]}],
@@ -103,7 +106,7 @@ class BedrockConverseLLM:
                     {
                         "toolSpec": {
                             "name": schema_name,
-                            "description": description,
+                            "description": f"Record the answer in the {schema_name} structure.",
                             "inputSchema": {"json": schema},
                         }
                     }
@@ -138,10 +141,12 @@ class BedrockConverseLLM:
             raise DependencyUnavailableError("llm", f"Bedrock model {self.model_id!r} unreachable: {exc}") from exc
 
     async def generate_structured(
-        self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str
-    ) -> dict[str, Any]:
-        """The tool input the model produced, valid against ``schema`` (see the class docstring)."""
-        request = self.build_request(system=system, prompt=prompt, schema=schema, schema_name=schema_name)
+        self, *, system: str, prompt: str, response_model: type[AnswerT], schema_name: str
+    ) -> AnswerT:
+        """The tool input the model produced, as ``response_model`` (see the class docstring)."""
+        request = self.build_request(
+            system=system, prompt=prompt, response_model=response_model, schema_name=schema_name
+        )
         try:
             response = await asyncio.wait_for(asyncio.to_thread(self._converse, request), timeout=self.timeout_s)
         except TimeoutError as exc:
@@ -149,7 +154,7 @@ class BedrockConverseLLM:
                 "llm",
                 f"Bedrock model {self.model_id!r} did not answer within {self.timeout_s:g} s",
             ) from exc
-        return validated(self._tool_input(response, schema_name), schema, schema_name, self.name)
+        return validated(self._tool_input(response, schema_name), response_model, schema_name, self.name)
 
     def _tool_input(self, response: Mapping[str, Any], schema_name: str) -> Any:
         stop_reason = response.get("stopReason")

@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
+from pydantic import BaseModel
 
 from cognis_memory.errors import DependencyUnavailableError
-from cognis_memory.providers.base import LLMOutputError
+from cognis_memory.providers.base import AnswerT, LLMOutputError
 
-from .structured import CONFIG_PREFIX, check_schema_name, extract_json_text, validated
+from .structured import CONFIG_PREFIX, check_schema_name, extract_json_text, validated, wire_schema
 
 
 class OpenAICompatibleLLM:
@@ -20,11 +21,12 @@ class OpenAICompatibleLLM:
     Sends ``POST {base_url}/chat/completions`` with a system message (when non-empty), the
     prompt as the user message, ``temperature`` (and ``max_tokens`` when set), and
     ``response_format={"type": "json_schema", "json_schema": {"name": schema_name,
-    "schema": schema, "strict": true}}``. Strict mode on OpenAI requires every property to be
-    listed in ``required`` and ``additionalProperties: false`` on every object; servers such
-    as vLLM or llama.cpp use the schema for guided decoding. The answer
-    ``choices[0].message.content`` is parsed as JSON (a Markdown code fence around it is
-    tolerated) and validated against ``schema``.
+    "schema": schema, "strict": true}}``, ``schema`` derived from the response model by
+    :func:`.structured.wire_schema`. Strict mode on OpenAI requires every property to be
+    listed in ``required`` and ``additionalProperties: false`` on every object (the derivation
+    refuses a model that breaks this); servers such as vLLM or llama.cpp use the schema for
+    guided decoding. The answer ``choices[0].message.content`` is parsed as JSON (a Markdown code
+    fence around it is tolerated) and validated as the response model.
 
     Errors: a timeout (``timeout_s`` bounds the whole call), a connection error, HTTP 408/429
     or 5xx, or a reply that is not a chat completion -> ``DependencyUnavailableError``; other 4xx
@@ -67,9 +69,12 @@ class OpenAICompatibleLLM:
         self._own_client: httpx.AsyncClient | None = None
         self._own_loop: asyncio.AbstractEventLoop | None = None
 
-    def build_request(self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str) -> dict[str, Any]:
+    def build_request(
+        self, *, system: str, prompt: str, response_model: type[BaseModel], schema_name: str
+    ) -> dict[str, Any]:
         """The JSON body of the chat completion request."""
         check_schema_name(schema_name)
+        schema = wire_schema(response_model)
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
         body: dict[str, Any] = {
             "model": self.model,
@@ -101,10 +106,10 @@ class OpenAICompatibleLLM:
             self._own_client = None
 
     async def generate_structured(
-        self, *, system: str, prompt: str, schema: dict[str, Any], schema_name: str
-    ) -> dict[str, Any]:
-        """The model's JSON answer, valid against ``schema`` (see the class docstring)."""
-        body = self.build_request(system=system, prompt=prompt, schema=schema, schema_name=schema_name)
+        self, *, system: str, prompt: str, response_model: type[AnswerT], schema_name: str
+    ) -> AnswerT:
+        """The model's JSON answer, as ``response_model`` (see the class docstring)."""
+        body = self.build_request(system=system, prompt=prompt, response_model=response_model, schema_name=schema_name)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
@@ -137,7 +142,7 @@ class OpenAICompatibleLLM:
                 "llm",
                 f"{self.url} did not answer with a chat completion: {response.text[:200]!r}",
             ) from exc
-        return validated(self._content_json(choice, message), schema, schema_name, self.name)
+        return validated(self._content_json(choice, message), response_model, schema_name, self.name)
 
     def _content_json(self, choice: Mapping[str, Any], message: Any) -> Any:
         if not isinstance(message, Mapping):

@@ -1,165 +1,115 @@
-"""What the LLM providers share: the schema-name rule, the configuration-problem prefix, and the
-checks of an answer (:func:`validate_json_schema`, a small validator for the subset of JSON Schema
-the pipelines' schemas use, so the runtime does not depend on ``jsonschema``; :func:`extract_json_text`
-for text answers).
+"""What the LLM providers share: the schema-name rule, the configuration-problem prefix, the schema
+sent for a response model (:func:`wire_schema`), the check of an answer against that model
+(:func:`validated`) and :func:`extract_json_text` for text answers.
+
+The schema sent is derived from the pydantic model, never written by hand, and has to satisfy both
+providers:
+
+* OpenAI structured outputs with ``strict: true`` accept a subset of JSON Schema: the root is an
+  object (not ``anyOf``), every object lists all its properties in ``required`` and sets
+  ``additionalProperties: false``, an optional value is a union with ``null``
+  (https://platform.openai.com/docs/guides/structured-outputs#supported-schemas; Azure OpenAI
+  documents the same subset: https://learn.microsoft.com/en-us/azure/ai-services/openai/how-to/structured-outputs).
+* Bedrock Converse takes any JSON Schema as ``toolSpec.inputSchema.json`` whose top level type is
+  ``object`` (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ToolInputSchema.html).
+
+:func:`wire_schema` rewrites what ``model_json_schema()`` adds around that (``title``s, ``$defs`` and
+``$ref``, nullable fields as ``anyOf``) and refuses a model outside the subset (a field with a
+default, extra keys allowed, a keyword outside :data:`WIRE_KEYWORDS`) with ``ValueError``: a
+programming error, caught by the tests, never a bad answer.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from cognis_memory.providers.base import LLMOutputError
+from pydantic import BaseModel, ValidationError
+
+from cognis_memory.providers.base import AnswerT, LLMOutputError
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: The start of a DependencyUnavailableError message that retrying will not fix until the settings change.
 CONFIG_PREFIX = "configuration problem:"
 
-
-_TYPE_CHECKS: dict[str, Any] = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-    "integer": lambda v: (
-        (isinstance(v, int) and not isinstance(v, bool))
-        or (isinstance(v, float) and math.isfinite(v) and v.is_integer())
-    ),
-}
+#: The JSON Schema keywords a sent schema may use: the ones both providers document and the
+#: pipelines' answers need. Another keyword is added here after checking both providers' rules.
+WIRE_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum", "description"})
 
 
-def _json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: 1 == 1.0, but true != 1 and "1" != 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and a == b
+def wire_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema sent to the provider for answers of ``model`` (a fresh copy).
 
-
-def _resolve_ref(ref: str, root: Mapping[str, Any]) -> Mapping[str, Any]:
-    if not ref.startswith("#"):
-        raise ValueError(f"only local $ref are supported, got {ref!r}")
-    node: Any = root
-    for part in [p for p in ref[1:].split("/") if p]:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, Mapping) or part not in node:
-            raise ValueError(f"unresolvable $ref {ref!r}")
-        node = node[part]
-    if not isinstance(node, Mapping):
-        raise ValueError(f"$ref {ref!r} does not point to a schema")
-    return node
-
-
-def _validate(
-    value: Any,
-    schema: Mapping[str, Any] | bool,
-    path: str,
-    root: Mapping[str, Any],
-    out: list[str],
-) -> None:
-    if schema is True:
-        return
-    if schema is False:
-        out.append(f"{path}: no value is allowed here")
-        return
-    if "$ref" in schema:
-        _validate(value, _resolve_ref(schema["$ref"], root), path, root, out)
-
-    types = schema.get("type")
-    if types is not None:
-        names = [types] if isinstance(types, str) else list(types)
-        unknown = [t for t in names if t not in _TYPE_CHECKS]
-        if unknown:
-            raise ValueError(f"unsupported type {unknown[0]!r} in schema at {path}")
-        if not any(_TYPE_CHECKS[t](value) for t in names):
-            out.append(f"{path}: expected {' or '.join(names)}, got {_json_type(value)}")
-            return  # the other keywords would only repeat the type error
-
-    if "enum" in schema and not any(_json_equal(value, option) for option in schema["enum"]):
-        out.append(f"{path}: {value!r} is not one of {list(schema['enum'])!r}")
-    if "const" in schema and not _json_equal(value, schema["const"]):
-        out.append(f"{path}: expected {schema['const']!r}, got {value!r}")
-
-    for keyword in ("anyOf", "oneOf"):
-        if keyword in schema:
-            matches = 0
-            for option in schema[keyword]:
-                errors: list[str] = []
-                _validate(value, option, path, root, errors)
-                matches += not errors
-            if matches == 0 or (keyword == "oneOf" and matches > 1):
-                want = "any" if keyword == "anyOf" else "exactly one"
-                out.append(f"{path}: matches {matches} of the {keyword} alternatives, expected {want}")
-    for option in schema.get("allOf", ()):
-        _validate(value, option, path, root, out)
-
-    if isinstance(value, dict):
-        properties: Mapping[str, Any] = schema.get("properties", {})
-        for key in schema.get("required", ()):
-            if key not in value:
-                out.append(f"{path}: missing required property {key!r}")
-        extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            if key in properties:
-                _validate(item, properties[key], f"{path}.{key}", root, out)
-            elif extra is False:
-                out.append(f"{path}: unexpected property {key!r}")
-            elif isinstance(extra, Mapping):
-                _validate(item, extra, f"{path}.{key}", root, out)
-    elif isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            out.append(f"{path}: expected at least {schema['minItems']} items, got {len(value)}")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            out.append(f"{path}: expected at most {schema['maxItems']} items, got {len(value)}")
-        items = schema.get("items")
-        if isinstance(items, (Mapping, bool)):
-            for i, item in enumerate(value):
-                _validate(item, items, f"{path}[{i}]", root, out)
-    elif isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            out.append(f"{path}: shorter than {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            out.append(f"{path}: longer than {schema['maxLength']} characters")
-        if "pattern" in schema and re.search(schema["pattern"], value) is None:
-            out.append(f"{path}: does not match pattern {schema['pattern']!r}")
-    elif _TYPE_CHECKS["number"](value):
-        if "minimum" in schema and value < schema["minimum"]:
-            out.append(f"{path}: {value} is below the minimum {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            out.append(f"{path}: {value} is above the maximum {schema['maximum']}")
-
-
-def _json_type(value: Any) -> str:
-    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
-        if _TYPE_CHECKS[name](value):
-            return name
-    return type(value).__name__
-
-
-def validate_json_schema(instance: Any, schema: Mapping[str, Any]) -> list[str]:
-    """Errors of ``instance`` against ``schema`` (empty when valid), each prefixed by a ``$.path``.
-
-    Supported keywords: ``type`` (one name or a list, e.g. ``["string", "null"]``; JSON types
-    object/array/string/number/integer/boolean/null), ``enum``, ``const``, ``properties``,
-    ``required``, ``additionalProperties`` (boolean or schema), ``items`` (one schema),
-    ``minItems``/``maxItems``, ``minLength``/``maxLength``, ``pattern``, ``minimum``/``maximum``,
-    ``anyOf``/``oneOf``/``allOf`` and local ``$ref`` (``#/$defs/...``). Annotations such as
-    ``description``, ``title``, ``default`` or ``format`` are ignored. A schema using an unknown
-    ``type`` or a non-local ``$ref`` raises ``ValueError`` (a programming error, not a bad answer).
+    From ``model.model_json_schema()``: every ``$ref`` is inlined (the ``$defs`` go), a nullable
+    field (``anyOf`` of a type and ``null``) becomes ``"type": [type, "null"]`` (with ``null``
+    added to its ``enum``, if any), and ``title``s (Python names) are dropped, as are the
+    ``description``s pydantic takes from class docstrings (the root's and the inlined classes':
+    what the model is told is in the prompts); a ``Field(description=...)`` stays.
     """
-    errors: list[str] = []
-    _validate(instance, schema, "$", schema, errors)
-    return errors
+    return copy.deepcopy(_wire_schema(model))
+
+
+@functools.cache
+def _wire_schema(model: type[BaseModel]) -> dict[str, Any]:
+    # built once per model: pydantic's schema generation costs milliseconds, every call sends it
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+    schema.pop("description", None)  # the model's docstring
+    out = _wire(schema, defs, (), "$")
+    if out.get("type") != "object":
+        raise ValueError(f"{model.__name__}: the root of an answer must be an object")
+    return out
+
+
+def _wire(node: Mapping[str, Any], defs: Mapping[str, Any], refs: tuple[str, ...], path: str) -> dict[str, Any]:
+    node = dict(node)
+    ref = node.pop("$ref", None)
+    if ref is not None:
+        name = str(ref).removeprefix("#/$defs/")
+        if name in refs:
+            raise ValueError(f"{path}: recursive schemas are not sent ({' -> '.join((*refs, name))})")
+        target = {k: v for k, v in defs[name].items() if k not in ("title", "description")}  # the class's
+        return _wire({**target, **node}, defs, (*refs, name), path)
+    options = node.pop("anyOf", None)
+    if options is None:
+        return _keywords(node, defs, refs, path)
+    nullable = [option for option in options if option != {"type": "null"}]
+    if len(options) != 2 or len(nullable) != 1:
+        raise ValueError(f"{path}: the only union sent is a nullable value (X | None)")
+    inner = _wire(nullable[0], defs, refs, path)
+    if not isinstance(inner.get("type"), str):
+        raise ValueError(f"{path}: a nullable value needs one plain type")
+    inner["type"] = [inner["type"], "null"]
+    if "enum" in inner:
+        inner["enum"] = [*inner["enum"], None]
+    return {**inner, **_keywords(node, defs, refs, path)}  # the field's own keywords (a description)
+
+
+def _keywords(node: Mapping[str, Any], defs: Mapping[str, Any], refs: tuple[str, ...], path: str) -> dict[str, Any]:
+    if node.get("type") == "object":
+        properties = list(node.get("properties", {}))
+        optional = [name for name in properties if name not in node.get("required", [])]
+        if optional:
+            raise ValueError(f"{path}: every property must be required (no default), not {optional}")
+        if node.get("additionalProperties") is not False:
+            raise ValueError(f"{path}: an object must forbid extra keys (model_config extra='forbid')")
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title":
+            continue
+        if key not in WIRE_KEYWORDS:
+            raise ValueError(f"{path}: keyword {key!r} is not among the ones sent to the providers")
+        if key == "properties":
+            out[key] = {name: _wire(sub, defs, refs, f"{path}.{name}") for name, sub in value.items()}
+        elif key == "items":
+            out[key] = _wire(value, defs, refs, f"{path}[]")
+        else:
+            out[key] = value
+    return out
 
 
 def check_schema_name(schema_name: str) -> None:
@@ -167,14 +117,38 @@ def check_schema_name(schema_name: str) -> None:
         raise ValueError(f"schema_name must match {_SCHEMA_NAME.pattern}, got {schema_name!r}")
 
 
-def validated(result: Any, schema: Mapping[str, Any], schema_name: str, source: str) -> dict[str, Any]:
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+def validated(result: Any, response_model: type[AnswerT], schema_name: str, source: str) -> AnswerT:
+    """``result`` (a parsed JSON answer) as ``response_model``, or :class:`LLMOutputError` naming each
+    path that does not match.
+
+    Validated in pydantic's strict JSON mode, so the answer is held to JSON's types as the sent
+    schema states them: an enum is one of its values, a string is never a number, an integer never
+    a string or a boolean (a model may let ``3.0`` count as an integer, as JSON Schema does).
+    """
     if not isinstance(result, dict):
-        raise LLMOutputError(f"{source}: expected a JSON object for {schema_name}, got {_json_type(result)}")
-    errors = validate_json_schema(result, schema)
-    if errors:
+        got = _JSON_TYPES.get(type(result), "null" if result is None else type(result).__name__)
+        raise LLMOutputError(f"{source}: expected a JSON object for {schema_name}, got {got}")
+    try:
+        text = json.dumps(result, allow_nan=False)
+    except ValueError as exc:  # NaN or Infinity, which Python's JSON parser lets through
+        raise LLMOutputError(f"{source}: answer is not JSON: {exc}") from exc
+    try:
+        return response_model.model_validate_json(text, strict=True)
+    except ValidationError as exc:
+        errors = [_describe(error) for error in exc.errors(include_url=False)]
         shown = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
-        raise LLMOutputError(f"{source}: answer does not match schema {schema_name}: {shown}")
-    return result
+        raise LLMOutputError(f"{source}: answer does not match schema {schema_name}: {shown}") from exc
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    """One pydantic error as ``$.path: message``, with the offending value unless a key is missing."""
+    path = "$" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"])
+    if error["type"] == "missing":
+        return f"{path}: {error['msg']}"
+    return f"{path}: {error['msg']}, got {json.dumps(error.get('input'), default=str)[:100]}"
 
 
 _FENCED = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)

@@ -1,0 +1,1 @@
+../../runtime/cognis_memory/telemetry/names.py
