@@ -6,7 +6,8 @@ module the runtime emits them with), so the two sides cannot drift apart:
 
 * ``RetrievalLatency`` / ``IngestLatency`` {service} - alarms on p95 and p99
   (extended statistics), dashboard p50/p95/p99;
-* ``StageLatency`` {service, Pipeline, Stage} - per-stage p95 on the dashboard;
+* ``StageLatency`` {service, Pipeline, Stage} - per-stage p95 on the dashboard (retrieval stages
+  found by a ``SEARCH`` expression: the runtime's stage registry names them, no list here);
 * ``Requests`` / ``Errors`` / ``DegradedAnswers`` {service, Operation};
 * ``JobsDeadLettered`` {service} - alarm on any dead-lettered ingest job;
 * ``Ready`` {service} - written by each task's readiness probe (``GET /ready``: 1 or 0);
@@ -135,6 +136,15 @@ def _redis_search(group: str, metric: str) -> str:
     return f"SEARCH('{{AWS/ElastiCache,CacheClusterId}} MetricName=\"{metric}\" \"{group}\"', 'Average', 300)"
 
 
+def _stage_search(namespace: str, service: str, pipeline: str, stat: str, period: int) -> str:
+    """Every stage of one pipeline of this service: the runtime names its retrieval stages itself (a new
+    stage needs no edit here), so the widget finds them instead of listing them. The metric schema is
+    the exact dimension set ``StageLatency`` is emitted with; quoted values match exactly."""
+    schema = ",".join((namespace, names.DIM_PIPELINE, names.DIM_STAGE, names.DIM_SERVICE))
+    terms = f'MetricName="{names.STAGE_LATENCY}" {names.DIM_PIPELINE}="{pipeline}" {names.DIM_SERVICE}="{service}"'
+    return f"SEARCH('{{{schema}}} {terms}', '{stat}', {period})"
+
+
 def dashboard_body(d: DashboardInputs) -> dict:
     """The dashboard: traffic, latency percentiles, per-stage latency, errors, degraded
     answers, store health (OpenSearch, Aurora, Redis, reranker), targets and alarms."""
@@ -165,13 +175,13 @@ def dashboard_body(d: DashboardInputs) -> dict:
         _widget(
             "Retrieval stages p95 (ms)",
             [
-                _metric(
-                    ns,
-                    names.STAGE_LATENCY,
-                    {**svc, names.DIM_PIPELINE: names.PIPELINE_RETRIEVAL, names.DIM_STAGE: st},
-                    label=st,
-                )
-                for st in names.RETRIEVAL_STAGES
+                [
+                    {
+                        "expression": _stage_search(ns, d.service, names.PIPELINE_RETRIEVAL, "p95", 60),
+                        "id": "stages",
+                        "label": f"${{PROP('Dim.{names.DIM_STAGE}')}}",  # each series: its stage
+                    }
+                ]
             ],
             d.region,
             stat="p95",

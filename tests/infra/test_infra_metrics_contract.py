@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 
 import pytest
 
@@ -74,6 +75,7 @@ def test_runtime_settings_from_the_task_environment(program, settings):
 
 def _emitted_series(settings) -> set[tuple[str, str, frozenset]]:
     """(namespace, metric, {dimension: value}) of every metric the runtime emits."""
+    from cognis_memory.retrieval.pipeline import stage_names
     from cognis_memory.telemetry.emitter import Telemetry
     from cognis_memory.telemetry.recorder import StageRecorder
 
@@ -85,7 +87,7 @@ def _emitted_series(settings) -> set[tuple[str, str, frozenset]]:
         metrics_stream=out,
     )
     for operation, latency, pipeline, stages in (
-        (names.OPERATION_SEARCH, names.RETRIEVAL_LATENCY, names.PIPELINE_RETRIEVAL, names.RETRIEVAL_STAGES),
+        (names.OPERATION_SEARCH, names.RETRIEVAL_LATENCY, names.PIPELINE_RETRIEVAL, stage_names()),
         (names.OPERATION_INGEST, names.INGEST_LATENCY, names.PIPELINE_INGEST, names.INGEST_STAGES),
     ):
         rec = StageRecorder()
@@ -140,15 +142,32 @@ def test_alarms_watch_series_the_runtime_emits(program, emitted, settings):
         assert series in emitted, f"alarm {a['name']} watches {series}, which the runtime never emits"
 
 
+_SEARCH = re.compile(r"SEARCH\('\{(?P<schema>[^}]*)\} (?P<terms>[^']*)', '(?P<stat>[^']+)', (?P<period>\d+)\)")
+
+
+def _search_matches(expression: str, emitted: set) -> set:
+    """The emitted series a dashboard SEARCH finds: the schema's namespace and exactly its dimension
+    names (CloudWatch's metric schema), every ``Name="value"`` term exact (MetricName or a dimension)."""
+    m = _SEARCH.fullmatch(expression)
+    assert m, expression
+    namespace, *dim_names = m["schema"].split(",")
+    terms = dict(re.findall(r'(\w+)="([^"]*)"', m["terms"]))
+    assert re.sub(r'\w+="[^"]*"', "", m["terms"]).strip() == "", f"only exact terms: {expression}"
+    found = set()
+    for series in emitted:
+        ns, metric, dims = series
+        values = dict(dims)
+        if ns != namespace or set(values) != set(dim_names):
+            continue
+        if all((metric if k == "MetricName" else values.get(k)) == v for k, v in terms.items()):
+            found.add(series)
+    return found
+
+
 def test_dashboard_plots_series_the_runtime_emits(program, emitted, settings):
     body = parse_json(program.one("aws:cloudwatch/dashboard:Dashboard")["dashboardBody"])
-    app_rows = [
-        row
-        for w in body["widgets"]
-        if w["type"] == "metric"
-        for row in w["properties"]["metrics"]
-        if isinstance(row, list) and row[0] == settings.metrics_namespace
-    ]
+    rows = [row for w in body["widgets"] if w["type"] == "metric" for row in w["properties"]["metrics"]]
+    app_rows = [row for row in rows if isinstance(row, list) and row[0] == settings.metrics_namespace]
     plotted = set()
     for row in app_rows:
         core = row[:-1] if isinstance(row[-1], dict) else row
@@ -159,7 +178,29 @@ def test_dashboard_plots_series_the_runtime_emits(program, emitted, settings):
             continue
         assert series in emitted, f"dashboard plots {series}, which the runtime never emits"
         plotted.add(core[1])
+    searches = [row[0]["expression"] for row in rows if isinstance(row[0], dict) and "expression" in row[0]]
+    app_searches = [e for e in searches if e.startswith(f"SEARCH('{{{settings.metrics_namespace},")]
+    assert app_searches, "the retrieval stages are searched"
+    for expression in app_searches:
+        found = _search_matches(expression, emitted)
+        assert found, f"{expression} finds nothing the runtime emits"
+        plotted |= {metric for _, metric, _ in found}
     assert plotted == set(METRIC_DIMENSIONS), "every runtime metric is on the dashboard"
+
+
+def test_the_stage_search_finds_every_retrieval_stage_and_nothing_else(program, emitted, settings):
+    """Every retrieval stage the runtime can time (its registry included) is on the dashboard, and the
+    search takes neither ingest stages nor another metric."""
+    from cognis_memory.retrieval.pipeline import stage_names
+
+    body = parse_json(program.one("aws:cloudwatch/dashboard:Dashboard")["dashboardBody"])
+    widget = next(w for w in body["widgets"] if w["properties"].get("title", "").startswith("Retrieval stages"))
+    ((row,),) = widget["properties"]["metrics"]
+    stage_series = {
+        s for s in emitted if s[1] == names.STAGE_LATENCY and (names.DIM_PIPELINE, names.PIPELINE_RETRIEVAL) in s[2]
+    }
+    assert len(stage_series) == len(stage_names())
+    assert _search_matches(row["expression"], emitted) == stage_series
 
 
 def test_namespace_and_service_agree_across_env_alarms_and_defaults(program, task_env):

@@ -28,6 +28,7 @@ from cognis_memory.api.app import create_app
 from cognis_memory.config import Settings
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from cognis_memory.providers.rerankers import SageMakerReranker
+from cognis_memory.retrieval.pipeline import stage_names
 from cognis_memory.service import MemoryService, MessageIn
 from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.telemetry import names
@@ -138,7 +139,7 @@ async def test_a_search_is_a_server_span_an_operation_span_and_one_span_per_logg
     stages = _children(spans, op)
     assert {s.name for s in stages} == logged_stages  # the same names, every stage, nothing else
     assert {"query_analysis", "embed_query", "vector_short", "vector_full", "bm25", "rrf_fusion"} <= logged_stages
-    assert set(logged_stages) <= set(names.RETRIEVAL_STAGES)
+    assert set(logged_stages) <= set(stage_names())
     assert len(stages) == len(logged_stages) and len(spans) == 2 + len(stages)
     for s in stages:  # nested in time as in the tree
         assert op.start_time <= s.start_time <= s.end_time <= op.end_time, s.name

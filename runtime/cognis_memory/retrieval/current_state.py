@@ -29,6 +29,7 @@ similarity and rank, so a stale message never ranks above the fact that replaced
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Literal
@@ -37,6 +38,7 @@ import numpy as np
 
 from ..domain import Memory, MemoryKind
 from ..ingest.supersession import superseded_sources
+from .stages import RetrievalStage, SearchState
 
 
 def _speaker(m: Memory) -> str:
@@ -139,3 +141,31 @@ def order_by_state(
             out.append(d)
             placed.add(d)
     return out, {d: f for d, f in leader.items() if f != d}
+
+
+class CurrentStateOrder(RetrievalStage):
+    """:func:`order_by_state` for a present-state or history query. Scores stay non-increasing down the
+    ranking: a statement moved up takes the score of the one it now precedes; each statement moved below
+    another has that one's rank as ``state_rank_below`` in ``explain``."""
+
+    name = "current_state"
+    phase = "ranking"
+
+    def enabled(self, s: SearchState) -> bool:
+        return s.cfg.current_state and s.analysis.state != "none" and bool(s.ranked)
+
+    async def apply(self, s: SearchState) -> None:
+        cfg, final, intent = s.cfg, s.final, s.analysis.state
+        assert intent in ("present", "history")
+        out, below = order_by_state(
+            s.ranked, s.candidates, intent, head=cfg.state_head, min_similarity=cfg.state_similarity,
+            min_gap=timedelta(minutes=cfg.state_gap_minutes), same_speaker=cfg.state_same_speaker,
+        )  # fmt: skip
+        if not below:
+            return
+        for d, first in below.items():
+            final[first] = max(final[first], final[d])
+            s.explain.setdefault(d, {})["state_rank_below"] = float(out.index(first) + 1)
+        for prev, d in itertools.pairwise(out):
+            final[d] = min(final[d], final[prev])
+        s.ranked = out

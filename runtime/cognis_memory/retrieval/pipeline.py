@@ -1,23 +1,25 @@
-"""The retrieval pipeline, wiring the eight stages (see the modules of this package).
+"""The retrieval pipeline: candidate generation, then the registered stages.
 
-Measured additions sit between the stages when the recipe enables them (the
-``default`` recipe does): speaker-aware queries after stage 1 (:mod:`.speakers`: names of
-the user's speakers leave the embedded and keyword query and boost those speakers'
-memories after fusion) and session-neighbour expansion after stage 4 (:mod:`.session_neighbours`),
-then the role prior (:mod:`.role_prior`); current-state ordering (:mod:`.current_state`) follows the reranker.
+Candidate generation is fixed: query analysis (stage 1), the names of the user's speakers in the
+query when the recipe is speaker-aware (:mod:`.speakers`: they leave the embedded and keyword
+query), vector search (stage 2) and BM25 (stage 3) concurrently, weighted RRF (stage 4). What
+follows fusion is the list of registered stages of :data:`~.config.RETRIEVAL_STAGES`, run in that
+order (:mod:`.stages`): the speaker boost, conversation context (:mod:`.session_neighbours`), the
+role prior, temporal boosting (stage 5), dedup (stage 6), the cross-encoder (stage 7), current-state
+ordering and the version chain (stage 8), each deciding from the recipe and the query whether it runs.
 
 Plain async Python over the store, encoder, reranker and cache protocols: no web framework
-and no concrete backend. Every stage is timed into the request's :class:`StageRecorder`;
-a stage whose dependency fails (BM25 backend, reranker) is skipped and the response lists
-it under ``degraded``.
+and no concrete backend. Every stage is timed into the request's :class:`StageRecorder`
+(``<stage>_ms``; :func:`stage_names` lists them all); a stage whose dependency fails (BM25
+backend, reranker) is skipped and the response lists it under ``degraded``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -31,15 +33,22 @@ from ..providers.base import Reranker
 from ..stores.base import ScoredMemory, SearchFilter, VectorSearchResult
 from ..stores.roles import KeywordSearch, MemoryVersions, VectorSearch
 from ..telemetry.recorder import StageRecorder
-from .config import RetrievalConfig
-from .current_state import order_by_state
-from .dedup import dedup_indices
-from .fusion import min_max_normalise, weighted_rrf
+from .config import RETRIEVAL_STAGES, RetrievalConfig
+from .fusion import weighted_rrf
 from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names, without_state_words
-from .role_prior import query_role, role_boosted
-from .session_neighbours import neighbour_scores
 from .speakers import SpeakerDirectory
-from .temporal import blend, temporal_score
+from .stages import PHASES, Phase, SearchState, StageResources, load_stages
+
+#: The stages of candidate generation, in pipeline order (``vector_short``/``vector_full`` are timed
+#: inside the store); the registered stages follow them.
+CANDIDATE_STAGES: tuple[str, ...] = (
+    "query_analysis", "speaker_names", "embed_query", "vector_short", "vector_full", "bm25", "rrf_fusion",
+)  # fmt: skip
+
+
+def stage_names(registry: Mapping[str, str] = RETRIEVAL_STAGES) -> tuple[str, ...]:
+    """Every stage a search can time (``<name>_ms``, the ``Stage`` dimension of ``StageLatency``), in order."""
+    return CANDIDATE_STAGES + tuple(registry)
 
 
 @dataclass(slots=True)
@@ -86,11 +95,13 @@ class RetrievalPipeline:
         config: RetrievalConfig,
         reranker: Reranker | None = None,
         reranker_timeout_s: float = 1.5,
+        stages: Mapping[str, str] = RETRIEVAL_STAGES,
     ) -> None:
+        """``stages``: the registered stages to run after fusion, ``name -> "module:Class"`` in order."""
         self.vectors, self.keywords, self.memories = vectors, keywords, memories
         self.encoder, self.cache, self.config = encoder, cache, config
-        self.reranker, self.reranker_timeout_s = reranker, reranker_timeout_s
         self.speakers = SpeakerDirectory()
+        self.stages = load_stages(stages, StageResources(memories, reranker, reranker_timeout_s))
 
     async def _probe_speakers(self, owner: Owner, word: str) -> list[Memory]:
         """Memories that mention ``word`` (for the speaker directory); none when BM25 is down."""
@@ -202,79 +213,12 @@ class RetrievalPipeline:
         if cfg.speaker_aware:
             self.speakers.observe(q.owner, candidates.values())
 
-        base = fused  # fused score, adjusted by the speaker and context steps when enabled
-        if names and cfg.speaker_boost > 0 and base:
-            with rec.stage("speaker_boost"):
-                wanted = {n.lower() for n in names}
-                base = {
-                    d: s * (1.0 + cfg.speaker_boost) if (candidates[d].speaker or "").strip().lower() in wanted else s
-                    for d, s in base.items()
-                }
-        if cfg.context and cfg.context_weight > 0 and base:
-            with rec.stage("context"):
-                ctx = neighbour_scores(base, candidates, window_minutes=cfg.context_window_minutes)
-                base = {d: s + cfg.context_weight * ctx[d] for d, s in base.items()}
-                for d, c in ctx.items():
-                    if c:
-                        explain[d]["context"] = c
-        role = query_role(q.text) if cfg.role_boost > 0 else None
-        if role is not None and base:
-            with rec.stage("role_prior"):
-                base = role_boosted(base, candidates, role, cfg.role_boost)
-        final = dict(base)
-
-        if cfg.temporal_boost and analysis.is_temporal and final:
-            with rec.stage("temporal_boost"):
-                norm = min_max_normalise(base)
-                for doc, fused_norm in norm.items():
-                    mem = candidates[doc]
-                    if analysis.temporal == "when":
-                        t = 1.0 if mem.event_time is not None else 0.0
-                        final[doc] = blend(fused_norm, t, cfg.when_weight)
-                    else:
-                        assert analysis.target_start and analysis.target_end and analysis.window_days
-                        t = temporal_score(
-                            mem.effective_time,
-                            analysis.target_start,
-                            analysis.target_end,
-                            window_days=analysis.window_days,
-                            floor=cfg.temporal_floor,
-                        )
-                        final[doc] = blend(fused_norm, t, cfg.temporal_weight)
-                    explain[doc].update(fused_norm=fused_norm, temporal=t, final=final[doc])
-        ranked = sorted(final, key=lambda d: (-final[d], d))
-
-        if cfg.dedup and ranked:
-            with rec.stage("dedup"):
-                # Only the head can be returned or reranked: dedup a window twice that size, and the
-                # whole list only when the window loses so much that the head would run short.
-                need = max(q.limit, cfg.rerank_top if cfg.rerank and self.reranker is not None else 0)
-                window = ranked if len(ranked) <= 2 * need else ranked[: 2 * need]
-                keep = dedup_indices([candidates[d].embedding for d in window], cfg.dedup_threshold)
-                if len(keep) < need and len(window) < len(ranked):
-                    window = ranked
-                    keep = dedup_indices([candidates[d].embedding for d in window], cfg.dedup_threshold)
-                rec.fields["dedup_removed"] = len(window) - len(keep)
-                ranked = [window[i] for i in keep]
-
-        if cfg.rerank and self.reranker is not None and ranked:
-            with rec.stage("cross_encoder"):
-                ranked = await self._rerank(q.text, ranked, candidates, final, explain, cfg, degraded)
-
-        if cfg.current_state and analysis.state != "none" and ranked:
-            with rec.stage("current_state"):
-                ranked = self._order_by_state(ranked, candidates, final, explain, analysis, cfg)
-
-        top = ranked[: q.limit]
-        hits = [SearchHit(candidates[d], final[d], explain.get(d, {}) if q.explain else {}) for d in top]
-
-        if cfg.history and (analysis.history or q.include_history) and hits:
-            with rec.stage("version_chain"):
-                # a first version has no earlier versions: no store round trip for it
-                walk = [hit for hit in hits if hit.memory.version > 1 or hit.memory.replaces_id is not None]
-                chains = await asyncio.gather(*(self.memories.get_chain(q.owner, hit.memory.id) for hit in walk))
-                for hit, chain in zip(walk, chains, strict=True):
-                    hit.history = [m for m in chain if m.version < hit.memory.version]
+        state = SearchState(
+            query=q, cfg=cfg, analysis=analysis, rec=rec, candidates=candidates, explain=explain,
+            degraded=degraded, speaker_names=names, fused=fused,
+        )  # fmt: skip
+        await self._run_stages(state)
+        hits = state.hits
 
         rec.fields.update(results_final=len(hits), temporal_query=analysis.is_temporal, history_query=analysis.history)
         if names:
@@ -292,56 +236,30 @@ class RetrievalPipeline:
             }
         return response
 
-    @staticmethod
-    def _order_by_state(
-        ranked: list[str],
-        candidates: dict[str, Memory],
-        final: dict[str, float],
-        explain: dict[str, dict[str, float]],
-        analysis: QueryAnalysis,
-        cfg: RetrievalConfig,
-    ) -> list[str]:
-        """Current-state ordering (:mod:`.current_state`); scores stay non-increasing down the ranking:
-        a statement moved up takes the score of the one it now precedes."""
-        assert analysis.state in ("present", "history")
-        out, below = order_by_state(
-            ranked, candidates, analysis.state, head=cfg.state_head, min_similarity=cfg.state_similarity,
-            min_gap=timedelta(minutes=cfg.state_gap_minutes), same_speaker=cfg.state_same_speaker,
-        )  # fmt: skip
-        if not below:
-            return ranked
-        for d, first in below.items():
-            final[first] = max(final[first], final[d])
-            explain.setdefault(d, {})["state_rank_below"] = float(out.index(first) + 1)
-        for prev, d in itertools.pairwise(out):
-            final[d] = min(final[d], final[prev])
-        return out
+    async def _run_stages(self, state: SearchState) -> None:
+        """The registered stages in order, each timed when it runs; every phase's data is made when
+        the first stage of that phase comes, and the rest at the end (the answers always)."""
+        phase = 0
+        for stage in self.stages:
+            while PHASES[phase] != stage.phase:
+                phase += 1
+                self._enter(state, PHASES[phase])
+            if stage.enabled(state):
+                with state.rec.stage(stage.name):
+                    await stage.apply(state)
+        for later in PHASES[phase + 1 :]:
+            self._enter(state, later)
 
-    async def _rerank(
-        self,
-        text: str,
-        ranked: list[str],
-        candidates: dict[str, Memory],
-        final: dict[str, float],
-        explain: dict[str, dict[str, float]],
-        cfg: RetrievalConfig,
-        degraded: list[str],
-    ) -> list[str]:
-        assert self.reranker is not None
-        head, tail = ranked[: cfg.rerank_top], ranked[cfg.rerank_top :]
-        try:
-            scores = await asyncio.wait_for(
-                self.reranker.rerank(text, [candidates[d].content for d in head]), timeout=self.reranker_timeout_s
-            )
-        except (DependencyUnavailableError, TimeoutError):
-            degraded.append("reranker")
-            return ranked
-        if len(scores) != len(head):
-            degraded.append("reranker")
-            return ranked
-        rr = min_max_normalise(dict(zip(head, map(float, scores), strict=True)))
-        prev = min_max_normalise({d: final[d] for d in head})
-        for d in head:
-            final[d] = cfg.rerank_weight * rr[d] + (1 - cfg.rerank_weight) * prev[d]
-            explain.setdefault(d, {}).update(rerank=rr[d])
-        return sorted(head, key=lambda d: (-final[d], d)) + tail
+    @staticmethod
+    def _enter(s: SearchState, phase: Phase) -> None:
+        """Make the data of ``phase`` from the previous phase's (see :mod:`.stages`)."""
+        if phase == "final":
+            s.final = dict(s.fused)
+        elif phase == "ranking":
+            s.ranked = sorted(s.final, key=lambda d: (-s.final[d], d))
+        elif phase == "hits":
+            explain = s.query.explain
+            s.hits = [
+                SearchHit(s.candidates[d], s.final[d], s.explain.get(d, {}) if explain else {})
+                for d in s.ranked[: s.query.limit]
+            ]

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from ..domain import Memory
+from .stages import RetrievalStage, SearchState
 
 Role = Literal["user", "assistant"]
 
@@ -59,3 +60,18 @@ def role_boosted(
 ) -> dict[str, float]:
     """``scores`` with the candidates said in ``role`` multiplied by ``1 + boost``."""
     return {d: s * (1.0 + boost) if role_of(memories[d]) == role else s for d, s in scores.items()}
+
+
+class RolePrior(RetrievalStage):
+    """:func:`role_boosted` with the role :func:`query_role` reads from the query (``role_boost``)."""
+
+    name = "role_prior"
+    phase = "fused"
+
+    def enabled(self, s: SearchState) -> bool:
+        return s.cfg.role_boost > 0 and bool(s.fused) and query_role(s.query.text) is not None
+
+    async def apply(self, s: SearchState) -> None:
+        role = query_role(s.query.text)
+        assert role is not None
+        s.fused = role_boosted(s.fused, s.candidates, role, s.cfg.role_boost)

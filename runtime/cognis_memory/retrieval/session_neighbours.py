@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..domain import Memory
+from .stages import RetrievalStage, SearchState
 
 
 def neighbour_scores(
@@ -57,3 +58,20 @@ def neighbour_scores(
                 best = max(best, scores[d2])
             out[d] = best
     return out
+
+
+class ConversationContext(RetrievalStage):
+    """score + ``context_weight`` * :func:`neighbour_scores` (shown as ``context`` in ``explain``)."""
+
+    name = "context"
+    phase = "fused"
+
+    def enabled(self, s: SearchState) -> bool:
+        return s.cfg.context and s.cfg.context_weight > 0 and bool(s.fused)
+
+    async def apply(self, s: SearchState) -> None:
+        ctx = neighbour_scores(s.fused, s.candidates, window_minutes=s.cfg.context_window_minutes)
+        s.fused = {d: v + s.cfg.context_weight * ctx[d] for d, v in s.fused.items()}
+        for d, c in ctx.items():
+            if c:
+                s.explain[d]["context"] = c

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from ..domain import Memory, Owner
 from ..timeexpr import TimeSpan
 from .query_analysis import find_names, name_candidates
+from .stages import RetrievalStage, SearchState
 
 Probe = Callable[[str], Awaitable[list[Memory]]]
 
@@ -128,3 +129,20 @@ class SpeakerDirectory:
             self.observe(owner, (m for found in results for m in found))
             self._mark_not_speakers(owner, unknown)
         return find_names(query, self.known(owner), spans), probed
+
+
+class SpeakerBoost(RetrievalStage):
+    """Memories of a speaker the query named: fused score * (1 + ``speaker_boost``)."""
+
+    name = "speaker_boost"
+    phase = "fused"
+
+    def enabled(self, s: SearchState) -> bool:
+        return bool(s.speaker_names) and s.cfg.speaker_boost > 0 and bool(s.fused)
+
+    async def apply(self, s: SearchState) -> None:
+        wanted = {n.lower() for n in s.speaker_names}
+        boost = 1.0 + s.cfg.speaker_boost
+        s.fused = {
+            d: v * boost if (s.candidates[d].speaker or "").strip().lower() in wanted else v for d, v in s.fused.items()
+        }

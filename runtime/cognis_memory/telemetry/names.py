@@ -43,24 +43,11 @@ PIPELINE_INGEST = "ingest"
 OPERATION_SEARCH = "search"
 OPERATION_INGEST = "ingest"
 
-#: Retrieval stages, in pipeline order; each is timed and logged as ``<stage>_ms``.
-RETRIEVAL_STAGES: tuple[str, ...] = (
-    "query_analysis",
-    "speaker_names",
-    "embed_query",
-    "vector_short",
-    "vector_full",
-    "bm25",
-    "rrf_fusion",
-    "speaker_boost",
-    "context",
-    "role_prior",
-    "temporal_boost",
-    "dedup",
-    "cross_encoder",
-    "current_state",
-    "version_chain",
-)
+# Retrieval stage names are not listed here: a retrieval stage names itself (the ``Stage`` values are
+# ``cognis_memory.retrieval.pipeline.stage_names()``: the candidate-generation stages, then the registered
+# ones of ``retrieval.config.RETRIEVAL_STAGES``), and the dashboard finds every retrieval stage with a
+# CloudWatch SEARCH expression, so a new stage needs no edit here or in ``infra/``.
+
 #: Ingest stages, in pipeline order.
 INGEST_STAGES: tuple[str, ...] = (
     "raw_store",

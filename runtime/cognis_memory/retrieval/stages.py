@@ -1,0 +1,118 @@
+"""Registered retrieval stages: what a stage is, what it sees, and how the registry is loaded.
+
+Candidate generation (query analysis, speaker names, the vector and keyword searches, fusion)
+is the fixed skeleton of :class:`~.pipeline.RetrievalPipeline`. Every step after fusion is a
+*registered stage*: a :class:`RetrievalStage` subclass in its own module that declares its
+``name`` (the ``<name>_ms`` of the logs, the ``Stage`` dimension of the metrics, the span
+name), the ``phase`` it works on, when it runs (:meth:`~RetrievalStage.enabled`) and what it
+does (:meth:`~RetrievalStage.apply`). :data:`~.config.RETRIEVAL_STAGES` lists them, in the
+order they run, as ``name -> "module:Class"``; adding a stage means its module, one line
+there (and its switch and weights in :class:`~.config.RetrievalConfig`), and its test.
+
+Phases, in order; each one's data is made from the previous one's when the pipeline reaches it:
+
+* ``fused``: :attr:`SearchState.fused`, the fused score per candidate, which stages adjust;
+* ``final``: :attr:`SearchState.final`, starting as a copy of ``fused``;
+* ``ranking``: :attr:`SearchState.ranked`, the candidates ordered by ``final`` (ties by id),
+  which stages reorder or shorten (and whose ``final`` they may rewrite);
+* ``hits``: :attr:`SearchState.hits`, the head of the ranking as answers.
+
+Stages are plain async Python: no web framework and no concrete backend; what a stage needs
+besides the state (the reranker, the memory store) is given to its constructor
+(:class:`StageResources`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from ..domain import Memory
+from ..providers.base import Reranker
+from ..stores.roles import MemoryVersions
+from ..telemetry.recorder import StageRecorder
+from .config import RetrievalConfig
+from .query_analysis import QueryAnalysis
+
+if TYPE_CHECKING:
+    from .pipeline import SearchHit, SearchQuery
+
+Phase = Literal["fused", "final", "ranking", "hits"]
+PHASES: tuple[Phase, ...] = ("fused", "final", "ranking", "hits")
+
+
+@dataclass(slots=True)
+class SearchState:
+    """What the stages of one search share (one per request, never shared between requests)."""
+
+    query: SearchQuery
+    cfg: RetrievalConfig
+    analysis: QueryAnalysis
+    rec: StageRecorder
+    #: Every candidate the vector and keyword searches found, by id.
+    candidates: dict[str, Memory]
+    #: Per candidate, the scores ``explain`` shows (a stage adds its own).
+    explain: dict[str, dict[str, float]]
+    #: Dependencies skipped for this answer (``bm25:<dependency>``, ``reranker``).
+    degraded: list[str]
+    #: Names of the user's speakers the query used (speaker-aware queries).
+    speaker_names: list[str]
+    fused: dict[str, float]
+    final: dict[str, float] = field(default_factory=dict)
+    ranked: list[str] = field(default_factory=list)
+    hits: list[SearchHit] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class StageResources:
+    """The pipeline's dependencies a stage may use."""
+
+    memories: MemoryVersions
+    reranker: Reranker | None = None
+    reranker_timeout_s: float = 1.5
+
+
+class RetrievalStage(ABC):
+    """One registered step of a search (see the module's docstring)."""
+
+    #: The stage's name in logs, metrics and traces (``<name>_ms``); its key in the registry.
+    name: ClassVar[str]
+    #: What it works on; a stage runs after every stage of an earlier phase.
+    phase: ClassVar[Phase]
+
+    def __init__(self, resources: StageResources) -> None:
+        self.resources = resources
+
+    @abstractmethod
+    def enabled(self, s: SearchState) -> bool:
+        """Whether the stage runs for this search (a stage that does not run is not timed)."""
+
+    @abstractmethod
+    async def apply(self, s: SearchState) -> None:
+        """Do the stage's work on ``s`` (timed as the stage)."""
+
+
+def load_stages(registry: Mapping[str, str], resources: StageResources) -> tuple[RetrievalStage, ...]:
+    """The stages of ``registry`` (``name -> "module:Class"``, a module relative to this package or
+    absolute), built with ``resources``, in registry order. Raises ``ValueError`` for an entry that is
+    not a :class:`RetrievalStage`, whose class names itself differently, or that runs before a stage
+    of an earlier phase."""
+    stages: list[RetrievalStage] = []
+    for name, path in registry.items():
+        module, _, attr = path.partition(":")
+        cls = getattr(importlib.import_module(module, package=__package__), attr, None)
+        if not (isinstance(cls, type) and issubclass(cls, RetrievalStage)):
+            raise ValueError(f"retrieval stage {name!r}: {path!r} is not a RetrievalStage")
+        if cls.name != name:
+            raise ValueError(f"retrieval stage {name!r}: {path} calls itself {cls.name!r}")
+        if cls.phase not in PHASES:
+            raise ValueError(f"retrieval stage {name!r}: unknown phase {cls.phase!r}")
+        if stages and PHASES.index(cls.phase) < PHASES.index(stages[-1].phase):
+            raise ValueError(
+                f"retrieval stage {name!r} ({cls.phase}) cannot run after {stages[-1].name!r} ({stages[-1].phase})"
+            )
+        stages.append(cls(resources))
+    return tuple(stages)
