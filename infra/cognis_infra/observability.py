@@ -1,8 +1,8 @@
 """Observability: SNS topic, alarms and one CloudWatch dashboard.
 
 Application metrics come from the API's CloudWatch Embedded Metric Format log lines.
-Their names and dimensions are imported from ``cognis_memory.telemetry.names`` (the
-module the runtime emits them with), so the two sides cannot drift apart:
+Their names and dimensions come from ``cognis_infra.metric_names``, a link to the module the
+runtime emits them with (``cognis_memory/telemetry/names.py``), so the two sides cannot drift apart:
 
 * ``RetrievalLatency`` / ``IngestLatency`` {service} - alarms on p95 and p99
   (extended statistics), dashboard p50/p95/p99;
