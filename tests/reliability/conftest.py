@@ -24,10 +24,7 @@ from tests.reliability.helpers import (
     TOKEN_RE,
     StoreHandle,
     Truth,
-    build_dual,
-    build_embedded,
-    build_opensearch,
-    unique_prefix,
+    new_handle,
 )
 
 STORE_KINDS = list(STORES)  # every registered store kind
@@ -126,19 +123,7 @@ def isolation_llm(truth: Truth) -> Iterator[tuple[ScriptedLLMServer, IsolationLL
 # -- stores on the shared session servers ------------------------------------------------------------
 async def open_store(kind: str, request: pytest.FixtureRequest, tmp_dir, dim: int, **kwargs: Any) -> StoreHandle:
     """A fresh, opened store of ``kind`` (one of STORE_KINDS) in a private namespace of the shared servers."""
-
-    def embedded() -> StoreHandle:
-        return build_embedded(tmp_dir / f"{unique_prefix('e')}.db", dim)
-
-    def dual() -> StoreHandle:
-        pg = request.getfixturevalue("postgres_server")
-        os_ = request.getfixturevalue("opensearch_server")
-        return build_dual(pg.create_database(unique_prefix("db")), os_.url, dim, **kwargs)
-
-    def opensearch() -> StoreHandle:
-        return build_opensearch(request.getfixturevalue("opensearch_server").url, dim, **kwargs)
-
-    handle = {"embedded": embedded, "dual": dual, "opensearch": opensearch}[kind]()
+    handle = new_handle(kind, request, tmp_dir, dim, **kwargs)
     await handle.store.open()
     return handle
 

@@ -125,6 +125,35 @@ def build_opensearch(os_url: str, dim: int, *, prefix: str | None = None, refres
     return StoreHandle("opensearch", store, os_url=os_url, prefix=prefix)
 
 
+def new_handle(kind: str, request: Any, tmp_dir: Path, dim: int, **kwargs: Any) -> StoreHandle:
+    """A store of ``kind`` (a registered store kind) in a fresh namespace of the shared session servers
+    (``request`` is the pytest request, for the server fixtures). A new store kind adds its builder here
+    and in :func:`reopen`: the reliability suites then run on it."""
+    if kind == "embedded":
+        return build_embedded(tmp_dir / f"{unique_prefix('e')}.db", dim)
+    if kind == "dual":
+        pg = request.getfixturevalue("postgres_server")
+        return build_dual(pg.create_database(unique_prefix("db")), request.getfixturevalue("opensearch_server").url,
+                          dim, **kwargs)  # fmt: skip
+    if kind == "opensearch":
+        return build_opensearch(request.getfixturevalue("opensearch_server").url, dim, **kwargs)
+    raise ValueError(f"no reliability builder for store kind {kind!r}")
+
+
+def reopen(handle: StoreHandle, dim: int) -> StoreHandle:
+    """A new store object on the same backend namespace: what a restarted process opens."""
+    if handle.kind == "embedded":
+        assert handle.sqlite_path is not None
+        return build_embedded(handle.sqlite_path, dim)
+    assert handle.os_url is not None
+    if handle.kind == "dual":
+        assert handle.pg_dsn is not None
+        return build_dual(handle.pg_dsn, handle.os_url, dim, prefix=handle.prefix)
+    if handle.kind == "opensearch":
+        return build_opensearch(handle.os_url, dim, prefix=handle.prefix)
+    raise ValueError(f"no reliability builder for store kind {handle.kind!r}")
+
+
 def make_service(
     store: Any, embedder: Any, *, cache: Any = None, llm: Any = None, reranker: Any = None, **overrides: Any
 ):

@@ -39,12 +39,10 @@ from cognis_memory.stores.base import ApiKeyRecord
 from tests.llm_server import Reply, ScriptedLLMServer
 from tests.reliability.helpers import (
     StoreHandle,
-    build_dual,
-    build_embedded,
-    build_opensearch,
     make_service,
     os_client,
     pg_rows,
+    reopen,
     seg,
     sqlite_rows,
 )
@@ -195,15 +193,6 @@ async def test_by_id_access_to_another_owner_is_404_and_changes_nothing(api):
 
 
 # -- COGNIS_API_KEYS across restarts: the documented rotation, durable revocation ------------------------
-def reopen(handle: StoreHandle, dim: int) -> StoreHandle:
-    """A new store object on the same backend namespace: what a restarted process opens."""
-    if handle.kind == "embedded":
-        return build_embedded(handle.sqlite_path, dim)
-    if handle.kind == "dual":
-        return build_dual(handle.pg_dsn, handle.os_url, dim, prefix=handle.prefix)
-    return build_opensearch(handle.os_url, dim, prefix=handle.prefix)
-
-
 @asynccontextmanager
 async def process(
     handle: StoreHandle, embedder, api_keys: str | None
