@@ -54,7 +54,7 @@ _PRESENT_WORDS = re.compile(
     r"\b(right now|now|currently|current|still|anymore|any more|these days|nowadays|at the moment|at present)\b", re.I
 )
 #: A question in the present (or present perfect) tense: a present auxiliary or copula among its first words,
-#: or one in question position before a pronoun ("how many bikes do I own", "how long have I had ...").
+#: or one in question position before a pronoun ("how many plants do I keep", "how long have we known ...").
 _PRESENT_TENSE = re.compile(
     r"^\W*(?:\w+\W+){0,3}?(?:do|does|am|is|are|have|has|what's|where's|who's|how's)\b"
     r"|\b(?:do|does|am|is|are|have|has|can)\s+(?:i|we|you|he|she|they)\b",
