@@ -308,20 +308,7 @@ class PostgresServer(LocalServer):
         while True:
             self._check_alive()
             res = subprocess.run(
-                [
-                    self.bin("pg_isready"),
-                    "-q",
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(self.port),
-                    "-U",
-                    self.user,
-                    "-d",
-                    "postgres",
-                    "-t",
-                    "2",
-                ],
+                [self.bin("pg_isready"), "-q", *self._connection_args("postgres"), "-t", "2"],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -339,6 +326,10 @@ class PostgresServer(LocalServer):
             self.psql("CREATE EXTENSION IF NOT EXISTS vector", database=self.database)
 
     # ----------------------------------------------------------------------------- helpers
+    def _connection_args(self, database: str) -> list[str]:
+        """The client options that reach this server as its superuser (psql, pg_isready)."""
+        return ["-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-d", database]
+
     def psql(self, sql: str, database: str | None = None, timeout: float = 120) -> str:
         """Run SQL with the bundled psql (unaligned, tuples only); raise on error; return stdout."""
         return run_checked(
@@ -350,17 +341,10 @@ class PostgresServer(LocalServer):
                 "-t",
                 "-v",
                 "ON_ERROR_STOP=1",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-U",
-                self.user,
-                "-d",
-                database or self.database,
+                *self._connection_args(database or self.database),
                 "-c",
                 sql,
-            ],
+            ],  # fmt: skip
             what="psql",
             timeout=timeout,
             env={**self._env(), "PGCONNECT_TIMEOUT": "10"},
