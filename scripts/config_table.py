@@ -12,10 +12,10 @@ from cognis_memory.config import Settings
 def rows() -> list[tuple[str, str, str]]:
     out = []
     for name, field in Settings.model_fields.items():
-        default = field.default
+        default = field.get_default(call_default_factory=True)
         if hasattr(default, "get_secret_value"):
             default = "(secret)"
-        shown = "" if default is None else f"`{default}`"
+        shown = "" if default is None or default == "" else f"`{default}`"
         out.append((f"`COGNIS_{name.upper()}`", shown, field.description or ""))
     return out
 

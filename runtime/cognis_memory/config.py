@@ -81,6 +81,18 @@ class Settings(BaseSettings):
         None,
         description="onnx: the tokenizer.json of the model (default: all-MiniLM-L6-v2's, shipped beside the package).",
     )
+    embedding_pooling: Literal["mean", "cls"] = Field(
+        "mean",
+        description="onnx: how token states become the sentence vector, as the model was trained (its "
+        "1_Pooling config): mean (all-MiniLM-L6-v2, e5, gte) or cls (BGE).",
+    )
+    embedding_query_prefix: str = Field(
+        "",
+        max_length=200,
+        description="Text put before every search query before it is embedded (messages are embedded as "
+        "they are), for models trained with a query instruction, e.g. BGE v1.5's 'Represent this sentence "
+        "for searching relevant passages: '. Empty for all-MiniLM-L6-v2.",
+    )
     embedding_dim_full: int | None = Field(
         None, description="Truncate full vectors to this size (default: model size)."
     )
@@ -130,6 +142,12 @@ class Settings(BaseSettings):
 
     # --- pipelines ----------------------------------------------------------------------
     recipe: str = Field("default", description="Named retrieval recipe (see cognis-memory recipes).")
+    recipe_overrides: dict[str, float | int | bool] = Field(
+        default_factory=dict,
+        description="Retrieval knobs set on top of every recipe the service runs, as JSON "
+        "(COGNIS_RECIPE_OVERRIDES='{\"state_similarity\": 0.75}'): for thresholds that depend on the "
+        "embedding model (state_similarity, dedup_threshold); see docs/benchmarks.md.",
+    )
     max_message_bytes: int = Field(
         512 * 1024,
         description="Largest accepted message content, UTF-8 bytes. Messages longer than memory_max_bytes are "
@@ -211,6 +229,14 @@ class Settings(BaseSettings):
     @classmethod
     def _known_llm(cls, v: str) -> str:
         return _registered(v, "llm", {"none": None, **LLMS})
+
+    @field_validator("recipe_overrides")
+    @classmethod
+    def _known_knobs(cls, v: dict[str, float | int | bool]) -> dict[str, float | int | bool]:
+        from .retrieval.config import ARCHITECTURE, with_knobs
+
+        with_knobs(ARCHITECTURE, v)  # an unknown knob or a value out of range stops here, named
+        return v
 
     @field_validator("embedding_dim_short")
     @classmethod

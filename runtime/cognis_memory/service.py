@@ -37,7 +37,7 @@ from .ingest.worker import JobWorker
 from .prompt_block import PromptBlock, build_prompt_block
 from .providers.base import LLM, Embedder, Reranker
 from .retrieval.cached import CachedRetrieval
-from .retrieval.config import RetrievalConfig, get_recipe
+from .retrieval.config import RetrievalConfig, get_recipe, with_knobs
 from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
 from .stores.base import ApiKeyRecord, UserSummary
 from .stores.roles import StoreBackend, StoreBundle, as_bundle
@@ -87,7 +87,9 @@ class MemoryService:
         self._owns_telemetry = telemetry is None  # then its trace exporter is flushed and stopped on close
         self.telemetry = telemetry or Telemetry.from_settings(settings)
         self.encoder = MatryoshkaEncoder.from_settings(settings, embedder)
-        self.retrieval_config = retrieval_config or get_recipe(settings.recipe)
+        #: named recipes with the settings' recipe_overrides applied, by name (built on first use)
+        self._recipes: dict[str, RetrievalConfig] = {}
+        self.retrieval_config = retrieval_config or self.recipe(settings.recipe)
         self.ingest = IngestPipeline(
             self.encoder,
             messages=stores.messages,
@@ -240,6 +242,15 @@ class MemoryService:
             return result
 
     # -- retrieval ----------------------------------------------------------------------
+    def recipe(self, name: str) -> RetrievalConfig:
+        """The named recipe with the settings' ``recipe_overrides`` set (an unknown name is an
+        :class:`InvalidInputError` naming ``recipe``)."""
+        cfg = self._recipes.get(name)
+        if cfg is None:
+            base = check_recipe(name) or get_recipe(name)  # the blank name: unknown, named
+            cfg = self._recipes[name] = with_knobs(base, self.settings.recipe_overrides)
+        return cfg
+
     async def search(
         self,
         tenant_id: str,
@@ -283,7 +294,7 @@ class MemoryService:
             explain=explain,
             now=check_time("now", now),
         )
-        cfg = config or check_recipe(recipe)
+        cfg = config or (self.recipe(recipe) if recipe else None)
         ids = {"request_id": request_id, "client_request_id": client_request_id}
         with self.telemetry.request(names.OPERATION_SEARCH, tenant_id=tenant_id, user_id=user_id, **ids) as rec:
             return await self.cached_retrieval.search(q, rec, cfg)

@@ -123,3 +123,40 @@ def test_missing_files_name_the_setting(tmp_path) -> None:
         OnnxEmbedder(tmp_path / "none.onnx", default_model.tokenizer_file(), name="x")
     with pytest.raises(FileNotFoundError, match="embedder_tokenizer"):
         OnnxEmbedder(default_model.onnx_file(), tmp_path / "none.json", name="x")
+
+
+def test_cls_pooling_is_the_first_token_state_scaled_to_unit_length(fp32_file, texts) -> None:
+    """BGE-style models are pooled from the [CLS] state: the vector is that state, normalised, whatever
+    the batch (checked against the raw model output of each text run alone)."""
+    import onnxruntime as ort
+
+    from cognis_memory.providers.onnx_embedder import load_tokenizer
+
+    cls = OnnxEmbedder(fp32_file, default_model.tokenizer_file(), name="m", batch_size=16, pooling="cls")
+    mean = OnnxEmbedder(fp32_file, default_model.tokenizer_file(), name="m", batch_size=16)
+    assert (cls.name, mean.name) == ("m+cls", "m")  # other vectors, other cache keys
+    got = cls.embed(texts[:20])
+    session, tokenizer = ort.InferenceSession(fp32_file), load_tokenizer(default_model.tokenizer_file())
+    for text, vector in zip(texts[:20], got, strict=True):
+        ids = np.array([tokenizer.encode(text).ids], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        first = session.run(None, feed)[0][0, 0]
+        np.testing.assert_allclose(vector, first / np.linalg.norm(first), atol=1e-5)
+    assert cosines(got, mean.embed(texts[:20])).max() < 0.999  # not the mean under another name
+    with pytest.raises(ValueError, match="embedding_pooling"):
+        OnnxEmbedder(fp32_file, default_model.tokenizer_file(), name="m", pooling="max")  # type: ignore[arg-type]
+
+
+def test_the_pooling_setting_reaches_the_onnx_embedder(fp32_file) -> None:
+    from pydantic import ValidationError
+
+    from cognis_memory.config import Settings
+    from cognis_memory.providers.factory import build_embedder
+
+    tokenizer = default_model.tokenizer_file()
+    built = build_embedder(Settings(embedder_path=fp32_file, embedder_tokenizer=tokenizer, embedding_pooling="cls"))
+    assert built.name.endswith("+cls")
+    direct = OnnxEmbedder(fp32_file, tokenizer, name="x", pooling="cls")
+    np.testing.assert_allclose(built.embed(["where do I live now?"]), direct.embed(["where do I live now?"]), atol=1e-6)
+    with pytest.raises(ValidationError, match="embedding_pooling"):
+        Settings(embedding_pooling="max")

@@ -84,8 +84,11 @@ class MatryoshkaEncoder:
         cpu_threads: int | None = 1,
         batcher: EmbeddingBatcher | None = None,
         query_cache: QueryVectorCache | None = None,
+        query_prefix: str = "",
     ) -> None:
         self.embedder = embedder
+        #: put before a search query (never before a message) when the model was trained with a query instruction
+        self.query_prefix = query_prefix
         limit_cpu_threads(cpu_threads)
         self.dim = dim_full or embedder.dim
         if self.dim > embedder.dim:
@@ -119,6 +122,7 @@ class MatryoshkaEncoder:
             query_cache=QueryVectorCache(
                 per_tenant=settings.query_cache_per_tenant, total=settings.query_cache_entries
             ),
+            query_prefix=settings.embedding_query_prefix,
         )
 
     @property
@@ -145,6 +149,10 @@ class MatryoshkaEncoder:
         else:
             vectors = await self.batcher.embed(texts, priority)
         return self.split(vectors)
+
+    def query_text(self, query: str) -> str:
+        """What is embedded for a search query: the query after the model's query instruction, if any."""
+        return self.query_prefix + query
 
     def input_key(self, text: str) -> str:
         """What the model sees of ``text``: texts with equal keys get equal vectors (the text itself

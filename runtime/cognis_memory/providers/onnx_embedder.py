@@ -2,8 +2,9 @@
 
 The model file takes ``input_ids``, ``attention_mask`` (and, when it declares it,
 ``token_type_ids``) and returns the token states ``(batch, sequence, dim)``; the sentence
-vector is their mean over the real tokens, scaled to unit length, as sentence-transformers
-computes it for this model (``1_Pooling``: mean tokens, then ``Normalize``). Texts are
+vector is pooled from them as the model was trained (its ``1_Pooling/config.json``):
+``pooling="mean"``, the mean over the real tokens (all-MiniLM-L6-v2, e5, gte), or
+``pooling="cls"``, the first token's state (BGE), then scaled to unit length. Texts are
 tokenised by the ``tokenizers`` package from a ``tokenizer.json`` and truncated to
 ``max_length`` tokens (256, the model's ``max_seq_length``).
 
@@ -28,11 +29,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 #: Sentence-transformers' ``max_seq_length`` of all-MiniLM-L6-v2 (sentence_bert_config.json).
 DEFAULT_MAX_TOKENS = 256
+
+#: How token states become one sentence vector: their mean over the real tokens, or the first ([CLS]) token's.
+Pooling = Literal["mean", "cls"]
 
 
 def load_tokenizer(tokenizer_file: str | Path, max_tokens: int = DEFAULT_MAX_TOKENS):
@@ -67,7 +72,10 @@ class OnnxEmbedder:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         batch_size: int = 32,
         threads: int = 1,
+        pooling: Pooling = "mean",
     ) -> None:
+        if pooling not in ("mean", "cls"):
+            raise ValueError(f"embedding_pooling: 'mean' or 'cls', got {pooling!r}")
         model_file, tokenizer_file = Path(model_file), Path(tokenizer_file)
         if not model_file.is_file():
             raise FileNotFoundError(f"embedder_path: no ONNX model file at {model_file}")
@@ -95,7 +103,9 @@ class OnnxEmbedder:
         if not isinstance(dim, int):
             raise ValueError(f"embedder_path: {model_file} has no fixed output width")
         self.dim = dim
-        self.name = name
+        self.pooling = pooling
+        #: vectors of another pooling are other vectors: the name (cache keys) says which
+        self.name = name if pooling == "mean" else f"{name}+{pooling}"
         self.max_tokens = max_tokens
         self.batch_size = batch_size
 
@@ -124,6 +134,9 @@ class OnnxEmbedder:
             if self._token_types:
                 feed["token_type_ids"] = np.zeros_like(ids)
             states = self._session.run(None, feed)[0]
+            if self.pooling == "cls":
+                out[rows] = states[:, 0, :]
+                continue
             weights = mask[:, :, None].astype(np.float32)
             out[rows] = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(out, axis=1, keepdims=True)

@@ -10,7 +10,7 @@ environment variable (``"llm=openai requires openai_base_url (COGNIS_OPENAI_BASE
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -67,6 +67,7 @@ class OnnxEmbedderSettings(ProviderSettings):
     tokenizer_file: str | None = Field(None, validation_alias="embedder_tokenizer")
     batch_size: int = Field(32, validation_alias="embedding_batch_size")
     threads: int = Field(1, validation_alias="embedding_threads")
+    pooling: Literal["mean", "cls"] = Field("mean", validation_alias="embedding_pooling")
 
     def arguments(self) -> dict[str, Any]:
         from . import default_model
@@ -82,6 +83,7 @@ class OnnxEmbedderSettings(ProviderSettings):
             "name": Path(str(model)).stem if own_model else default_model.NAME,
             "batch_size": self.batch_size,
             "threads": self.threads,
+            "pooling": self.pooling,
         }
 
 

@@ -27,7 +27,9 @@ LoCoMo, LongMemEval and the project's knowledge-update set:
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class RetrievalConfig(BaseModel):
@@ -201,6 +203,18 @@ RETRIEVAL_STAGES: dict[str, str] = {
     "current_state": ".current_state:CurrentStateOrder",
     "version_chain": ".version_chain:VersionChain",
 }
+
+
+def with_knobs(cfg: RetrievalConfig, knobs: Mapping[str, object]) -> RetrievalConfig:
+    """``cfg`` with ``knobs`` set, validated as a recipe is: an unknown knob or a value out of its range is
+    a ``ValueError`` naming the knob."""
+    if not knobs:
+        return cfg
+    try:
+        return RetrievalConfig.model_validate({**cfg.model_dump(), **knobs})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ValueError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
 def get_recipe(name: str) -> RetrievalConfig:

@@ -112,10 +112,12 @@ class RetrievalPipeline:
 
     async def embed_query(self, owner: Owner, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The query's vectors: from the encoder's in-process query cache, else the shared cache, else the
-        model (off the event loop, ahead of ingest work). Both caches are keyed by what the model sees
+        model (off the event loop, ahead of ingest work), after the model's query instruction if one is set
+        (``embedding_query_prefix``). Both caches are keyed by what the model sees
         of the text, so a query that only differs in case or spacing (a query whose speaker names were
         stripped, say) is not embedded again."""
         enc = self.encoder
+        text = enc.query_text(text)
         key = enc.input_key(text)
         full = enc.query_cache.get(owner.tenant_id, owner.user_id, key)
         if full is None:
