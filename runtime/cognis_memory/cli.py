@@ -21,6 +21,7 @@ from typing import Any
 from .config import Settings
 from .domain import JobStatus, Scope
 from .errors import CognisError, InvalidInputError
+from .providers.embedding_models import EMBEDDING_MODELS
 from .providers.registry import EMBEDDERS, LLMS, RERANKERS
 from .serialization import memory_to_dict as _memory_json
 from .stores.registry import STORES
@@ -330,6 +331,13 @@ def cmd_recipes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fetch_model(args: argparse.Namespace) -> int:
+    print(f"fetching {args.model} ...", file=sys.stderr)
+    directory = EMBEDDING_MODELS[args.model].fetch()
+    print(f"{args.model}: {directory} (use it with COGNIS_EMBEDDING_MODEL={args.model})")
+    return 0
+
+
 def cmd_reconcile(args: argparse.Namespace) -> int:
     async def run(svc):
         from .stores.reconcile import reconcile
@@ -538,6 +546,14 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("recipes", help="list the named retrieval recipes")
     s.add_argument("--verbose", "-v", action="store_true")
     s.set_defaults(func=cmd_recipes)
+
+    s = sub.add_parser(
+        "fetch-model",
+        help="download an optional embedding model once, check it and build its int8 file in the model cache "
+        "(COGNIS_MODEL_CACHE); the service never downloads",
+    )
+    s.add_argument("model", choices=[name for name, m in EMBEDDING_MODELS.items() if m.fetchable])
+    s.set_defaults(func=cmd_fetch_model)
 
     s = sub.add_parser("reconcile", parents=[common], help="dual store: report (and --repair) index drift")
     s.add_argument("--repair", action="store_true")

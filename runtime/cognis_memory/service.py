@@ -248,7 +248,7 @@ class MemoryService:
         cfg = self._recipes.get(name)
         if cfg is None:
             base = check_recipe(name) or get_recipe(name)  # the blank name: unknown, named
-            cfg = self._recipes[name] = with_knobs(base, self.settings.recipe_overrides)
+            cfg = self._recipes[name] = with_knobs(base, self.settings.resolved_recipe_overrides)
         return cfg
 
     async def search(

@@ -122,7 +122,7 @@ class MatryoshkaEncoder:
             query_cache=QueryVectorCache(
                 per_tenant=settings.query_cache_per_tenant, total=settings.query_cache_entries
             ),
-            query_prefix=settings.embedding_query_prefix,
+            query_prefix=settings.resolved_query_prefix,
         )
 
     @property

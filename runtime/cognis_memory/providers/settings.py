@@ -60,30 +60,32 @@ class ProviderSettings(BaseModel):
 
 # -- embedders ------------------------------------------------------------------------------------
 class OnnxEmbedderSettings(ProviderSettings):
-    """ONNX Runtime (no torch) on ``embedder_path`` and ``embedder_tokenizer``; by default the packaged
-    all-MiniLM-L6-v2 (:mod:`cognis_memory.providers.default_model`)."""
+    """ONNX Runtime (no torch) on ``embedder_path`` and ``embedder_tokenizer``; by default the files of the
+    named ``embedding_model`` (:mod:`.embedding_models`; all-MiniLM-L6-v2 unless set)."""
 
     model_file: str | None = Field(None, validation_alias="embedder_path")
     tokenizer_file: str | None = Field(None, validation_alias="embedder_tokenizer")
     batch_size: int = Field(32, validation_alias="embedding_batch_size")
     threads: int = Field(1, validation_alias="embedding_threads")
-    pooling: Literal["mean", "cls"] = Field("mean", validation_alias="embedding_pooling")
+    model: str = Field("all-MiniLM-L6-v2", validation_alias="embedding_model")
+    pooling: Literal["mean", "cls"] | None = Field(None, validation_alias="embedding_pooling")
 
     def arguments(self) -> dict[str, Any]:
-        from . import default_model
+        from .embedding_models import EMBEDDING_MODELS
 
+        spec = EMBEDDING_MODELS[self.model]
         own_model = self.model_file is not None
-        tokenizer = self.tokenizer_file or (None if own_model else default_model.tokenizer_file())
+        tokenizer = self.tokenizer_file or (None if own_model else spec.tokenizer_file())
         if tokenizer is None or not str(tokenizer).strip():
             raise missing("embedder=onnx with embedder_path", "embedder_tokenizer")
-        model = self.model_file if own_model else default_model.onnx_file()
+        model = self.model_file if own_model else spec.onnx_file()
         return {
             "model_file": model,
             "tokenizer_file": tokenizer,
-            "name": Path(str(model)).stem if own_model else default_model.NAME,
+            "name": Path(str(model)).stem if own_model else spec.name(),
             "batch_size": self.batch_size,
             "threads": self.threads,
-            "pooling": self.pooling,
+            "pooling": self.pooling or spec.pooling,
         }
 
 

@@ -1,0 +1,60 @@
+"""The embedding models the ONNX embedder knows by name (``COGNIS_EMBEDDING_MODEL``), and how each is used.
+
+A model is more than its files: how its token states are pooled into one vector, the instruction
+it was trained to see before a search query, and the retrieval thresholds that depend on its
+similarity scale (the current-state stage asks "are these two statements about the same thing?"
+with a cosine, and a model whose cosines run higher needs a higher bar). Those are chosen here,
+per model, by measurement (docs/benchmarks.md, "Another embedding model"); explicit settings
+(``embedding_pooling``, ``embedding_query_prefix``, ``recipe_overrides``) win over them.
+
+Adding a model is a module with ``NAME``, ``onnx_file()`` and ``tokenizer_file()`` (as
+:mod:`.default_model` and :mod:`.bge_small`; with ``fetch()`` too when its files are downloaded
+once by ``cognis-memory fetch-model``) and one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import import_module
+from types import MappingProxyType
+from typing import Literal
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingModel:
+    files: str  #: module with NAME, onnx_file() and tokenizer_file()
+    pooling: Literal["mean", "cls"]  #: as the model was trained (its sentence-transformers 1_Pooling config)
+    query_prefix: str = ""  #: put before search queries, never before messages
+    recipe_overrides: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
+    def name(self) -> str:
+        return str(import_module(self.files).NAME)
+
+    def onnx_file(self) -> str:
+        return str(import_module(self.files).onnx_file())
+
+    def tokenizer_file(self) -> str:
+        return str(import_module(self.files).tokenizer_file())
+
+    @property
+    def fetchable(self) -> bool:
+        """Its files are downloaded once by ``cognis-memory fetch-model`` (the module has ``fetch``)."""
+        return hasattr(import_module(self.files), "fetch")
+
+    def fetch(self) -> str:
+        """Download and build the files (see the module's ``fetch``); returns their directory."""
+        return str(import_module(self.files).fetch())
+
+
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+
+EMBEDDING_MODELS: dict[str, EmbeddingModel] = {
+    DEFAULT_EMBEDDING_MODEL: EmbeddingModel("cognis_memory.providers.default_model", "mean"),
+    "bge-small-en-v1.5": EmbeddingModel(
+        "cognis_memory.providers.bge_small",
+        "cls",
+        query_prefix="Represent this sentence for searching relevant passages: ",
+        recipe_overrides=MappingProxyType({"state_similarity": 0.70}),
+    ),
+}
