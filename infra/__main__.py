@@ -18,7 +18,7 @@ from cognis_infra.observability import Observability, ObservabilityArgs
 from cognis_infra.registry import ImageBuild, Registry, RegistryArgs
 from cognis_infra.reranker import Reranker, RerankerArgs
 from cognis_infra.search import Search, SearchArgs
-from cognis_infra.service import Service, ServiceArgs, ServiceIdentity, ServiceIdentityArgs
+from cognis_infra.service import EMBEDDING_MODELS, Service, ServiceArgs, ServiceIdentity, ServiceIdentityArgs
 
 cfg = config.load()
 ctx = context.lookup(cfg.network.az_count, cfg.availability_zone_ids)
@@ -44,7 +44,12 @@ registry = Registry(
     RegistryArgs(
         repository_name=physical_name(prefix, "api", max_len=256),
         build=(
-            ImageBuild(context=cfg.build_context, cpu_architecture=cfg.service.cpu_architecture)
+            ImageBuild(
+                context=cfg.build_context,
+                cpu_architecture=cfg.service.cpu_architecture,
+                # the default model is in every image; another named one is fetched into it at build
+                fetch_models=tuple(m for m in [cfg.service.embedding_model] if m != EMBEDDING_MODELS[0]),
+            )
             if cfg.builds_image
             else None
         ),

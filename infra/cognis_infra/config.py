@@ -220,6 +220,7 @@ def load(
         traces=r.bool("traces", d["traces"]),
         trace_sample_ratio=r.float("traceSampleRatio", d["trace_sample_ratio"]),
         adot_collector_image=r.str("adotCollectorImage", d["adot_collector_image"]),
+        embedding_model=r.str("embeddingModel", d["embedding_model"]),
     )
 
     d = _defaults(ObservabilitySettings)

@@ -45,13 +45,20 @@ class ImageBuild:
     cpu_architecture: str = "X86_64"
     target: str = BUILD_TARGET
     dockerfile: str = "Dockerfile"
+    #: optional embedding models the build fetches into the image (the Dockerfile's COGNIS_FETCH_MODELS)
+    fetch_models: tuple[str, ...] = ()
 
     @property
     def platform(self) -> docker_build.Platform:
         return PLATFORMS[self.cpu_architecture]
 
+    @property
+    def build_args(self) -> dict[str, str]:
+        return {"COGNIS_FETCH_MODELS": " ".join(self.fetch_models)} if self.fetch_models else {}
+
     def tag(self) -> str:
-        return "src-" + build_digest(self.context, self.dockerfile, self.target, self.platform.value)[:16]
+        extra = [f"{k}={v}" for k, v in sorted(self.build_args.items())]
+        return "src-" + build_digest(self.context, self.dockerfile, self.target, self.platform.value, *extra)[:16]
 
 
 @dataclass
@@ -171,10 +178,13 @@ def context_files(context: Path) -> list[str]:
     return sorted(files)
 
 
-def build_digest(context: Path, dockerfile: str, target: str, platform: str) -> str:
-    """SHA-256 over everything that decides the image: context files, Dockerfile, target, platform."""
+def build_digest(context: Path, dockerfile: str, target: str, platform: str, *build_args: str) -> str:
+    """SHA-256 over everything that decides the image: context files, Dockerfile, target, platform and
+    build arguments (``NAME=value``; none leaves the digest as it was without them)."""
     h = hashlib.sha256()
     h.update(f"target={target}\0platform={platform}\0".encode())
+    for arg in build_args:
+        h.update(f"arg={arg}\0".encode())
     for rel in sorted({*context_files(context), dockerfile}):
         h.update(rel.encode() + b"\0")
         h.update(hashlib.sha256((context / rel).read_bytes()).digest())
@@ -215,6 +225,7 @@ class Registry(CognisComponent):
                 context=docker_build.BuildContextArgs(location=str(b.context)),
                 dockerfile=docker_build.DockerfileArgs(location=str(b.context / b.dockerfile)),
                 target=b.target,
+                build_args=b.build_args or None,
                 platforms=[b.platform],
                 push=True,
                 # A preview needs no Docker engine; the build and push happen in `pulumi up`.

@@ -115,6 +115,8 @@ class ServiceSettings:
     trace_sample_ratio: float = 1.0
     #: The collector sidecar's image (the tag AWS's ECS guide shows; pin a newer release deliberately).
     adot_collector_image: str = "public.ecr.aws/aws-observability/aws-otel-collector:v0.30.0"
+    #: ``COGNIS_EMBEDDING_MODEL`` of the API; a model other than the default is fetched into the image at build.
+    embedding_model: str = "all-MiniLM-L6-v2"
 
     def __post_init__(self) -> None:
         if not self.certificate_arn.startswith("arn:") or ":acm:" not in self.certificate_arn:
@@ -131,6 +133,8 @@ class ServiceSettings:
             raise ValueError(f"cognis:albSslPolicy {self.ssl_policy} allows TLS below 1.2")
         if self.telemetry_mode not in TELEMETRY_MODES:
             raise ValueError(f"cognis:telemetryMode must be one of {', '.join(TELEMETRY_MODES)}")
+        if self.embedding_model not in EMBEDDING_MODELS:
+            raise ValueError(f"cognis:embeddingModel must be one of {', '.join(EMBEDDING_MODELS)}")
         if not 0.0 <= self.trace_sample_ratio <= 1.0:
             raise ValueError("cognis:traceSampleRatio must be between 0 and 1")
         if not self.adot_collector_image.strip():
@@ -144,6 +148,10 @@ class ServiceSettings:
 
 #: The runtime's telemetry modes (``COGNIS_TELEMETRY``; restated like the id rule, a test compares them).
 TELEMETRY_MODES = ("auto", "emf", "json", "text", "off")
+
+#: The runtime's named embedding models (``COGNIS_EMBEDDING_MODEL``; restated, a test compares them); the
+#: first is the default, carried by every image; the others are fetched into the image when chosen.
+EMBEDDING_MODELS = ("all-MiniLM-L6-v2", "bge-small-en-v1.5")
 
 #: The service's id rule (runtime validation.ID_PATTERN; the Pulumi environment does not install the runtime,
 #: so it is restated here and a test compares the two). A tenant that breaks it would stop the service at start.
@@ -298,6 +306,7 @@ def container_environment(args: ServiceArgs) -> list[dict[str, Any]]:
     if args.reranker_endpoint_name is not None:
         env["COGNIS_SAGEMAKER_ENDPOINT"] = args.reranker_endpoint_name
     env["COGNIS_TELEMETRY"] = s.telemetry_mode
+    env["COGNIS_EMBEDDING_MODEL"] = s.embedding_model
     if s.traces:
         env["COGNIS_TRACES"] = "otlp"
         env["COGNIS_OTLP_ENDPOINT"] = f"http://{COLLECTOR_OTLP_HTTP}/v1/traces"

@@ -256,6 +256,7 @@ def test_pulumi_up_builds_and_pushes_the_image_the_task_runs(program):
     assert image["tags"] == [f"{repo.outputs['repositoryUrl']}:{tag}"]
     assert image["context"] == {"location": str(REPO)} and image["dockerfile"] == {"location": str(DOCKERFILE)}
     assert image["target"] == "api" and image["platforms"] == ["linux/amd64"]
+    assert not image.get("buildArgs")  # the default embedding model is in every image: nothing to fetch
     assert image["push"] is True and image["buildOnPreview"] is False
     assert is_secret(image["registries"])  # it carries the ECR token
     (registry,) = reveal(image["registries"])
@@ -319,3 +320,29 @@ def test_the_project_context_sends_what_the_dockerfile_copies():
     assert "pyproject.toml" in files and "README.md" in files
     assert any(f.startswith("runtime/cognis_memory/") for f in files)
     assert not [f for f in files if f.startswith((".venv/", "infra/", "tests/")) or "__pycache__" in f]
+
+
+def test_another_embedding_model_is_fetched_into_the_image_the_task_runs():
+    """cognis:embeddingModel=bge-small-en-v1.5: the build gets COGNIS_FETCH_MODELS (which the builder stage
+    hands to `cognis-memory fetch-model`), the tag says so, and the API is told which model to load."""
+    from cognis_infra.registry import build_digest
+    from cognis_infra.service import EMBEDDING_MODELS
+    from cognis_memory.providers.embedding_models import DEFAULT_EMBEDDING_MODEL
+    from cognis_memory.providers.embedding_models import EMBEDDING_MODELS as RUNTIME_MODELS
+    from tests.infra.infra_harness import run_program
+
+    assert tuple(RUNTIME_MODELS) == EMBEDDING_MODELS and EMBEDDING_MODELS[0] == DEFAULT_EMBEDDING_MODEL
+    run = run_program({"embeddingModel": "bge-small-en-v1.5"})
+    image = run.one(IMAGE)
+    assert image["buildArgs"] == {"COGNIS_FETCH_MODELS": "bge-small-en-v1.5"}
+    plain = "src-" + build_digest(REPO, "Dockerfile", "api", "linux/amd64")[:16]
+    fetched = "src-" + build_digest(REPO, "Dockerfile", "api", "linux/amd64", "COGNIS_FETCH_MODELS=bge-small-en-v1.5")
+    assert image["tags"][0].endswith(":" + fetched[:20]) and fetched[:20] != plain
+    containers = json.loads(run.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    (api,) = [c for c in containers if c["name"] == "api"]
+    assert {"name": "COGNIS_EMBEDDING_MODEL", "value": "bge-small-en-v1.5"} in api["environment"]
+    builder = next(s for s in parse_dockerfile(DOCKERFILE.read_text()) if s.name == "builder")
+    assert 'COGNIS_FETCH_MODELS=""' in builder.all("ARG")
+    assert any('cognis-memory fetch-model "$model"' in r and "${COGNIS_FETCH_MODELS}" in r for r in builder.all("RUN"))
+    with pytest.raises(ValueError, match="cognis:embeddingModel"):
+        run_program({"embeddingModel": "bge-large"})

@@ -98,6 +98,7 @@ def test_environment_points_at_the_other_components(program, env):
         "COGNIS_METRICS_NAMESPACE": "CognisMemory",
         "COGNIS_SERVICE_NAME": "cognis-test",
         "COGNIS_TELEMETRY": "emf",
+        "COGNIS_EMBEDDING_MODEL": "all-MiniLM-L6-v2",
         "COGNIS_HOST": "0.0.0.0",
         "COGNIS_PORT": "8080",
         "COGNIS_DATA_DIR": "/tmp/cognis",
