@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from .embedding_models import DEFAULT_EMBEDDING_MODEL
+
 if TYPE_CHECKING:
     from ..config import Settings
 
@@ -67,7 +69,7 @@ class OnnxEmbedderSettings(ProviderSettings):
     tokenizer_file: str | None = Field(None, validation_alias="embedder_tokenizer")
     batch_size: int = Field(32, validation_alias="embedding_batch_size")
     threads: int = Field(1, validation_alias="embedding_threads")
-    model: str = Field("all-MiniLM-L6-v2", validation_alias="embedding_model")
+    model: str = Field(DEFAULT_EMBEDDING_MODEL, validation_alias="embedding_model")
     pooling: Literal["mean", "cls"] | None = Field(None, validation_alias="embedding_pooling")
 
     def arguments(self) -> dict[str, Any]:
