@@ -7,9 +7,13 @@ scores the default recipe. It fails when any metric falls more than ``margin`` b
 stale-above-current: rises above) the baseline recorded in ``quality_baseline.json``, so a
 change that loses current-state ordering or recall cannot land unnoticed.
 
+Each named embedding model has its own baseline (its thresholds are its own): the default
+all-MiniLM-L6-v2 in ``quality_baseline.json``, bge-small-en-v1.5 (fetched once from Maven Central
+into the model cache) in ``quality_baseline_bge-small-en-v1.5.json``.
+
 After an intended improvement, record the new figures with
-``.venv/bin/python -m tests.bench.test_quality_gate --record`` (it prints them and rewrites the
-baseline) and say why in the commit.
+``.venv/bin/python -m tests.bench.test_quality_gate --record [--model NAME]`` (it prints them and
+rewrites that baseline) and say why in the commit.
 """
 
 from __future__ import annotations
@@ -23,20 +27,27 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BASELINE = Path(__file__).with_name("quality_baseline.json")
+#: embedding model -> its baseline file
+BASELINES = {
+    "all-MiniLM-L6-v2": Path(__file__).with_name("quality_baseline.json"),
+    "bge-small-en-v1.5": Path(__file__).with_name("quality_baseline_bge-small-en-v1.5.json"),
+}
 
 #: metric -> direction: +1 higher is better, -1 lower is better
 GATED = {"current@1": 1, "stale_above_current": -1, "current_recall@5": 1, "history_recall@5": 1,
          "unchanged@1": 1, "unchanged_recall@5": 1}  # fmt: skip
 
 
-async def measure(tmp: Path, users: int, seed: int, recipe: str) -> dict[str, Any]:
+async def measure(tmp: Path, users: int, seed: int, recipe: str, model: str) -> dict[str, Any]:
     from cognis_dev import bench_common as bc
 
+    from cognis_memory.providers.embedding_models import EMBEDDING_MODELS
     from scripts import bench_updates as bu
 
+    if EMBEDDING_MODELS[model].fetchable:
+        await asyncio.to_thread(EMBEDDING_MODELS[model].fetch)  # once per model cache
     histories = bu.generate(users, seed)
-    svc = bc.quality_service(tmp / "memory.db", cache=False)
+    svc = bc.quality_service(tmp / "memory.db", cache=False, embedding_model=model)
     await svc.start(run_worker=False)
     try:
         maps = await bu.ingest(svc, histories)
@@ -57,9 +68,10 @@ def regressions(measured: dict[str, Any], baseline: dict[str, Any]) -> list[str]
 
 
 @pytest.mark.slow
-async def test_default_recipe_holds_its_knowledge_update_quality(tmp_path: Path) -> None:
-    baseline = json.loads(BASELINE.read_text(encoding="utf-8"))
-    measured = await measure(tmp_path, baseline["users"], baseline["seed"], baseline["recipe"])
+@pytest.mark.parametrize("model", list(BASELINES))
+async def test_default_recipe_holds_its_knowledge_update_quality(tmp_path: Path, model: str) -> None:
+    baseline = json.loads(BASELINES[model].read_text(encoding="utf-8"))
+    measured = await measure(tmp_path, baseline["users"], baseline["seed"], baseline["recipe"], model)
     assert measured["questions"] == baseline["questions"]  # the generator is deterministic
     bad = regressions(measured, baseline)
     assert not bad, "retrieval quality regressed on the knowledge-update set:\n" + "\n".join(bad)
@@ -77,10 +89,13 @@ if __name__ == "__main__":  # record a new baseline
     import tempfile
 
     if "--record" not in sys.argv:
-        raise SystemExit("usage: python -m tests.bench.test_quality_gate --record")
-    base = json.loads(BASELINE.read_text(encoding="utf-8"))
-    m = asyncio.run(measure(Path(tempfile.mkdtemp()), base["users"], base["seed"], base["recipe"]))
+        raise SystemExit("usage: python -m tests.bench.test_quality_gate --record [--model NAME]")
+    model = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else "all-MiniLM-L6-v2"
+    default = json.loads(BASELINES["all-MiniLM-L6-v2"].read_text(encoding="utf-8"))
+    path = BASELINES[model]
+    base = json.loads(path.read_text(encoding="utf-8")) if path.exists() else dict(default)
+    m = asyncio.run(measure(Path(tempfile.mkdtemp()), base["users"], base["seed"], base["recipe"], model))
     base["metrics"] = {k: m[k] for k in GATED}
     base["questions"] = m["questions"]
-    BASELINE.write_text(json.dumps(base, indent=2) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(base, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(base, indent=2))
