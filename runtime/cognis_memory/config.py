@@ -253,6 +253,16 @@ class Settings(BaseSettings):
         return EMBEDDING_MODELS[self.embedding_model]
 
     @property
+    def vector_space(self) -> str:
+        """Which model's vectors this configuration writes and searches (a store records it and refuses
+        another, :mod:`cognis_memory.stores.vector_space`): the named embedding model, or the model file
+        (onnx) or directory (sentence-transformers) given by ``embedder_path``."""
+        if self.embedder_path:
+            path = Path(self.embedder_path)
+            return path.stem if self.embedder == "onnx" else path.name
+        return self.embedding_model
+
+    @property
     def resolved_query_prefix(self) -> str:
         """The query instruction: ``embedding_query_prefix`` if set, else the embedding model's."""
         if self.embedding_query_prefix is not None:

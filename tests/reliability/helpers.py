@@ -85,10 +85,11 @@ class StoreHandle:
     prefix: str | None = None
 
 
-def build_embedded(path: Path, dim: int) -> StoreHandle:
+def build_embedded(path: Path, dim: int, *, vector_space: str | None = None) -> StoreHandle:
     from cognis_memory.stores.embedded import EmbeddedStore
 
-    return StoreHandle("embedded", EmbeddedStore(path, dim=dim, dim_short=DIM_SHORT), sqlite_path=path)
+    store = EmbeddedStore(path, dim=dim, dim_short=DIM_SHORT, vector_space=vector_space)
+    return StoreHandle("embedded", store, sqlite_path=path)
 
 
 def build_dual(
@@ -100,6 +101,7 @@ def build_dual(
     refresh: Any = True,
     pool_max: int = 4,
     pg_kwargs: dict[str, Any] | None = None,
+    vector_space: str | None = None,
     **dual_kwargs: Any,
 ) -> StoreHandle:
     from cognis_memory.stores.dual import DualStore
@@ -107,20 +109,24 @@ def build_dual(
     from cognis_memory.stores.postgres import PostgresStore
 
     prefix = prefix or unique_prefix("d")
-    pg = PostgresStore(pg_dsn, dim=dim, dim_short=DIM_SHORT, pool_max=pool_max, **(pg_kwargs or {}))
+    pg = PostgresStore(
+        pg_dsn, dim=dim, dim_short=DIM_SHORT, pool_max=pool_max, vector_space=vector_space, **(pg_kwargs or {})
+    )
     kw = OpenSearchKeywordIndex(
         os_client(os_url), index_prefix=prefix, replicas=0, refresh=refresh, search_timeout_s=2.0, write_timeout_s=5.0
     )
     return StoreHandle("dual", DualStore(pg, kw, **dual_kwargs), pg_dsn=pg_dsn, os_url=os_url, prefix=prefix)
 
 
-def build_opensearch(os_url: str, dim: int, *, prefix: str | None = None, refresh: Any = True) -> StoreHandle:
+def build_opensearch(
+    os_url: str, dim: int, *, prefix: str | None = None, refresh: Any = True, vector_space: str | None = None
+) -> StoreHandle:
     from cognis_memory.stores.opensearch_store import OpenSearchStore
 
     prefix = prefix or unique_prefix("o")
     store = OpenSearchStore(
         os_client(os_url), index_prefix=prefix, dim=dim, dim_short=DIM_SHORT, replicas=0, refresh=refresh,
-        search_timeout_s=5.0, write_timeout_s=5.0,
+        search_timeout_s=5.0, write_timeout_s=5.0, vector_space=vector_space,
     )  # fmt: skip
     return StoreHandle("opensearch", store, os_url=os_url, prefix=prefix)
 
@@ -130,7 +136,7 @@ def new_handle(kind: str, request: Any, tmp_dir: Path, dim: int, **kwargs: Any) 
     (``request`` is the pytest request, for the server fixtures). A new store kind adds its builder here
     and in :func:`reopen`: the reliability suites then run on it."""
     if kind == "embedded":
-        return build_embedded(tmp_dir / f"{unique_prefix('e')}.db", dim)
+        return build_embedded(tmp_dir / f"{unique_prefix('e')}.db", dim, **kwargs)
     if kind == "dual":
         pg = request.getfixturevalue("postgres_server")
         return build_dual(pg.create_database(unique_prefix("db")), request.getfixturevalue("opensearch_server").url,
@@ -140,17 +146,17 @@ def new_handle(kind: str, request: Any, tmp_dir: Path, dim: int, **kwargs: Any) 
     raise ValueError(f"no reliability builder for store kind {kind!r}")
 
 
-def reopen(handle: StoreHandle, dim: int) -> StoreHandle:
+def reopen(handle: StoreHandle, dim: int, **kwargs: Any) -> StoreHandle:
     """A new store object on the same backend namespace: what a restarted process opens."""
     if handle.kind == "embedded":
         assert handle.sqlite_path is not None
-        return build_embedded(handle.sqlite_path, dim)
+        return build_embedded(handle.sqlite_path, dim, **kwargs)
     assert handle.os_url is not None
     if handle.kind == "dual":
         assert handle.pg_dsn is not None
-        return build_dual(handle.pg_dsn, handle.os_url, dim, prefix=handle.prefix)
+        return build_dual(handle.pg_dsn, handle.os_url, dim, prefix=handle.prefix, **kwargs)
     if handle.kind == "opensearch":
-        return build_opensearch(handle.os_url, dim, prefix=handle.prefix)
+        return build_opensearch(handle.os_url, dim, prefix=handle.prefix, **kwargs)
     raise ValueError(f"no reliability builder for store kind {handle.kind!r}")
 
 

@@ -334,6 +334,7 @@ def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundl
         pool_max=max(1, settings.postgres_pool_size),
         migration_dsn=owner_dsn,
         app_role=settings.postgres_app_user,
+        vector_space=settings.vector_space,
     )
     keyword = OpenSearchKeywordIndex(
         opensearch_client(settings),

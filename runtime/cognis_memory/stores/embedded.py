@@ -35,9 +35,12 @@ from .filters import owner_token, sqlite_filter
 from .numpy_index import IndexedRow, VectorIndexCache
 from .records import MEMORY_COLUMNS, SQLITE, job_from_row, memory_from_row, message_from_row
 from .roles import StoreBundle
+from .vector_space import KEY as VECTOR_SPACE_KEY
+from .vector_space import check as check_vector_space
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS store_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS messages (
     id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
@@ -158,9 +161,19 @@ class EmbeddedStore:
     def roles(self) -> StoreBundle:
         return StoreBundle.of(self)
 
-    def __init__(self, path: str | Path, *, dim: int, dim_short: int, max_cached_rows: int = 2_000_000) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        dim: int,
+        dim_short: int,
+        max_cached_rows: int = 2_000_000,
+        vector_space: str | None = None,
+    ) -> None:
         self.path = Path(path)
         self.dim, self.dim_short = dim, dim_short
+        #: the embedding model's vector space, recorded on first open and checked after (None: no check)
+        self.vector_space = vector_space
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._wlock = threading.RLock()
@@ -181,12 +194,26 @@ class EmbeddedStore:
         if self.path.parent and str(self.path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = self._connect()
-        self._writer.executescript(_SCHEMA)
-        row = self._writer.execute("SELECT version FROM schema_version").fetchone()
-        if row is None:
-            self._writer.execute("INSERT INTO schema_version(version) VALUES (1)")
-        self._check_dims()
+        try:
+            self._writer.executescript(_SCHEMA)
+            row = self._writer.execute("SELECT version FROM schema_version").fetchone()
+            if row is None:
+                self._writer.execute("INSERT INTO schema_version(version) VALUES (1)")
+            self._check_dims()
+            self._check_vector_space()
+        except BaseException:
+            self._writer.close()
+            self._writer = None
+            raise
         self._reader = self._connect()
+
+    def _check_vector_space(self) -> None:
+        assert self._writer is not None
+        row = self._writer.execute("SELECT value FROM store_settings WHERE key = ?", (VECTOR_SPACE_KEY,)).fetchone()
+        if check_vector_space(f"the store at {self.path}", row[0] if row else None, self.vector_space):
+            self._writer.execute(
+                "INSERT OR IGNORE INTO store_settings(key, value) VALUES (?, ?)", (VECTOR_SPACE_KEY, self.vector_space)
+            )
 
     def _check_dims(self) -> None:
         assert self._writer is not None
@@ -641,4 +668,6 @@ def _quote(term: str) -> str:
 
 def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
     """The embedded store at ``resolved_sqlite_path`` (registry entry ``embedded``)."""
-    return EmbeddedStore(settings.resolved_sqlite_path, dim=dim, dim_short=dim_short).roles()
+    return EmbeddedStore(
+        settings.resolved_sqlite_path, dim=dim, dim_short=dim_short, vector_space=settings.vector_space
+    ).roles()

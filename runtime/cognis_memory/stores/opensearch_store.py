@@ -76,6 +76,8 @@ from .opensearch_index import (
 )
 from .records import OPENSEARCH, epoch_us, iso, job_from_row, memory_from_row, message_from_row
 from .roles import StoreBundle
+from .vector_space import KEY as VECTOR_SPACE_KEY
+from .vector_space import check as check_vector_space
 
 
 def owner_key(tenant_id: str, user_id: str, record_id: str) -> str:
@@ -133,8 +135,11 @@ class OpenSearchStore:
         write_timeout_s: float = 10.0,
         max_workers: int = 8,
         leftover_after_s: float = 30.0,
+        vector_space: str | None = None,
     ) -> None:
         self.client = client
+        #: the embedding model's vector space, kept in the memories index's ``_meta`` (None: no check)
+        self.vector_space = vector_space
         self.leftover_after_s = leftover_after_s
         self.runner = OpenSearchRunner(client, max_workers=max_workers)
         self.prefix = index_prefix
@@ -229,6 +234,19 @@ class OpenSearchStore:
         """Create the indices (with aliases) when missing; idempotent and safe under concurrency."""
         for alias, body in self._bodies().items():
             await create_index_once(self.runner, alias, f"{alias}-000001", body)
+        await self._check_vector_space()
+
+    async def _check_vector_space(self) -> None:
+        """Record the configured vector space in the memories index's ``_meta`` (first open), or refuse another."""
+        if self.vector_space is None:
+            return
+        mappings: dict[str, Any] = await self.runner(self.client.indices.get_mapping, index=self.memories)
+        index: dict[str, Any] = next(iter(mappings.values()), {})  # the alias's one concrete index
+        meta: dict[str, Any] = index.get("mappings", {}).get("_meta", {})
+        where = f"the OpenSearch index {self.memories}"
+        if check_vector_space(where, meta.get(VECTOR_SPACE_KEY), self.vector_space):
+            body = {"_meta": {**meta, VECTOR_SPACE_KEY: self.vector_space}}
+            await self.runner(self.client.indices.put_mapping, index=self.memories, body=body)
 
     async def close(self) -> None:
         self.runner.close()
@@ -778,4 +796,5 @@ def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundl
         dim_short=dim_short,
         search_timeout_s=settings.opensearch_timeout_s,
         write_timeout_s=settings.opensearch_timeout_s,
+        vector_space=settings.vector_space,
     ).roles()

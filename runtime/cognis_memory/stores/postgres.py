@@ -51,6 +51,8 @@ from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorS
 from .filters import postgres_filter
 from .migrations.postgres import apply_migrations
 from .records import MEMORY_COLUMNS, POSTGRES, job_from_row, memory_from_row, message_from_row
+from .vector_space import KEY as VECTOR_SPACE_KEY
+from .vector_space import check as check_vector_space
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +210,7 @@ class PostgresStore:
         iterative_scan: str = "relaxed_order",
         migration_dsn: str | Callable[[], str] | None = None,
         app_role: str | None = None,
+        vector_space: str | None = None,
     ) -> None:
         if iterative_scan not in {"relaxed_order", "strict_order", "off"}:
             raise ValueError(f"iterative_scan: unknown mode {iterative_scan!r}")
@@ -215,6 +218,8 @@ class PostgresStore:
         self.migration_dsn = migration_dsn if migration_dsn is not None else dsn
         self.app_role = app_role
         self.dim, self.dim_short = dim, dim_short
+        #: the embedding model's vector space, recorded on first open and checked after (None: no check)
+        self.vector_space = vector_space
         self.pool_min, self.pool_max = pool_min, pool_max
         self.connect_timeout_s = connect_timeout_s
         self.pool_timeout_s = pool_timeout_s
@@ -249,6 +254,7 @@ class PostgresStore:
                 owner_dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
             ) as conn:
                 applied = await apply_migrations(conn, dim=self.dim, dim_short=self.dim_short, app_role=self.app_role)
+                await self._check_vector_space(conn)
             if applied:
                 log.info("postgres: applied migrations %s", applied)
             pool = AsyncConnectionPool(
@@ -265,6 +271,18 @@ class PostgresStore:
         except (psycopg.OperationalError, PoolTimeout) as e:
             raise DependencyUnavailableError("postgres", str(e)) from e
         self._pool = pool
+
+    async def _check_vector_space(self, conn: psycopg.AsyncConnection) -> None:
+        """Record the configured vector space in ``store_settings`` (first open), or refuse another one."""
+        select = "SELECT value FROM store_settings WHERE key = %s"
+        row = await (await conn.execute(select, (VECTOR_SPACE_KEY,))).fetchone()
+        if check_vector_space("the PostgreSQL store", row[0] if row else None, self.vector_space):
+            await conn.execute(
+                "INSERT INTO store_settings (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                (VECTOR_SPACE_KEY, self.vector_space),
+            )
+            row = await (await conn.execute(select, (VECTOR_SPACE_KEY,))).fetchone()  # a concurrent first open
+            check_vector_space("the PostgreSQL store", row[0] if row else None, self.vector_space)
 
     async def close(self) -> None:
         if self._pool is not None:

@@ -165,6 +165,15 @@ CREATE INDEX jobs_tenant_id ON jobs (tenant_id, id);
 CREATE INDEX jobs_tenant_status_id ON jobs (tenant_id, status, id);
 """,
     ),
+    Migration(
+        4,
+        "store settings",
+        """
+-- Facts about the store itself, e.g. which embedding model's vectors it holds (stores/vector_space.py).
+-- Read and written by the schema owner when the service opens the store; the application role never needs it.
+CREATE TABLE store_settings (key text PRIMARY KEY, value text NOT NULL);
+""",
+    ),
 )
 
 
