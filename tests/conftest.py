@@ -11,7 +11,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
 import pytest_asyncio
-from cognis_dev.fixtures import *  # noqa: F403 - session fixtures for PostgreSQL, Redis, OpenSearch
+from cognis_dev.fixtures import *  # noqa: F403 - session fixtures for PostgreSQL, Redis, OpenSearch, local LLMs
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +77,10 @@ async def make_service(tmp_path, embedder, captured_telemetry):
 #: Fixtures that start a real server (database, cache, search engine, or our own HTTP server).
 SERVER_FIXTURES = frozenset(
     {"postgres_server", "redis_server", "opensearch_server", "any_store", "live_server", "real_server"}
+    | {"local_llm", "local_llama_server"}
 )
+#: Fixtures that serve a real local LLM (docs/local-llm.md): their tests are also marked ``real_llm``.
+LLM_FIXTURES = frozenset({"local_llm", "local_llama_server"})
 #: Calls that start a server or a server process; a test module that makes one is an integration module.
 SERVER_CALLS = ("start_or_skip(", "serve_in_thread(", "ServeProcess(", "subprocess.Popen(", "open_store(")
 _module_starts_servers: dict[str, bool] = {}
@@ -91,9 +94,17 @@ def _starts_servers(path) -> bool:
     return _module_starts_servers[key]
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "real_llm: talks to a real local LLM server (docs/local-llm.md)")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Mark every test that uses a server fixture or whose module starts servers as ``integration``,
-    so that ``-m "not integration"`` runs only what needs nothing but Python."""
+    so that ``-m "not integration"`` runs only what needs nothing but Python; and the ones that use a
+    local LLM as ``real_llm`` too (``-m "not real_llm"`` leaves them out)."""
     for item in items:
-        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())) or _starts_servers(item.path):
+        fixtures = getattr(item, "fixturenames", ())
+        if SERVER_FIXTURES.intersection(fixtures) or _starts_servers(item.path):
             item.add_marker(pytest.mark.integration)
+        if LLM_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.real_llm)
