@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cognis_memory.providers.base import LLMOutputError
 from cognis_memory.providers.llms import extract_json_text, validated, wire_schema
+from cognis_memory.providers.llms.structured import repair_json_text
 
 
 class Mood(StrEnum):
@@ -185,3 +186,34 @@ def test_extract_json_text_tolerates_fences(text: str) -> None:
 def test_extract_json_text_rejects_non_json(text: str) -> None:
     with pytest.raises(ValueError):
         extract_json_text(text)
+
+
+# -- repairing a text answer -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "value", "repairs"),
+    [
+        ('Here is the JSON:\n{"facts": []}\nHope it helps!', {"facts": []}, ["json_prose"]),
+        ('{"facts": [{"content": "a"}]} and {"more": 1}', {"facts": [{"content": "a"}]}, ["json_prose"]),
+        ('{"facts": [{"content": "a"},]}', {"facts": [{"content": "a"}]}, ["json_trailing_comma"]),
+        (
+            '{"facts": [{"content": "a \\"quoted\\" b"}, {"content": "cut her',
+            {"facts": [{"content": 'a "quoted" b'}]},
+            ["json_truncated"],
+        ),
+        # the last complete key-value pair is kept too; the reader drops an item it cannot use
+        ('```json\n{"decisions": [{"fact": 0}, {"fact": 1, "act', {"decisions": [{"fact": 0}, {"fact": 1}]}, ["json_truncated"]),
+        ('[{"a": 1}, {"a": 2', [{"a": 1}], ["json_truncated"]),
+        ('{"facts": ["one", "two", "thr', {"facts": ["one", "two"]}, ["json_truncated"]),
+        ('{"a": "}]{[", "b": [1, 2]}', {"a": "}]{[", "b": [1, 2]}, []),
+    ],
+    ids=["prose", "two-objects", "trailing-comma", "cut-in-a-string", "cut-in-a-fence", "top-level-list",
+         "cut-string-list", "brackets-in-strings"],
+)  # fmt: skip
+def test_repair_json_text_recovers_what_was_complete(text: str, value: Any, repairs: list[str]) -> None:
+    assert repair_json_text(text) == (value, repairs)
+
+
+@pytest.mark.parametrize("text", ["no JSON at all", "{", '{"unclosed": "string', "}{"])
+def test_repair_json_text_never_invents_a_value(text: str) -> None:
+    with pytest.raises(ValueError):
+        repair_json_text(text)

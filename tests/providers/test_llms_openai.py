@@ -310,3 +310,117 @@ def test_invalid_construction(kwargs: dict[str, Any], match: str) -> None:
     args: dict[str, Any] = {"base_url": "http://127.0.0.1:9/v1", "model": "m", **kwargs}
     with pytest.raises(ValueError, match=match):
         OpenAICompatibleLLM(**args)
+
+
+# -- structured-output modes -------------------------------------------------------------------------
+#: what llama-cpp-python 0.3's server answers to a json_schema response_format (seen against the real one)
+LLAMA_CPP_PYTHON_REFUSAL = Reply(
+    500,
+    {"error": {"message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+               "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]", "type": "internal_server_error"}},
+)  # fmt: skip
+
+
+def _system(request: Recorded) -> str:
+    return next(m["content"] for m in request.body["messages"] if m["role"] == "system")
+
+
+def _schema_in(system: str) -> Any:
+    """The JSON Schema the system prompt states (after "JSON Schema: ")."""
+    return json.loads(system.split("JSON Schema: ", 1)[1])
+
+
+async def test_json_object_mode_sends_the_schema_in_the_format_and_the_prompt(server: FakeChatServer) -> None:
+    server.replies.append(Reply(body=completion(json.dumps(ANSWER))))
+    llm = OpenAICompatibleLLM(server.base_url, "m", structured_output="json_object")
+    assert await ask(llm) == ANSWER
+    await llm.aclose()
+    (request,) = server.requests
+    assert request.body["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    system = _system(request)
+    assert system.startswith("Decide.\n\n") and _schema_in(system) == SCHEMA
+
+
+async def test_prompt_mode_sends_no_response_format(server: FakeChatServer) -> None:
+    server.replies.append(Reply(body=completion("Here you go:\n" + json.dumps(ANSWER))))
+    llm = OpenAICompatibleLLM(server.base_url, "m", structured_output="prompt")
+    with pytest.raises(LLMOutputError) as info:  # prose around the JSON: the caller may repair it
+        await ask(llm, system="")
+    await llm.aclose()
+    assert info.value.text is not None and json.dumps(ANSWER) in info.value.text
+    (request,) = server.requests
+    assert "response_format" not in request.body
+    assert _schema_in(_system(request)) == SCHEMA
+
+
+async def test_auto_steps_down_when_the_server_refuses_json_schema_and_remembers(server: FakeChatServer) -> None:
+    server.replies.extend(
+        [
+            LLAMA_CPP_PYTHON_REFUSAL,
+            Reply(body=completion(json.dumps(ANSWER))),
+            Reply(body=completion(json.dumps(ANSWER))),
+        ]
+    )
+    llm = OpenAICompatibleLLM(server.base_url, "m")
+    assert llm.mode == "json_schema"
+    assert await ask(llm) == ANSWER
+    assert llm.mode == "json_object"
+    assert await ask(llm) == ANSWER  # the next call goes straight to the mode that worked
+    await llm.aclose()
+    assert [r.body["response_format"]["type"] for r in server.requests] == ["json_schema", "json_object", "json_object"]
+
+
+async def test_auto_steps_down_to_prompt_when_json_object_is_refused_too(server: FakeChatServer) -> None:
+    refused = Reply(400, {"error": {"message": "response_format is not supported by this server"}})
+    server.replies.extend([refused, refused, Reply(body=completion(json.dumps(ANSWER)))])
+    llm = OpenAICompatibleLLM(server.base_url, "m")
+    assert await ask(llm) == ANSWER
+    await llm.aclose()
+    assert llm.mode == "prompt"
+    assert [r.body.get("response_format", {}).get("type") for r in server.requests] == [
+        "json_schema", "json_object", None
+    ]  # fmt: skip
+
+
+async def test_a_fixed_mode_the_server_refuses_is_a_configuration_problem(server: FakeChatServer) -> None:
+    server.replies.append(LLAMA_CPP_PYTHON_REFUSAL)
+    llm = OpenAICompatibleLLM(server.base_url, "m", structured_output="json_schema")
+    with pytest.raises(DependencyUnavailableError) as info:
+        await ask(llm)
+    await llm.aclose()
+    assert len(server.requests) == 1 and "HTTP 500" in str(info.value)
+
+
+async def test_an_outage_is_not_taken_for_a_refused_format(server: FakeChatServer) -> None:
+    server.replies.append(Reply(503, {"error": {"message": "model is loading"}}))
+    llm = OpenAICompatibleLLM(server.base_url, "m")
+    with pytest.raises(DependencyUnavailableError, match="model is loading"):
+        await ask(llm)
+    await llm.aclose()
+    assert llm.mode == "json_schema" and len(server.requests) == 1
+
+
+async def test_output_errors_carry_what_the_model_said(server: FakeChatServer) -> None:
+    server.replies.extend(
+        [
+            Reply(body=completion(json.dumps({"decision": "MERGE", "target": None}))),
+            Reply(body=completion('{"decision": "UPD', finish_reason="length")),
+            Reply(body=completion("I think you should update m3.")),
+        ]
+    )
+    llm = OpenAICompatibleLLM(server.base_url, "m")
+    errors = []
+    for _ in range(3):
+        with pytest.raises(LLMOutputError) as info:
+            await ask(llm)
+        errors.append(info.value)
+    await llm.aclose()
+    invalid, cut, prose = errors
+    assert invalid.answer == {"decision": "MERGE", "target": None} and invalid.text is None
+    assert cut.truncated and cut.text == '{"decision": "UPD' and cut.answer is None
+    assert prose.text == "I think you should update m3." and not prose.truncated
+
+
+def test_an_unknown_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="llm_structured_output"):
+        OpenAICompatibleLLM("http://127.0.0.1:9/v1", "m", structured_output="grammar")  # type: ignore[arg-type]

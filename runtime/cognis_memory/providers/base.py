@@ -8,7 +8,7 @@ so that callers can degrade instead of failing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel
@@ -51,7 +51,18 @@ class Reranker(Protocol):
 
 
 class LLMOutputError(ValueError):
-    """The LLM answered, but not with output matching the requested response model."""
+    """The LLM answered, but not with output matching the requested response model.
+
+    What it did answer travels with the error, so a caller can repair it instead of losing it
+    (:mod:`cognis_memory.ingest.answer_repair`): ``answer`` is the JSON value when the text parsed
+    (and then failed validation), else ``None``; ``text`` is the answer's text when it did not parse
+    as JSON (prose around it, a truncated object), else ``None``; ``truncated`` says the model was cut
+    off at its token limit.
+    """
+
+    def __init__(self, message: str, *, answer: Any = None, text: str | None = None, truncated: bool = False) -> None:
+        super().__init__(message)
+        self.answer, self.text, self.truncated = answer, text, truncated
 
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)

@@ -135,3 +135,7 @@ class OpenAILLMSettings(ProviderSettings):
     model: str | None = Field(None, validation_alias="openai_model")
     api_key: SecretStr | None = Field(None, validation_alias="openai_api_key")
     timeout_s: float = Field(30.0, validation_alias="llm_timeout_s")
+    structured_output: Literal["auto", "json_schema", "json_object", "prompt"] = Field(
+        "auto", validation_alias="llm_structured_output"
+    )
+    max_tokens: int | None = Field(None, validation_alias="llm_max_tokens")

@@ -1,10 +1,12 @@
-"""OpenAI-compatible chat completions with a JSON-schema response format (see :class:`OpenAICompatibleLLM`)."""
+"""OpenAI-compatible chat completions with structured output (see :class:`OpenAICompatibleLLM`)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
 import httpx
 from pydantic import BaseModel
@@ -12,27 +14,60 @@ from pydantic import BaseModel
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import AnswerT, LLMOutputError
 
-from .structured import CONFIG_PREFIX, check_schema_name, extract_json_text, validated, wire_schema
+from .structured import (
+    CONFIG_PREFIX,
+    check_schema_name,
+    extract_json_text,
+    schema_instructions,
+    validated,
+    wire_schema,
+)
+
+log = logging.getLogger(__name__)
+
+#: How the answer's shape is asked for (``structured_output``); ``auto`` starts with ``json_schema``
+#: and steps down the list when the server refuses that ``response_format``.
+StructuredOutput = Literal["auto", "json_schema", "json_object", "prompt"]
+STRUCTURED_OUTPUT_MODES: tuple[str, ...] = get_args(StructuredOutput)
+_FALLBACK = {"json_schema": "json_object", "json_object": "prompt"}
+#: an error body that blames the response format (llama-cpp-python: "Input should be 'text' or
+#: 'json_object'"; other servers name response_format or json_schema)
+_FORMAT_REFUSED = re.compile(r"response_format|json_schema|json_object|'text'", re.IGNORECASE)
 
 
 class OpenAICompatibleLLM:
     """Structured output from any OpenAI-compatible ``/chat/completions`` endpoint.
 
-    Sends ``POST {base_url}/chat/completions`` with a system message (when non-empty), the
-    prompt as the user message, ``temperature`` (and ``max_tokens`` when set), and
-    ``response_format={"type": "json_schema", "json_schema": {"name": schema_name,
-    "schema": schema, "strict": true}}``, ``schema`` derived from the response model by
-    :func:`.structured.wire_schema`. Strict mode on OpenAI requires every property to be
-    listed in ``required`` and ``additionalProperties: false`` on every object (the derivation
-    refuses a model that breaks this); servers such as vLLM or llama.cpp use the schema for
-    guided decoding. The answer ``choices[0].message.content`` is parsed as JSON (a Markdown code
-    fence around it is tolerated) and validated as the response model.
+    Sends ``POST {base_url}/chat/completions`` with a system message (when non-empty), the prompt
+    as the user message, ``temperature`` (and ``max_tokens`` when set), and asks for the answer's
+    shape in one of three ways (``structured_output``), ``schema`` being derived from the response
+    model by :func:`.structured.wire_schema`:
+
+    * ``json_schema``: ``response_format={"type": "json_schema", "json_schema": {"name": schema_name,
+      "schema": schema, "strict": true}}``, what OpenAI, Azure OpenAI, vLLM, llama.cpp's
+      ``llama-server``, Ollama and LM Studio take (the local servers use it for grammar-constrained
+      decoding). Strict mode on OpenAI requires every property in ``required`` and
+      ``additionalProperties: false`` (the derivation refuses a model that breaks this).
+    * ``json_object``: ``response_format={"type": "json_object", "schema": schema}`` and the schema
+      in the system prompt: llama-cpp-python's server refuses ``json_schema`` but constrains
+      decoding to the ``schema`` of a ``json_object`` request; servers that ignore ``schema`` still
+      get valid JSON and the shape from the prompt.
+    * ``prompt``: no ``response_format``; the schema is in the system prompt only, the answer is
+      parsed from the text (for servers that accept neither).
+    * ``auto`` (default): ``json_schema`` first; when the server refuses that response format
+      (an HTTP 400, 422 or 5xx whose error names it), the same request is sent again one step down
+      (``json_object``, then ``prompt``) and the mode that worked is kept for this instance's later
+      calls (:attr:`mode`).
+
+    The answer ``choices[0].message.content`` is parsed as JSON (a Markdown code fence around it
+    is tolerated) and validated as the response model.
 
     Errors: a timeout (``timeout_s`` bounds the whole call), a connection error, HTTP 408/429
     or 5xx, or a reply that is not a chat completion -> ``DependencyUnavailableError``; other 4xx
-    (bad key, unknown model, unsupported ``response_format``) -> ``DependencyUnavailableError``
-    with a configuration message; a refusal, a truncated answer or content that is not the
-    requested JSON -> ``LLMOutputError``.
+    (bad key, unknown model, unsupported ``response_format`` in a fixed mode) ->
+    ``DependencyUnavailableError`` with a configuration message; a refusal, a truncated answer or
+    content that is not the requested JSON -> ``LLMOutputError``, carrying the answer's text or JSON
+    value so that the caller can repair it (``answer``, ``text``, ``truncated``).
 
     Without ``client`` an ``httpx.AsyncClient`` is created on first use (one per event loop)
     and closed by :meth:`aclose`; a given client is never closed here.
@@ -48,7 +83,12 @@ class OpenAICompatibleLLM:
         client: httpx.AsyncClient | None = None,
         max_tokens: int | None = None,
         temperature: float = 0.0,
+        structured_output: StructuredOutput = "auto",
     ) -> None:
+        if structured_output not in STRUCTURED_OUTPUT_MODES:
+            raise ValueError(
+                f"llm_structured_output: expected one of {', '.join(STRUCTURED_OUTPUT_MODES)}, got {structured_output!r}"
+            )
         if not base_url:
             raise ValueError("openai_base_url: the endpoint's base URL is required")
         if not base_url.startswith(("http://", "https://")):
@@ -64,27 +104,38 @@ class OpenAICompatibleLLM:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.name = f"openai:{model}"
+        self.structured_output = structured_output
+        #: the mode the next call uses (``auto`` resolves to the first mode the server accepts)
+        self.mode: str = "json_schema" if structured_output == "auto" else structured_output
         self._api_key = api_key
         self._given_client = client
         self._own_client: httpx.AsyncClient | None = None
         self._own_loop: asyncio.AbstractEventLoop | None = None
 
     def build_request(
-        self, *, system: str, prompt: str, response_model: type[BaseModel], schema_name: str
+        self,
+        *,
+        system: str,
+        prompt: str,
+        response_model: type[BaseModel],
+        schema_name: str,
+        mode: str | None = None,
     ) -> dict[str, Any]:
-        """The JSON body of the chat completion request."""
+        """The JSON body of the chat completion request (in ``mode``, default :attr:`mode`)."""
         check_schema_name(schema_name)
+        mode = mode or self.mode
         schema = wire_schema(response_model)
+        if mode != "json_schema":  # the server is not given the schema, or may ignore it
+            system = f"{system}\n\n{schema_instructions(schema)}" if system else schema_instructions(schema)
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": self.temperature,
-            "response_format": {
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if mode == "json_schema":
+            body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": schema_name, "schema": schema, "strict": True},
-            },
-        }
+            }
+        elif mode == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": schema}
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         return body
@@ -109,30 +160,24 @@ class OpenAICompatibleLLM:
         self, *, system: str, prompt: str, response_model: type[AnswerT], schema_name: str
     ) -> AnswerT:
         """The model's JSON answer, as ``response_model`` (see the class docstring)."""
-        body = self.build_request(system=system, prompt=prompt, response_model=response_model, schema_name=schema_name)
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        try:
-            response = await asyncio.wait_for(
-                self._client().post(self.url, json=body, headers=headers, timeout=self.timeout_s),
-                timeout=self.timeout_s,
+        while True:
+            mode = self.mode
+            body = self.build_request(
+                system=system, prompt=prompt, response_model=response_model, schema_name=schema_name, mode=mode
             )
-        except (TimeoutError, httpx.TimeoutException) as exc:
-            raise DependencyUnavailableError("llm", f"{self.url} did not answer within {self.timeout_s:g} s") from exc
-        except httpx.HTTPError as exc:
-            raise DependencyUnavailableError("llm", f"{self.url} unreachable: {type(exc).__name__}: {exc}") from exc
-
-        status = response.status_code
-        if status >= 300:
-            detail = f"{self.url} answered HTTP {status}: {_error_message(response)}"
-            if status in (408, 409, 425, 429) or status >= 500:
-                raise DependencyUnavailableError("llm", detail)
-            raise DependencyUnavailableError(
-                "llm",
-                f"{CONFIG_PREFIX} {detail}. Check openai_base_url, openai_api_key and openai_model "
-                "(and that the server supports json_schema response_format); retrying will not help.",
-            )
+            response = await self._post(body)
+            if response.status_code < 300:
+                break
+            fallback = _FALLBACK.get(mode) if self.structured_output == "auto" else None
+            message = _error_message(response)
+            if fallback is None or not _refuses_format(response.status_code, message):
+                raise self._http_error(response.status_code, message)
+            if self.mode == mode:  # another call may have stepped down meanwhile
+                log.warning(
+                    "%s refused response_format %s (HTTP %s: %s); using %s from now on",
+                    self.url, mode, response.status_code, message[:200], fallback,
+                )  # fmt: skip
+                self.mode = fallback
         try:
             envelope = response.json()
             choice = envelope["choices"][0]
@@ -144,13 +189,35 @@ class OpenAICompatibleLLM:
             ) from exc
         return validated(self._content_json(choice, message), response_model, schema_name, self.name)
 
+    async def _post(self, body: dict[str, Any]) -> httpx.Response:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        try:
+            return await asyncio.wait_for(
+                self._client().post(self.url, json=body, headers=headers, timeout=self.timeout_s),
+                timeout=self.timeout_s,
+            )
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            raise DependencyUnavailableError("llm", f"{self.url} did not answer within {self.timeout_s:g} s") from exc
+        except httpx.HTTPError as exc:
+            raise DependencyUnavailableError("llm", f"{self.url} unreachable: {type(exc).__name__}: {exc}") from exc
+
+    def _http_error(self, status: int, message: str) -> DependencyUnavailableError:
+        detail = f"{self.url} answered HTTP {status}: {message}"
+        if status in (408, 409, 425, 429) or status >= 500:
+            return DependencyUnavailableError("llm", detail)
+        return DependencyUnavailableError(
+            "llm",
+            f"{CONFIG_PREFIX} {detail}. Check openai_base_url, openai_api_key and openai_model "
+            f"(and llm_structured_output: the server refused {self.mode!r}); retrying will not help.",
+        )
+
     def _content_json(self, choice: Mapping[str, Any], message: Any) -> Any:
         if not isinstance(message, Mapping):
             raise LLMOutputError(f"{self.name}: choices[0].message is not an object")
         if message.get("refusal"):
             raise LLMOutputError(f"{self.name}: the model refused: {str(message['refusal'])[:200]}")
-        if choice.get("finish_reason") == "length":
-            raise LLMOutputError(f"{self.name}: answer cut off at the token limit")
         content = message.get("content")
         if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
             content = "".join(
@@ -160,10 +227,17 @@ class OpenAICompatibleLLM:
             )
         if not isinstance(content, str) or not content.strip():
             raise LLMOutputError(f"{self.name}: the answer has no text content")
+        if choice.get("finish_reason") == "length":
+            raise LLMOutputError(f"{self.name}: answer cut off at the token limit", text=content, truncated=True)
         try:
             return extract_json_text(content)
         except ValueError as exc:
-            raise LLMOutputError(f"{self.name}: {exc}") from exc
+            raise LLMOutputError(f"{self.name}: {exc}", text=content) from exc
+
+
+def _refuses_format(status: int, message: str) -> bool:
+    """Whether an error answer says the server does not take the response format it was sent."""
+    return (status in (400, 422) or status >= 500) and bool(_FORMAT_REFUSED.search(message))
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -1,6 +1,8 @@
 """What the LLM providers share: the schema-name rule, the configuration-problem prefix, the schema
 sent for a response model (:func:`wire_schema`), the check of an answer against that model
-(:func:`validated`) and :func:`extract_json_text` for text answers.
+(:func:`validated`), :func:`extract_json_text` for text answers, :func:`schema_instructions` for
+servers that take no schema, and :func:`repair_json_text` for answers that are JSON only after a
+repair (prose around the object, a truncated answer, trailing commas).
 
 The schema sent is derived from the pydantic model, never written by hand, and has to satisfy both
 providers:
@@ -130,17 +132,17 @@ def validated(result: Any, response_model: type[AnswerT], schema_name: str, sour
     """
     if not isinstance(result, dict):
         got = _JSON_TYPES.get(type(result), "null" if result is None else type(result).__name__)
-        raise LLMOutputError(f"{source}: expected a JSON object for {schema_name}, got {got}")
+        raise LLMOutputError(f"{source}: expected a JSON object for {schema_name}, got {got}", answer=result)
     try:
         text = json.dumps(result, allow_nan=False)
     except ValueError as exc:  # NaN or Infinity, which Python's JSON parser lets through
-        raise LLMOutputError(f"{source}: answer is not JSON: {exc}") from exc
+        raise LLMOutputError(f"{source}: answer is not JSON: {exc}", text=str(result)[:100_000]) from exc
     try:
         return response_model.model_validate_json(text, strict=True)
     except ValidationError as exc:
         errors = [_describe(error) for error in exc.errors(include_url=False)]
         shown = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
-        raise LLMOutputError(f"{source}: answer does not match schema {schema_name}: {shown}") from exc
+        raise LLMOutputError(f"{source}: answer does not match schema {schema_name}: {shown}", answer=result) from exc
 
 
 def _describe(error: Mapping[str, Any]) -> str:
@@ -172,3 +174,136 @@ def extract_json_text(content: str) -> Any:
         except json.JSONDecodeError as exc:
             raise ValueError(f"fenced block is not valid JSON: {exc}") from exc
     raise ValueError(f"not valid JSON: {text[:200]!r}")
+
+
+def schema_instructions(schema: Mapping[str, Any]) -> str:
+    """What a prompt says about the answer's shape when the server is not given the schema (or may
+    ignore it): the JSON Schema itself, compact, and the rule to answer with JSON only."""
+    return (
+        "Answer with one JSON object and nothing else (no prose, no Markdown), matching this JSON Schema: "
+        + json.dumps(schema, separators=(",", ":"))
+    )
+
+
+#: what :func:`repair_json_text` did, by name (the counters of the ingest answer report use them)
+REPAIR_PROSE, REPAIR_TRUNCATED, REPAIR_TRAILING_COMMA = "json_prose", "json_truncated", "json_trailing_comma"
+
+
+def repair_json_text(content: str) -> tuple[Any, list[str]]:
+    """The JSON value in a model's text answer that :func:`extract_json_text` refused, and the repairs it
+    took: the first object or array found in prose (``json_prose``), trailing commas dropped
+    (``json_trailing_comma``), and an answer cut off in the middle closed after its last complete
+    element (``json_truncated``; what was cut is lost, what came before is kept).
+
+    Raises ``ValueError`` when no JSON object or array can be recovered. Never invents a value: a
+    repair only removes text or closes brackets that were opened.
+    """
+    text = content.strip()
+    match = _FENCED.search(text)
+    if match:
+        text = match.group(1).strip()
+    elif text.startswith("```"):  # a fence the cut-off answer never closed
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        raise ValueError(f"no JSON object in the answer: {content[:200]!r}")
+    start = min(starts)
+    repairs = [REPAIR_PROSE] if text[:start].strip() else []
+    scan = _scan(text, start)
+    if scan.end is not None:
+        body = text[start : scan.end]
+        if text[scan.end :].strip():
+            repairs = [REPAIR_PROSE]
+        value = _loads_lenient(body, repairs)
+        if value is not _NOTHING:
+            return value, repairs
+    # unclosed: the answer was cut off; close it after its last complete element
+    for cut, stack in reversed(scan.cuts[-200:]):
+        body = text[start:cut].rstrip().rstrip(",") + "".join("}" if c == "{" else "]" for c in reversed(stack))
+        value = _loads_lenient(body, repairs)
+        if value is not _NOTHING:
+            return value, [*repairs, REPAIR_TRUNCATED]
+    raise ValueError(f"no complete JSON value in the answer: {content[:200]!r}")
+
+
+_NOTHING = object()
+
+
+def _loads_lenient(body: str, repairs: list[str]) -> Any:
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError:
+        pass
+    fixed = _without_trailing_commas(body)
+    if fixed != body:
+        try:
+            value = json.loads(fixed)
+        except json.JSONDecodeError:
+            return _NOTHING
+        repairs.append(REPAIR_TRAILING_COMMA)
+        return value
+    return _NOTHING
+
+
+class _Scan:
+    __slots__ = ("cuts", "end")
+
+    def __init__(self) -> None:
+        self.end: int | None = None  # index after the bracket closing the first value
+        self.cuts: list[tuple[int, tuple[str, ...]]] = []  # (index after a complete element, open brackets)
+
+
+def _scan(text: str, start: int) -> _Scan:
+    """Bracket depth outside strings from ``start``: where the first value closes, and the points after
+    each complete element inside it (with the brackets still open there)."""
+    out, in_string, escaped = _Scan(), False, False
+    stack: list[str] = []
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+                if stack and stack[-1] == "[":
+                    out.cuts.append((i + 1, tuple(stack)))
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append(ch)
+        elif ch in "}]":
+            if not stack or (stack[-1] == "{") != (ch == "}"):
+                return out  # a stray bracket: nothing after it is trusted
+            stack.pop()
+            if not stack:
+                out.end = i + 1
+                return out
+            out.cuts.append((i + 1, tuple(stack)))
+        elif ch == ",":
+            out.cuts.append((i, tuple(stack)))
+    return out
+
+
+def _without_trailing_commas(body: str) -> str:
+    out: list[str] = []
+    in_string = escaped = False
+    for ch in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "}]":
+            while out and out[-1].isspace():
+                out.pop()
+            if out and out[-1] == ",":
+                out.pop()
+        out.append(ch)
+    return "".join(out)
