@@ -219,6 +219,15 @@ def dashboard_body(d: DashboardInputs) -> dict:
             d.region,
         ),
         _widget(
+            "Extraction LLM: deferred extractions and repaired or unusable answers",
+            [
+                _metric(ns, names.EXTRACTIONS_DEFERRED, svc, label="extractions deferred"),
+                _metric(ns, names.LLM_ANSWERS_REPAIRED, svc, label="answers repaired"),
+                _metric(ns, names.LLM_ANSWERS_UNUSABLE, svc, label="answers unusable"),
+            ],
+            d.region,
+        ),
+        _widget(
             "OpenSearch health",
             [
                 _metric("AWS/ES", "ClusterStatus.red", es, label="red"),

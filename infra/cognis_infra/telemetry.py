@@ -22,6 +22,9 @@ METRIC_DIMENSIONS: dict[str, tuple[str, ...]] = {
     names.DEGRADED_ANSWERS: (names.DIM_SERVICE, names.DIM_OPERATION),
     names.REQUESTS: (names.DIM_SERVICE, names.DIM_OPERATION),
     names.JOBS_DEAD_LETTERED: (names.DIM_SERVICE,),
+    names.EXTRACTIONS_DEFERRED: (names.DIM_SERVICE,),
+    names.LLM_ANSWERS_REPAIRED: (names.DIM_SERVICE,),
+    names.LLM_ANSWERS_UNUSABLE: (names.DIM_SERVICE,),
 }
 
 #: Emitted by the task's readiness probe container (not by the runtime): 1 when ``GET /ready``

@@ -144,6 +144,15 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = Field(None, description="Bearer key of that endpoint.")
     openai_model: str = Field("gpt-4o-mini", description="Model name at that endpoint.")
     llm_timeout_s: float = Field(30.0, description="LLM call timeout, seconds.")
+    llm_structured_output: Literal["auto", "json_schema", "json_object", "prompt"] = Field(
+        "auto",
+        description="How llm=openai asks for JSON: json_schema (OpenAI, vLLM, llama.cpp's server, Ollama), "
+        "json_object with the schema (llama-cpp-python's server), prompt (the schema in the prompt only), or auto "
+        "(json_schema, stepping down when the server refuses it).",
+    )
+    llm_max_tokens: int | None = Field(
+        None, ge=1, description="Most tokens an llm=openai answer may take (unset: the server's default)."
+    )
 
     aws_region: str | None = Field(None, description="AWS region for Bedrock, SageMaker, Secrets Manager, OpenSearch.")
 
@@ -167,8 +176,15 @@ class Settings(BaseSettings):
     )
     max_messages_per_request: int = Field(500, description="Most messages in one add request.")
     max_request_bytes: int = Field(16 * 1024 * 1024, description="Largest accepted HTTP request body, bytes (413).")
-    job_max_attempts: int = Field(5, description="Ingest job attempts before dead-letter.")
+    job_max_attempts: int = Field(
+        5,
+        description="Ingest job attempts that end in an unusable LLM answer (or another error) before dead-letter; "
+        "attempts that found the LLM unreachable do not count (the job waits for it).",
+    )
     job_backoff_s: float = Field(2.0, description="First retry delay; doubles per attempt.")
+    job_max_backoff_s: float = Field(
+        300.0, gt=0, description="Longest retry delay (an LLM outage is retried at least this often)."
+    )
     job_lease_s: float = Field(
         300.0, description="A claimed job is retried by another worker if not finished within this (crashes)."
     )

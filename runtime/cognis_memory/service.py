@@ -32,7 +32,7 @@ from .encoding.batching import Priority
 from .encoding.encoder import MatryoshkaEncoder
 from .errors import InvalidInputError, NotFoundError
 from .ingest.categorizer import EmbeddingCategorizer
-from .ingest.pipeline import IngestPipeline, IngestResult
+from .ingest.pipeline import IngestPipeline, IngestResult, extraction_metrics
 from .ingest.worker import JobWorker
 from .prompt_block import PromptBlock, build_prompt_block
 from .providers.base import LLM, Embedder, Reranker
@@ -58,6 +58,9 @@ from .validation import (
 )
 
 MAX_PROMPT_BLOCK_TOKENS = 32000
+#: the job listing's filter for every job whose facts are still to come
+PENDING = "pending"
+PENDING_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
 
 
 __all__ = ["MAX_PROMPT_BLOCK_TOKENS", "MemoryService", "MessageIn"]
@@ -117,6 +120,7 @@ class MemoryService:
             self.ingest,
             self.telemetry,
             backoff_s=settings.job_backoff_s,
+            max_backoff_s=settings.job_max_backoff_s,
             lease_s=settings.job_lease_s,
             concurrency=settings.worker_concurrency,
         )
@@ -238,7 +242,14 @@ class MemoryService:
             result = await self.ingest.ingest(owner, msgs, rec, background=background)
             if result.job is not None:
                 self.worker.notify()
-            rec.fields.update(messages=len(msgs), messages_created=sum(result.created), background=background)
+            rec.fields.update(
+                messages=len(msgs), messages_created=sum(result.created), background=background, facts=result.facts
+            )
+            answers = result.extraction.get("answers")
+            if isinstance(answers, dict) and (answers["repairs"] or answers["dropped"]):
+                rec.fields.update(llm_repairs=answers["repairs"], llm_dropped=answers["dropped"])
+            for metric, count in extraction_metrics(result.extraction).items():
+                self.telemetry.emit_count(metric, count)
             return result
 
     # -- retrieval ----------------------------------------------------------------------
@@ -423,12 +434,19 @@ class MemoryService:
     async def list_jobs(
         self, tenant_id: str, *, status: JobStatus | str | None = None, limit: int = 100, after: str | None = None
     ) -> list[Job]:
-        """The tenant's ingest jobs (every user's), optionally of one status (``dead``: the dead letters),
+        """The tenant's ingest jobs (every user's), optionally of one status (``dead``: the dead letters;
+        ``pending``: every job whose facts are still to come, i.e. queued, running or failed and due again),
         ordered by id; pass the last id of a page as ``after`` for the next."""
         check_id("tenant_id", tenant_id)
-        wanted = None if status is None else enum_value("status", JobStatus, status)
         check_int("limit", limit, 1, 1000)
         check_id("after", after, required=False)
+        if status == PENDING:
+            pages = [
+                await self.stores.jobs.list_jobs(tenant_id, status=s, limit=limit, after_id=after)
+                for s in PENDING_STATUSES
+            ]
+            return sorted((j for page in pages for j in page), key=lambda j: j.id)[:limit]
+        wanted = None if status is None else enum_value("status", JobStatus, status)
         return await self.stores.jobs.list_jobs(tenant_id, status=wanted, limit=limit, after_id=after)
 
     # -- health -------------------------------------------------------------------------

@@ -216,7 +216,7 @@ def _llm_responder(schema_name, request):
         return {
             "facts": [
                 {"content": "Rui works as a baker in Braga.", "category": "professional", "scope": "USER",
-                 "event_date": None}
+                 "event_date": None, "sources": [1]}
             ]
         }  # fmt: skip
     return {"decisions": [{"fact": 0, "action": "ADD", "target": None, "content": None, "category": None}]}
@@ -250,7 +250,8 @@ async def test_async_mode_with_llm_answers_202_with_a_job_done_after_drain(tmp_p
                 done = r.json()
                 assert done["status"] == "done" and done["attempts"] == 1 and done["last_error"] is None
                 assert done["result"]["ADD"] == 1
-                assert len(server.requests) == 2  # extract, then decide
+                assert len(server.requests) == 1  # extract; the user had no fact to decide against yet
+                assert done["result"]["answers"]["valid"] == 1
 
                 facts = await search(c, user, "What is Rui's job?", kinds=["fact"])
                 assert [h["memory"]["content"] for h in facts["results"]] == ["Rui works as a baker in Braga."]

@@ -95,7 +95,9 @@ def _emitted_series(settings) -> set[tuple[str, str, frozenset]]:
             rec.add(stage, 1.0)
         rec.mark_degraded("reranker")
         tel.emit_request_metrics(operation=operation, latency_metric=latency, pipeline=pipeline, rec=rec, error=True)
-    tel.emit_count(names.JOBS_DEAD_LETTERED)
+    for counted in (names.JOBS_DEAD_LETTERED, names.EXTRACTIONS_DEFERRED, names.LLM_ANSWERS_REPAIRED,
+                    names.LLM_ANSWERS_UNUSABLE):  # fmt: skip
+        tel.emit_count(counted)
 
     series = set()
     for line in out.getvalue().splitlines():

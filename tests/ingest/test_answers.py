@@ -15,7 +15,8 @@ from cognis_memory.providers.base import LLMOutputError
 from cognis_memory.providers.llms import validated, wire_schema
 
 # The schemas ingest/extraction.py declared by hand until the answers became pydantic models
-# (EXTRACT_SCHEMA and DECIDE_SCHEMA as of 276f986), copied unchanged.
+# (EXTRACT_SCHEMA and DECIDE_SCHEMA as of 276f986), copied unchanged but for the one field added since:
+# each fact's ``sources`` (the numbers of the messages it was said in), required like every field.
 EXTRACT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -28,8 +29,9 @@ EXTRACT_SCHEMA: dict[str, Any] = {
                     "category": {"type": "string", "enum": [c.value for c in Category]},
                     "scope": {"type": "string", "enum": [s.value for s in Scope]},
                     "event_date": {"type": ["string", "null"]},
+                    "sources": {"type": "array", "items": {"type": "integer"}},
                 },
-                "required": ["content", "category", "scope", "event_date"],
+                "required": ["content", "category", "scope", "event_date", "sources"],
                 "additionalProperties": False,
             },
         }
@@ -79,7 +81,9 @@ def test_the_schema_sent_is_the_hand_written_one(model: type[BaseModel], expecte
     assert _property_orders(sent) == _property_orders(expected)
 
 
-FACT = {"content": "Dana lives in Berlin", "category": "personal_details", "scope": "USER", "event_date": None}
+FACT = {
+    "content": "Dana lives in Berlin", "category": "personal_details", "scope": "USER", "event_date": None, "sources": [1]
+}  # fmt: skip
 DECISION = {"fact": 0, "action": "UPDATE", "target": "m1", "content": "Dana lives in Lisbon", "category": None}
 
 CASES: list[tuple[str, type[BaseModel], Any]] = [
@@ -94,6 +98,10 @@ CASES: list[tuple[str, type[BaseModel], Any]] = [
     ("facts: null content", ExtractedFacts, {"facts": [{**FACT, "content": None}]}),
     ("facts: object for array", ExtractedFacts, {"facts": FACT}),
     ("facts: date as number", ExtractedFacts, {"facts": [{**FACT, "event_date": 20240301}]}),
+    ("facts: missing sources", ExtractedFacts, {"facts": [{k: v for k, v in FACT.items() if k != "sources"}]}),
+    ("facts: source as string", ExtractedFacts, {"facts": [{**FACT, "sources": ["1"]}]}),
+    ("facts: source not a list", ExtractedFacts, {"facts": [{**FACT, "sources": 1}]}),
+    ("facts: no sources", ExtractedFacts, {"facts": [{**FACT, "sources": []}]}),
     ("decide: minimal", Decisions, {"decisions": []}),
     ("decide: full", Decisions, {"decisions": [DECISION, {**DECISION, "category": "travel"}]}),
     ("decide: all nulls", Decisions, {"decisions": [{**DECISION, "target": None, "content": None}]}),
@@ -136,7 +144,11 @@ def test_fact_content_is_stripped_and_a_blank_one_refused() -> None:
     answer = validated({"facts": [{**FACT, "content": "  Dana lives in Berlin\n"}]}, ExtractedFacts, "f", "test")
     assert answer.facts == [
         ExtractedFact(
-            content="Dana lives in Berlin", category=Category.PERSONAL_DETAILS, scope=Scope.USER, event_date=None
+            content="Dana lives in Berlin",
+            category=Category.PERSONAL_DETAILS,
+            scope=Scope.USER,
+            event_date=None,
+            sources=[1],
         )
     ]
     with pytest.raises(LLMOutputError, match=r"\$\.facts\[1\]\.content: Value error, expected a non-empty string"):

@@ -163,7 +163,7 @@ def reopen(handle: StoreHandle, dim: int, **kwargs: Any) -> StoreHandle:
 def make_service(
     store: Any, embedder: Any, *, cache: Any = None, llm: Any = None, reranker: Any = None, **overrides: Any
 ):
-    settings = Settings(run_worker=False, metrics_enabled=False, job_backoff_s=0.05, **overrides)
+    settings = Settings(**{"run_worker": False, "metrics_enabled": False, "job_backoff_s": 0.05, **overrides})
     return MemoryService(
         settings, store=store, embedder=embedder, cache=cache, llm=llm, reranker=reranker, telemetry=quiet_telemetry()
     )

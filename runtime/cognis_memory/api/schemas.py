@@ -150,8 +150,22 @@ class JobOut(BaseModel):
 class AddMessagesOut(BaseModel):
     messages: list[MessageOut]
     memories: list[MemoryOut] = Field(description="Raw-message memories created now (searchable at once).")
-    job: JobOut | None = Field(None, description="The extraction job (async mode with an LLM configured).")
-    extraction: dict[str, Any] = Field(default_factory=dict, description="Operation counts (sync mode).")
+    facts: Literal["extracted", "pending", "off", "nothing_new"] = Field(
+        description="The fact extraction of the new messages: extracted in this request (sync mode), pending in "
+        "`job` (async mode, or sync mode when the LLM was unreachable or gave no usable answer), off (no LLM "
+        "configured) or nothing_new (every message was already stored). The messages are stored in every case."
+    )
+    job: JobOut | None = Field(
+        None, description="The extraction job, when the facts are pending (`GET /v1/users/{user}/jobs/{job}`)."
+    )
+    extraction: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Sync mode: operation counts and the LLM answers' report (repairs and dropped items by "
+        "kind); when the extraction was handed to the job, why (`deferred`).",
+    )
+    degraded: list[str] = Field(
+        default_factory=list, description="Dependencies that failed during the request (the facts are then pending)."
+    )
 
 
 class SearchHitOut(BaseModel):

@@ -40,12 +40,14 @@ class _Answer(BaseModel):
 
 class ExtractedFact(_Answer):
     """One candidate fact; ``event_date`` is the ISO date of the event when the conversation gives one
-    (an unreadable date is ignored, not refused)."""
+    (an unreadable date is ignored, not refused); ``sources`` are the numbers of the messages it was
+    said in, as the prompt numbers them (1-based)."""
 
     content: str
     category: Category
     scope: Scope
     event_date: str | None
+    sources: list[JsonInt]
 
     @field_validator("content")
     @classmethod

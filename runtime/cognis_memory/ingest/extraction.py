@@ -1,34 +1,53 @@
 """Stage 3: context-aware extraction.
 
-Two LLM calls per batch of resolved messages of one user:
+Up to two LLM calls per batch of resolved messages of one user:
 
-1. **extract**: candidate facts (content, category, scope, optional ISO event date).
-2. **decide**: for each candidate, the 10 most similar *current* memories of that user are
-   retrieved and shown to the LLM under short aliases (``m1``, ``m2``, ...); the LLM answers
-   ADD, UPDATE (alias), DELETE (alias) or NONE. Aliases are mapped back to real ids through
-   a table built here, so an id the LLM invents (or one of another user) cannot name any
-   memory: such a decision is dropped and counted.
+1. **extract**: the messages, numbered, become candidate facts (content, category, scope, optional
+   ISO event date, and the numbers of the messages each fact was said in: its provenance).
+2. **decide**: for each candidate, the 10 most similar *current facts* of that user are retrieved
+   and shown to the LLM under short aliases (``m1``, ``m2``, ...); the LLM answers ADD, UPDATE
+   (alias), DELETE (alias) or NONE. Aliases are mapped back to real ids through a table built here,
+   so an id the LLM invents (or one of another user) cannot name any memory. When no candidate has
+   a similar fact (a new user's first messages), there is nothing to decide and the call is skipped:
+   every fact is added.
 
-The answers of both calls are the pydantic models of :mod:`.answers` (the providers send the
-schema derived from them and validate the answer with them). The result is a list of
-:class:`Operation`, applied by the pipeline (each UPDATE/DELETE is one atomic version write in
-the store).
+Only facts are shown and only facts can be updated or deleted: raw messages are the evidence a fact
+was drawn from, stored as said, and never rewritten by a model (a small model shown raw messages
+"updated" an assistant's acknowledgement with a user's fact). Answers are read item by item
+(:mod:`.answer_repair`): a bad field costs its item, never the batch. Guards a real model needed:
+
+* a fact that is a question is not a fact (dropped, counted);
+* a fact written in the first person ("I moved to Lisbon") is kept with its speaker named in front
+  ("Maya: I moved to Lisbon"), like a raw memory, so that it never reads as the assistant's words;
+* a second UPDATE or DELETE of a memory already changed by this answer does not replace the first
+  (an UPDATE becomes an ADD: both statements are kept; a DELETE is dropped);
+* NONE for a fact shown with no similar fact is an ADD (nothing was there to be the same);
+* the same fact text twice in one answer is kept once;
+* when no decision can be read even after asking twice, the facts are added (they are the good part
+  of the batch; an unusable extract answer, by contrast, leaves nothing to keep and fails the attempt).
+
+The result is a list of :class:`Operation`, applied by the pipeline (each UPDATE/DELETE is one
+atomic version write), and the :class:`~.answer_repair.AnswerReport` of the calls.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 import numpy as np
 
-from ..domain import Category, Memory, Owner, Scope, as_utc
+from ..domain import Category, Memory, MemoryKind, Owner, Scope
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder
-from ..providers.base import LLM
+from ..providers.base import LLM, LLMOutputError
 from ..stores.base import SearchFilter
 from ..stores.roles import VectorSearch
+from .answer_repair import AnswerReport, FactDraft, ask, read_decisions, read_facts
 from .answers import Action, Decisions, ExtractedFacts
+from .categorizer import EmbeddingCategorizer
 from .resolution import ResolvedMessage
 
 CONTEXT_SIZE = 10
@@ -40,6 +59,8 @@ class CandidateFact:
     category: Category
     scope: Scope
     event_time: datetime | None
+    #: the messages the fact was said in (all of the batch's when the answer did not say)
+    sources: list[ResolvedMessage] = field(default_factory=list)
     embedding: np.ndarray | None = None
     embedding_short: np.ndarray | None = None
 
@@ -56,100 +77,151 @@ class ExtractionResult:
     operations: list[Operation] = field(default_factory=list)
     rejected_aliases: int = 0
     candidates: int = 0
+    report: AnswerReport = field(default_factory=AnswerReport)
 
+
+_CATEGORIES = ", ".join(c.value for c in Category)
 
 EXTRACT_SYSTEM = (
-    "You extract durable facts about the user from a conversation, for a long-term memory. "
-    "Write each fact as one self-contained sentence naming the person (not 'I'), with absolute dates "
-    "(dates in brackets after relative expressions are already resolved). Skip greetings and small talk. "
-    "Use scope CONTEXT only for facts that matter just within this session. Pick the best category."
+    "You extract durable facts about the people in a conversation, for a long-term memory. The messages are "
+    "numbered. Return the facts worth remembering in later conversations: personal details, where someone lives "
+    "or works, family and friends, preferences, plans, health, habits, possessions, and changes to any of these. "
+    "Rules: one fact per statement; write each fact as a short sentence in the third person that names the "
+    "person (for example 'Dana is allergic to peanuts', or 'The user ...' when no name is given), never 'I' or "
+    "'my'; use absolute dates (dates in brackets already resolve relative expressions); skip greetings, small "
+    "talk, questions and the assistant's own remarks; a statement about someone else is about that person, not "
+    "the user. sources: the numbers of the messages the fact was said in. scope: USER for facts that stay true "
+    "across conversations, CONTEXT for facts that only matter within this conversation. category: one of "
+    f"{_CATEGORIES}. event_date: the ISO date (YYYY-MM-DD) of the event the fact is about when the "
+    "conversation gives it, else null. If nothing is worth remembering, return an empty list of facts."
 )
 DECIDE_SYSTEM = (
-    "You maintain a long-term memory. For each new fact, compare it with the existing memories listed under it "
-    "and decide: ADD (new information), UPDATE (it changes or refines an existing memory: give its alias as "
-    "target and the merged content), DELETE (it says an existing memory is no longer true: give its alias), or "
-    "NONE (already known). Only use aliases that are listed."
+    "You keep a long-term memory of facts consistent. Each new fact (fact 0, fact 1, ...) is listed with the "
+    "stored facts most similar to it, each under an id such as m3. For each new fact choose one action: "
+    "ADD when it is new information; UPDATE when it changes or corrects a listed fact about the same thing "
+    "(the same attribute of the same person, e.g. a new home replaces the old one): target is that fact's id "
+    "and content the fact as it is true now; DELETE when it says a listed fact is no longer true and gives "
+    "nothing in its place: target is that fact's id; NONE when a listed fact already says the same. Use only "
+    "ids that are listed. target is null for ADD and NONE; content and category are null unless you UPDATE. "
+    "Give one decision per new fact."
 )
 
+#: a first-person word outside quotes: the fact was copied from the message rather than restated
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|[Mm]y|[Mm]e|[Mm]ine|[Mm]yself)\b")
 
-def _parse_date(value: str | None) -> datetime | None:
-    if value is None or not value.strip():
-        return None
-    try:
-        return as_utc(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
-    except ValueError:
-        return None
+
+def numbered_transcript(messages: list[ResolvedMessage]) -> tuple[str, list[ResolvedMessage]]:
+    """The extract prompt: one line per message with text, ``[n] <time> <speaker>: <text>``, and the
+    messages in that numbering."""
+    shown = [r for r in messages if r.annotated_text.strip()]
+    lines = [f"[{n}] {r.message_time:%Y-%m-%d %H:%M} {r.display_text}" for n, r in enumerate(shown, start=1)]
+    return "\n".join(lines), shown
 
 
 class ContextAwareExtractor:
     """Runs the extract and decide calls; pure apart from the LLM and a read-only store query."""
 
-    def __init__(self, llm: LLM, vectors: VectorSearch, encoder: MatryoshkaEncoder, context_size: int = CONTEXT_SIZE):
-        self.llm, self.vectors, self.encoder, self.context_size = llm, vectors, encoder, context_size
+    def __init__(
+        self,
+        llm: LLM,
+        vectors: VectorSearch,
+        encoder: MatryoshkaEncoder,
+        categorizer: EmbeddingCategorizer,
+        context_size: int = CONTEXT_SIZE,
+    ):
+        self.llm, self.vectors, self.encoder, self.categorizer = llm, vectors, encoder, categorizer
+        self.context_size = context_size
 
     async def extract(
         self, owner: Owner, messages: list[ResolvedMessage], *, priority: Priority = Priority.INGEST
     ) -> ExtractionResult:
         """Candidate facts and the decision on each; ``priority`` is the embedding queue's (a request
         waiting, or a background job)."""
-        facts = await self._extract_facts(messages)
-        result = ExtractionResult(candidates=len(facts))
+        result = ExtractionResult()
+        facts = await self._extract_facts(messages, result.report, priority)
+        result.candidates = len(facts)
         if not facts:
             return result
-        full, short = await self.encoder.encode_async([f.content for f in facts], priority)
-        for f, e, s in zip(facts, full, short, strict=True):
-            f.embedding, f.embedding_short = e, s
-        # Context: the most similar current memories of this user, per candidate, under aliases.
+        # Context: the most similar current facts of this user, per candidate, under aliases.
         alias_of: dict[str, Memory] = {}
         by_id: dict[str, str] = {}
-        context_lines: list[str] = []
-        for i, f in enumerate(facts):
-            assert f.embedding is not None  # embedded by the stage before
+        shown: list[list[str]] = []
+        for f in facts:
+            assert f.embedding is not None  # embedded by _extract_facts
             hits = await self.vectors.vector_search(
-                SearchFilter(owner), f.embedding, None, limit=self.context_size, shortlist=self.context_size
+                SearchFilter(owner, kinds=frozenset({MemoryKind.FACT})),
+                f.embedding,
+                None,
+                limit=self.context_size,
+                shortlist=self.context_size,
             )
-            lines = []
+            listed = []
             for h in hits.hits:
                 alias = by_id.get(h.memory.id)
                 if alias is None:
                     alias = f"m{len(alias_of) + 1}"
                     alias_of[alias] = h.memory
                     by_id[h.memory.id] = alias
-                lines.append(f"  - {alias}: {h.memory.content}")
-            context_lines.append(
-                f"fact {i}: {f.content}\n" + ("\n".join(lines) if lines else "  (no similar memories)")
-            )
-        answer = await self.llm.generate_structured(
-            system=DECIDE_SYSTEM,
-            prompt="\n".join(context_lines),
-            response_model=Decisions,
-            schema_name="memory_decisions",
+                listed.append(alias)
+            shown.append(listed)
+        if not alias_of:  # nothing stored to compare with: every fact is new
+            result.operations = [Operation(Action.ADD, f) for f in facts]
+            return result
+        prompt = "\n".join(
+            f"fact {i}: {f.content}\n"
+            + ("\n".join(f"  - {a}: {alias_of[a].content}" for a in listed) or "  (no similar stored facts)")
+            for i, (f, listed) in enumerate(zip(facts, shown, strict=True))
         )
+        read = partial(read_decisions, facts=len(facts), aliases={a: m.content for a, m in alias_of.items()})
+        try:
+            decisions = await ask(
+                self.llm,
+                system=DECIDE_SYSTEM,
+                prompt=prompt,
+                response_model=Decisions,
+                schema_name="memory_decisions",
+                read=read,
+                report=result.report,
+            )
+        except LLMOutputError:  # no usable decision even when asked twice: the facts are still good
+            result.report.dropped["decisions_unusable"] += 1
+            decisions = []
         decided: set[int] = set()
+        changed: set[str] = set()  # aliases an earlier decision of this answer already updated or deleted
         rewritten: list[CandidateFact] = []  # UPDATEs whose merged content needs its own vectors
-        for d in answer.decisions:
-            idx = d.fact
-            if not 0 <= idx < len(facts) or idx in decided:
+        guards = result.report.dropped
+        for d in decisions:
+            if d.fact in decided:
                 continue
-            decided.add(idx)
-            fact = facts[idx]
-            action = d.action
+            decided.add(d.fact)
+            fact, action = facts[d.fact], d.action
+            if action is Action.NONE and not shown[d.fact]:
+                guards["none_without_similar_fact"] += 1
+                action = Action.ADD
             if action in (Action.UPDATE, Action.DELETE):
-                target = alias_of.get(d.target or "")
-                if target is None:  # invented or foreign id: never touch anything
-                    result.rejected_aliases += 1
-                    continue
-                if action is Action.UPDATE:
-                    content = d.content or fact.content
-                    if content != fact.content:
-                        fact = CandidateFact(
-                            content=content,
-                            category=d.category or fact.category,
-                            scope=fact.scope,
-                            event_time=fact.event_time,
-                        )
-                        rewritten.append(fact)
-                result.operations.append(Operation(action, fact, target))
+                assert d.target is not None  # read_decisions turns the others into ADDs or drops them
+                if d.target in changed:
+                    guards["target_already_changed"] += 1
+                    if action is Action.DELETE:
+                        continue
+                    action = Action.ADD
+                else:
+                    changed.add(d.target)
+            if action is Action.UPDATE:
+                assert d.target is not None
+                if d.content and d.content != fact.content:
+                    fact = CandidateFact(
+                        content=d.content,
+                        category=d.category or fact.category,
+                        scope=fact.scope,
+                        event_time=fact.event_time,
+                        sources=fact.sources,
+                    )
+                    rewritten.append(fact)
+                result.operations.append(Operation(action, fact, alias_of[d.target]))
+            elif action is Action.DELETE:
+                assert d.target is not None
+                result.operations.append(Operation(action, fact, alias_of[d.target]))
             else:  # ADD, or NONE (kept so that it is counted)
                 result.operations.append(Operation(action, fact))
         if rewritten:
@@ -159,16 +231,59 @@ class ContextAwareExtractor:
         for i, f in enumerate(facts):  # candidates the LLM forgot are added rather than lost
             if i not in decided:
                 result.operations.append(Operation(Action.ADD, f))
+        # targets that named no listed memory (invented, foreign, or unreadable ids): nothing was touched
+        result.rejected_aliases = (
+            result.report.repairs["update_without_target_added"] + result.report.dropped["delete_without_target"]
+        )
         return result
 
-    async def _extract_facts(self, messages: list[ResolvedMessage]) -> list[CandidateFact]:
-        transcript = "\n".join(
-            f"[{r.message_time.isoformat()}] {r.display_text}" for r in messages if r.annotated_text.strip()
+    async def _extract_facts(
+        self, messages: list[ResolvedMessage], report: AnswerReport, priority: Priority
+    ) -> list[CandidateFact]:
+        transcript, numbered = numbered_transcript(messages)
+        if not numbered:
+            return []
+        drafts = await ask(
+            self.llm,
+            system=EXTRACT_SYSTEM,
+            prompt=transcript,
+            response_model=ExtractedFacts,
+            schema_name="extracted_facts",
+            read=partial(read_facts, messages=len(numbered)),
+            report=report,
         )
-        answer = await self.llm.generate_structured(
-            system=EXTRACT_SYSTEM, prompt=transcript, response_model=ExtractedFacts, schema_name="extracted_facts"
-        )
-        return [
-            CandidateFact(content=f.content, category=f.category, scope=f.scope, event_time=_parse_date(f.event_date))
-            for f in answer.facts
-        ]
+        facts: list[CandidateFact] = []
+        missing: list[int] = []  # facts the answer gave no readable category for
+        seen: set[str] = set()
+        for d in drafts:
+            sources = [numbered[i] for i in d.sources] or numbered
+            content = self._third_person(d, sources, report)
+            key = " ".join(content.lower().split())
+            if key in seen:
+                report.dropped["duplicate_fact"] += 1
+                continue
+            seen.add(key)
+            if d.category is None:
+                missing.append(len(facts))
+            category = d.category or Category.PERSONAL_DETAILS  # replaced below when missing
+            facts.append(CandidateFact(content, category, d.scope, d.event_time, sources))
+        if not facts:
+            return []
+        full, short = await self.encoder.encode_async([f.content for f in facts], priority)
+        if missing:  # the non-LLM categorizer's choice
+            picked = await self.categorizer.categorize_many([facts[i].content for i in missing], full[missing])
+            for i, category in zip(missing, picked, strict=True):
+                facts[i].category = category
+        for f, e, s in zip(facts, full, short, strict=True):
+            f.embedding, f.embedding_short = e, s
+        return facts
+
+    @staticmethod
+    def _third_person(draft: FactDraft, sources: list[ResolvedMessage], report: AnswerReport) -> str:
+        """The fact's text; a first-person one gets its speaker in front ("Maya: I moved to Lisbon")."""
+        content = draft.content
+        speaker = sources[0].speaker if sources else ""
+        if speaker and _FIRST_PERSON.search(content) and not content.lower().startswith(speaker.lower() + ":"):
+            report.repairs["first_person"] += 1
+            return f"{speaker}: {content}"
+        return content

@@ -13,6 +13,12 @@ In asynchronous mode the request runs stages 1, 2 and the raw embedding, then en
 durable job for extraction; :meth:`IngestPipeline.run_job` executes it (see
 :mod:`cognis_memory.ingest.worker`). Without an LLM no job is needed: the response says
 so with ``job=None``.
+
+A message that is stored is answered as stored, whatever happens to its extraction: when the LLM
+is unreachable, times out or gives no usable answer during a synchronous request, the extraction
+becomes a durable job like an asynchronous one, and the result says ``facts="pending"`` with the
+job and the reason under ``degraded`` (the HTTP API answers 202). The client's retry is never
+needed, and never stores the message twice.
 """
 
 from __future__ import annotations
@@ -27,10 +33,11 @@ from ..encoding.encoder import MatryoshkaEncoder
 from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
 from ..providers.base import LLM, LLMOutputError
 from ..stores.roles import JobQueue, MemoryVersions, MessageLog, VectorSearch
+from ..telemetry import names
 from ..telemetry.recorder import StageRecorder
 from .answers import Action
 from .categorizer import EmbeddingCategorizer
-from .extraction import ContextAwareExtractor, ExtractionResult
+from .extraction import CandidateFact, ContextAwareExtractor, ExtractionResult, Operation
 from .parts import part_id
 from .resolution import ResolvedMessage, resolve_parts
 from .supersession import mark_superseded
@@ -49,6 +56,10 @@ def _caller_metadata(metadata: dict) -> dict:
     return {k: v for k, v in metadata.items() if k not in _INTERNAL_METADATA}
 
 
+#: ``IngestResult.facts``: what became of the batch's fact extraction.
+FACTS_EXTRACTED, FACTS_PENDING, FACTS_OFF, FACTS_NOTHING_NEW = "extracted", "pending", "off", "nothing_new"
+
+
 @dataclass(slots=True)
 class IngestResult:
     messages: list[Message]
@@ -56,6 +67,34 @@ class IngestResult:
     raw_memories: list[Memory] = field(default_factory=list)
     job: Job | None = None
     extraction: dict[str, Any] = field(default_factory=dict)
+    #: ``extracted`` (done in this request), ``pending`` (a job will; see ``job``), ``off`` (no LLM
+    #: configured) or ``nothing_new`` (every message was stored before)
+    facts: str = FACTS_OFF
+    #: dependencies that failed during the request, e.g. ``llm: ...`` (the facts are then pending)
+    degraded: list[str] = field(default_factory=list)
+
+
+def extraction_metrics(extraction: dict[str, Any]) -> dict[str, int]:
+    """The counts an extraction's answer report adds to the LLM metrics (only those above zero)."""
+    answers = extraction.get("answers") if isinstance(extraction, dict) else None
+    if not isinstance(answers, dict):
+        return deferred_metrics(extraction)
+    counts = {
+        names.LLM_ANSWERS_REPAIRED: int(answers.get("repaired", 0)) + int(answers.get("retried", 0)),
+        names.LLM_ANSWERS_UNUSABLE: int(answers.get("unusable", 0)),
+    }
+    return {k: v for k, v in counts.items() if v > 0}
+
+
+def deferred_metrics(extraction: dict[str, Any]) -> dict[str, int]:
+    """The counts of a synchronous extraction handed to a job (see :meth:`IngestPipeline.ingest`)."""
+    deferred = extraction.get("deferred") if isinstance(extraction, dict) else None
+    if deferred is None:
+        return {}
+    counts = {names.EXTRACTIONS_DEFERRED: 1}
+    if deferred == "llm_unusable_answer":
+        counts[names.LLM_ANSWERS_UNUSABLE] = 1
+    return counts
 
 
 class IngestPipeline:
@@ -75,7 +114,7 @@ class IngestPipeline:
     ) -> None:
         self.messages, self.memories, self.jobs = messages, memories, jobs
         self.encoder, self.cache, self.categorizer, self.llm = encoder, cache, categorizer, llm
-        self.extractor = ContextAwareExtractor(llm, vectors, encoder) if llm is not None else None
+        self.extractor = ContextAwareExtractor(llm, vectors, encoder, categorizer) if llm is not None else None
         self.job_max_attempts = job_max_attempts
         self.memory_max_bytes = memory_max_bytes
 
@@ -157,19 +196,29 @@ class IngestPipeline:
             await self._insert_raw(owner, raw)
         if new_msgs:
             await self.cache.invalidate(owner)
-        if self.extractor is None or not new_msgs or background:
+        if self.extractor is None:
+            return result
+        if not new_msgs:
+            result.facts = FACTS_NOTHING_NEW
+            return result
+        if background:
+            result.facts = FACTS_PENDING
             return result
         try:
             with rec.stage("extraction"):
                 extraction = await self.extractor.extract(owner, resolved)
                 result.extraction = await self.apply(owner, extraction, resolved)
+                result.facts = FACTS_EXTRACTED
         except (DependencyUnavailableError, LLMOutputError) as exc:
             # The messages are stored, so the client's retry (same client_message_id) is answered
-            # "already stored" and would never extract them: a durable job does it instead.
+            # "already stored" and would never extract them: a durable job does it, and the answer
+            # says so (stored, facts pending) instead of failing a request whose data is safe.
             await self.jobs.enqueue_job(job)
-            if isinstance(exc, DependencyUnavailableError):
-                raise
-            raise DependencyUnavailableError("llm", f"unusable answer: {exc}") from exc
+            result.job, result.facts = job, FACTS_PENDING
+            unusable = isinstance(exc, LLMOutputError)
+            result.extraction = {"deferred": "llm_unusable_answer" if unusable else "llm_unavailable"}
+            result.degraded.append((f"llm: unusable answer: {exc}" if unusable else str(exc))[:500])
+            rec.mark_degraded("llm")
         return result
 
     async def _unfinished(self, owner: Owner, existing: list[Message]) -> list[Message]:
@@ -210,59 +259,87 @@ class IngestPipeline:
     async def apply(
         self, owner: Owner, extraction: ExtractionResult, resolved: list[ResolvedMessage]
     ) -> dict[str, Any]:
-        """Write the decided operations; each UPDATE/DELETE is one atomic version write."""
-        source_ids = list(dict.fromkeys(r.message.id for r in resolved))  # a long message has several parts
-        first = resolved[0] if resolved else None
-        counts = {a.value: 0 for a in Action}
+        """Write the decided operations; each UPDATE/DELETE is one atomic version write. A fact cites the
+        messages it was said in (its ``sources``), takes its speaker, session and time from the first,
+        and an UPDATE records which earlier messages stated what it replaces (:mod:`.supersession`)."""
+        counts: dict[str, Any] = {a.value: 0 for a in Action}
         counts["conflicts"] = 0
         adds: list[Memory] = []
         for op in extraction.operations:
             fact = op.fact
+            sources = fact.sources or resolved
+            source_ids = list(dict.fromkeys(r.message.id for r in sources))  # a long message has several parts
+            first = sources[0] if sources else None
             if op.action is Action.NONE:
                 counts["NONE"] += 1
                 continue
             if op.action is Action.ADD:
-                adds.append(
-                    Memory(
-                        tenant_id=owner.tenant_id,
-                        user_id=owner.user_id,
-                        agent_id=first.message.agent_id if first else None,
-                        session_id=first.message.session_id if first else None,
-                        scope=fact.scope,
-                        category=fact.category,
-                        kind=MemoryKind.FACT,
-                        content=fact.content,
-                        speaker=first.speaker if first else None,
-                        event_time=fact.event_time or (first.event_time if first else None),
-                        message_time=first.message_time if first else None,
-                        source_message_ids=source_ids,
-                        embedding=fact.embedding,
-                        embedding_short=fact.embedding_short,
-                    )
-                )
+                adds.append(self._new_fact(owner, fact, source_ids, first))
                 counts["ADD"] += 1
                 continue
             assert op.target is not None
-            if op.action is Action.UPDATE:
-                new = op.target.next_version(
-                    content=fact.content,
-                    category=fact.category,
-                    event_time=fact.event_time or op.target.event_time,
-                    source_message_ids=list(dict.fromkeys(op.target.source_message_ids + source_ids)),
-                    embedding=fact.embedding,
-                    embedding_short=fact.embedding_short,
-                )
-                mark_superseded(op.target, new, source_ids, first.message_time if first else None)
+            applied = await self._change(owner, op, source_ids, first)
+            if applied is None:  # the memory was deleted meanwhile: an UPDATE's new value is still kept
+                if op.action is Action.UPDATE:
+                    adds.append(self._new_fact(owner, fact, source_ids, first))
+                counts["conflicts"] += 1
             else:
-                new = op.target.tombstone()
-                new.source_message_ids = list(dict.fromkeys(op.target.source_message_ids + source_ids))
-            try:
-                await self.memories.write_version(owner, op.target.id, new)
                 counts[op.action.value] += 1
-            except (ConflictError, NotFoundError):
-                counts["conflicts"] += 1  # changed concurrently: the newer state wins
         await self.memories.insert_memories(adds)
         await self.cache.invalidate(owner)
         counts["rejected_aliases"] = extraction.rejected_aliases
         counts["candidates"] = extraction.candidates
+        counts["answers"] = extraction.report.as_dict()
         return counts
+
+    @staticmethod
+    def _new_fact(owner: Owner, fact: CandidateFact, source_ids: list[str], first: ResolvedMessage | None) -> Memory:
+        return Memory(
+            tenant_id=owner.tenant_id,
+            user_id=owner.user_id,
+            agent_id=first.message.agent_id if first else None,
+            session_id=first.message.session_id if first else None,
+            scope=fact.scope,
+            category=fact.category,
+            kind=MemoryKind.FACT,
+            content=fact.content,
+            speaker=first.speaker if first else None,
+            event_time=fact.event_time or (first.event_time if first else None),
+            message_time=first.message_time if first else None,
+            source_message_ids=source_ids,
+            embedding=fact.embedding,
+            embedding_short=fact.embedding_short,
+        )
+
+    async def _change(
+        self, owner: Owner, op: Operation, source_ids: list[str], first: ResolvedMessage | None
+    ) -> Memory | None:
+        """The UPDATE or DELETE of ``op.target``, written on the chain's current version: when another
+        writer changed the memory since the LLM saw it, the change goes on top of that newer version.
+        None when the chain has no current version any more (deleted meanwhile)."""
+        target = op.target
+        assert target is not None
+        for _ in range(3):
+            if op.action is Action.UPDATE:
+                fact = op.fact
+                new = target.next_version(
+                    content=fact.content,
+                    category=fact.category,
+                    event_time=fact.event_time or target.event_time,
+                    source_message_ids=list(dict.fromkeys(target.source_message_ids + source_ids)),
+                    embedding=fact.embedding,
+                    embedding_short=fact.embedding_short,
+                )
+                mark_superseded(target, new, source_ids, first.message_time if first else None)
+            else:
+                new = target.tombstone()
+                new.source_message_ids = list(dict.fromkeys(target.source_message_ids + source_ids))
+            try:
+                return await self.memories.write_version(owner, target.id, new)
+            except (ConflictError, NotFoundError):
+                chain = await self.memories.get_chain(owner, target.id)
+                head = next((m for m in reversed(chain) if m.is_current), None)
+                if head is None:
+                    return None
+                target = head
+        return None

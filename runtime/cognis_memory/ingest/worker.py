@@ -1,9 +1,20 @@
 """The background ingest worker: claims durable jobs from the store and runs them.
 
 A claimed job holds a lease; if the process dies, the lease expires and another worker
-(or the restarted process) claims it again, so a job survives restarts. A failed attempt
-is retried after ``backoff_s * 2**(attempts-1)`` seconds; after ``max_attempts`` the job
-goes to the dead-letter state (``dead``), visible through the API with its last error.
+(or the restarted process) claims it again, so a job survives restarts.
+
+Two kinds of failure are told apart:
+
+* **the LLM (or another dependency) is unreachable** (:class:`DependencyUnavailableError`: a
+  timeout, a 5xx, throttling, a configuration problem): nothing is wrong with the job, so the
+  attempt does not count; the job waits, retried after ``backoff_s * 2**(waits-1)`` seconds, at most
+  ``max_backoff_s``, until the LLM answers again, however long the outage (``result.waits`` counts
+  them; the jobs listing shows the job ``failed`` with its ``last_error`` and ``next_attempt_at``).
+  No message is left without extraction when an outage ends.
+* **anything else** (no usable LLM answer even after repair and a second question, a bug): the
+  attempt counts; it is retried after ``backoff_s * 2**(attempts-1)`` seconds, at most
+  ``max_backoff_s``, and after ``max_attempts`` the job goes to the dead-letter state (``dead``),
+  visible through the API with its last error.
 """
 
 from __future__ import annotations
@@ -13,9 +24,11 @@ import contextlib
 from datetime import timedelta
 
 from ..domain import Job, JobStatus, Owner, utcnow
+from ..errors import DependencyUnavailableError
+from ..providers.base import LLMOutputError
 from ..telemetry import names
 from ..telemetry.emitter import Telemetry
-from .pipeline import IngestPipeline
+from .pipeline import IngestPipeline, extraction_metrics
 
 
 class JobWorker:
@@ -25,12 +38,14 @@ class JobWorker:
         telemetry: Telemetry,
         *,
         backoff_s: float = 2.0,
+        max_backoff_s: float = 300.0,
         lease_s: float = 300.0,
         poll_s: float = 0.5,
         concurrency: int = 1,
     ) -> None:
         self.pipeline, self.telemetry = pipeline, telemetry
         self.backoff_s, self.lease_s, self.poll_s, self.concurrency = backoff_s, lease_s, poll_s, concurrency
+        self.max_backoff_s = max_backoff_s
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -46,18 +61,32 @@ class JobWorker:
         if job is None:
             return None
         rec = self.telemetry.recorder()
+        waits = int(job.result.get("waits", 0)) if isinstance(job.result, dict) else 0
         try:
             with self.telemetry.operation_span(names.OPERATION_INGEST, rec, request_id=job.id, tenant_id=job.tenant_id):
-                job.result = await self.pipeline.run_job(job, rec)
+                result = await self.pipeline.run_job(job, rec)
+            job.result = {**result, "waits": waits} if waits else result
             job.status, job.last_error = JobStatus.DONE, None
-        except Exception as exc:  # any failure is recorded on the job and retried
+            for metric, count in extraction_metrics(result).items():
+                self.telemetry.emit_count(metric, count)
+        except DependencyUnavailableError as exc:  # the LLM is away: wait for it, the attempt does not count
+            job.attempts = max(0, job.attempts - 1)
+            job.result = {**(job.result if isinstance(job.result, dict) else {}), "waits": waits + 1}
             job.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+            job.status = JobStatus.FAILED
+            job.next_attempt_at = utcnow() + timedelta(seconds=self._delay(waits + 1))
+            self.telemetry.emit_count(names.EXTRACTIONS_DEFERRED)
+            self.telemetry.log_error("ingest_job_waits", request_id=job.id, error=exc, waits=waits + 1)
+        except Exception as exc:  # any other failure is recorded on the job and retried, then dead-lettered
+            job.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+            if isinstance(exc, LLMOutputError):
+                self.telemetry.emit_count(names.LLM_ANSWERS_UNUSABLE)
             if job.attempts >= job.max_attempts:
                 job.status = JobStatus.DEAD
                 self.telemetry.emit_count(names.JOBS_DEAD_LETTERED)
             else:
                 job.status = JobStatus.FAILED
-                job.next_attempt_at = utcnow() + timedelta(seconds=self.backoff_s * 2 ** (job.attempts - 1))
+                job.next_attempt_at = utcnow() + timedelta(seconds=self._delay(job.attempts))
             self.telemetry.log_error("ingest_job_failed", request_id=job.id, error=exc, attempts=job.attempts)
         job.updated_at = utcnow()
         if await jobs.get_job(Owner(job.tenant_id, job.user_id), job.id) is None:
@@ -67,6 +96,10 @@ class JobWorker:
             names.EVENT_INGEST, rec, request_id=job.id, job_status=job.status.value, attempts=job.attempts
         )
         return job
+
+    def _delay(self, failures: int) -> float:
+        """Seconds before the next attempt after ``failures`` failures in a row (exponential, capped)."""
+        return float(min(self.max_backoff_s, self.backoff_s * 2 ** max(0, failures - 1)))
 
     async def _loop(self) -> None:
         while not self._stop.is_set():

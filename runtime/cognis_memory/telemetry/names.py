@@ -30,6 +30,15 @@ DEGRADED_ANSWERS = "DegradedAnswers"
 REQUESTS = "Requests"
 #: Count of ingest jobs that exhausted their attempts and went to dead-letter state.
 JOBS_DEAD_LETTERED = "JobsDeadLettered"
+#: Count of fact extractions that could not run when due because the LLM was unreachable or gave no
+#: usable answer: a synchronous request that handed its extraction to a job, or a job attempt that
+#: found the LLM unreachable (the job waits for it). Dimensions: service.
+EXTRACTIONS_DEFERRED = "ExtractionsDeferred"
+#: Count of extraction LLM answers usable only after a repair (JSON around prose, a truncated answer,
+#: an unknown category, an unreadable item dropped, ...). Dimensions: service.
+LLM_ANSWERS_REPAIRED = "LLMAnswersRepaired"
+#: Count of extraction LLM answers with nothing usable even after asking again. Dimensions: service.
+LLM_ANSWERS_UNUSABLE = "LLMAnswersUnusable"
 
 # Dimension names ----------------------------------------------------------------
 DIM_SERVICE = "service"

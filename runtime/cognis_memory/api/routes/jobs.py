@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from ...domain import JobStatus
 from ..auth import ReadKey
 from ..deps import Service
 from ..schemas import JobListOut, JobOut
@@ -22,12 +21,15 @@ async def job_status(user_id: str, job_id: str, key: ReadKey, service: Service):
 @router.get(
     "/v1/jobs",
     response_model=JobListOut,
-    summary="The tenant's ingest jobs, e.g. the dead letters (status=dead); paged by id",
+    summary="The tenant's ingest jobs, e.g. the dead letters (status=dead) or the pending ones; paged by id",
+    description="`status`: one job status, or `pending` for every job whose facts are still to come (queued, "
+    "running, or failed and waiting to run again, e.g. for an LLM that is unreachable: see `last_error` and "
+    "`next_attempt_at`).",
 )
 async def list_jobs(
     key: ReadKey,
     service: Service,
-    status: JobStatus | None = None,
+    status: Literal["queued", "running", "done", "failed", "dead", "pending"] | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     after: str | None = None,
 ):

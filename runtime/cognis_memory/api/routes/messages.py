@@ -17,6 +17,8 @@ router = APIRouter(tags=["messages"])
     response_model=AddMessagesOut,
     status_code=201,
     summary="Add messages (sync: all stages; async: store now, extract in a job)",
+    description="201: stored, and the facts extracted (sync) or none to extract. 202: stored, the facts "
+    "pending in `job` (async mode, or sync mode when the LLM was unreachable or gave no usable answer).",
 )
 async def add_messages(
     user_id: str, body: AddMessagesBody, key: WriteKey, service: Service, ids: RequestIds, response: Response
@@ -34,6 +36,8 @@ async def add_messages(
     return AddMessagesOut(
         messages=[MessageOut.of(m, c) for m, c in zip(result.messages, result.created, strict=True)],
         memories=[MemoryOut.of(m) for m in result.raw_memories],
+        facts=result.facts,
         job=JobOut.of(result.job) if result.job else None,
         extraction=result.extraction,
+        degraded=result.degraded,
     )
