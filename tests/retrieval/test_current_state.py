@@ -32,14 +32,20 @@ def _vec(*xs: float) -> np.ndarray:
 
 
 def _mem(mid: str, vec: np.ndarray, days: float, speaker: str = "user", **kw) -> Memory:
+    """A statement: a raw message unless ``kind`` says otherwise."""
+    kw.setdefault("kind", MemoryKind.RAW)
     return Memory(tenant_id=T, user_id="u", content=mid, category="personal_details",  # type: ignore[arg-type]
                   speaker=speaker, embedding=vec, message_time=JAN + timedelta(days=days), id=mid, **kw)  # fmt: skip
 
 
-def _order(mems: list[Memory], intent: str = "present") -> tuple[list[str], dict[str, str]]:
+def _fact(mid: str, vec: np.ndarray, days: float, **kw) -> Memory:
+    return _mem(mid, vec, days, kind=MemoryKind.FACT, **kw)
+
+
+def _order(mems: list[Memory], intent: str = "present", similar: bool = True) -> tuple[list[str], dict[str, str]]:
     by_id = {m.id: m for m in mems}
     ids = [m.id for m in mems]
-    return order_by_state(ids, by_id, intent, head=10, min_similarity=0.5, min_gap=GAP)  # type: ignore[arg-type]
+    return order_by_state(ids, by_id, intent, head=10, min_similarity=0.5, min_gap=GAP, similar=similar)  # type: ignore[arg-type]
 
 
 def test_present_puts_the_newest_statement_above_the_ones_it_replaced() -> None:
@@ -61,9 +67,9 @@ def test_no_supersession_across_speakers_within_the_gap_or_between_unrelated_sta
 
 
 def test_a_fact_outranks_the_raw_message_it_replaced_whatever_their_similarity() -> None:
-    stale_raw = _mem("raw-porto", _vec(1), 0, kind=MemoryKind.RAW, source_message_ids=["m1"])
-    fact = _mem("fact-lisbon", _vec(0, 0, 0, 1), 30, source_message_ids=["m1", "m2"],
-                metadata={"superseded_sources": ["m1"]})  # fmt: skip
+    stale_raw = _mem("raw-porto", _vec(1), 0, source_message_ids=["m1"])
+    fact = _fact("fact-lisbon", _vec(0, 0, 0, 1), 30, source_message_ids=["m1", "m2"],
+                 metadata={"superseded_sources": ["m1"]})  # fmt: skip
     order, below = _order([stale_raw, _mem("noise", _vec(0, 1), 3), fact])
     assert order == ["fact-lisbon", "raw-porto", "noise"] and below == {"raw-porto": "fact-lisbon"}
     assert _order([stale_raw, fact], "history")[0] == ["raw-porto", "fact-lisbon"]
@@ -71,6 +77,32 @@ def test_a_fact_outranks_the_raw_message_it_replaced_whatever_their_similarity()
     noise = [_mem(f"n{i}", _vec(0, 1, i), 3 + i) for i in range(10)]
     order, _ = _order([stale_raw, *noise, fact])
     assert order[:2] == ["fact-lisbon", "raw-porto"]
+    # and it needs no reading of the query: a question without a present-state word gets it too
+    order, _ = _order([stale_raw, _mem("noise", _vec(0, 1), 3), fact], similar=False)
+    assert order == ["fact-lisbon", "raw-porto", "noise"]
+
+
+def test_a_history_query_leads_with_the_message_of_the_value_replaced_last() -> None:
+    first = _mem("raw-porto", _vec(1), 0, source_message_ids=["m1"])
+    second = _mem("raw-lisbon", _vec(1, 0.1), 30, source_message_ids=["m2"])
+    fact = _fact("fact-madrid", _vec(0, 0, 1), 60, source_message_ids=["m1", "m2", "m3"],
+                 metadata={"superseded_sources": ["m1", "m2"]})  # fmt: skip
+    order, _ = _order([fact, first, second], "history", similar=False)
+    assert order[0] == "raw-lisbon"  # the previous value, not the first one
+
+
+def test_similarity_never_supersedes_a_fact() -> None:
+    """A fact has versions: the extraction model saw each later message beside the facts it resembled and
+    chose whether to UPDATE. A similar later message (a friend's new flat) or a later fact about another
+    attribute (the commute, not the car) is not a newer statement of it."""
+    home = _vec(1, 0.2)
+    fact = _fact("fact-home", home, 0)
+    order, below = _order([fact, _mem("friend-moved", home, 30)])
+    assert order == ["fact-home", "friend-moved"] and below == {}
+    order, below = _order([fact, _fact("fact-commute", home, 30)])
+    assert order == ["fact-home", "fact-commute"] and below == {}
+    # raw messages still supersede each other (no LLM)
+    assert _order([_mem("old", home, 0), _mem("new", home, 30)])[0] == ["new", "old"]
 
 
 def test_present_state_and_history_intent() -> None:
@@ -78,10 +110,13 @@ def test_present_state_and_history_intent() -> None:
     for q in ("Where do I live now?", "Where do I live?", "Do I still eat meat?", "Do I eat meat anymore?",
               "What is my dog called?", "What have I been reading lately?"):  # fmt: skip
         assert analyze_query(q, now, default_window_days=30).state == "present", q
-    for q in ("Where did I live before?", "Which city did I use to live in?"):
+    for q in ("Where did I live before?", "Which city did I use to live in?", "What was my previous car?",
+              "What was Dana's old workout routine?", "Which job did I have previously?"):  # fmt: skip
         assert analyze_query(q, now, default_window_days=30).state == "history", q
     for q in ("What did I cook last week?", "When did I move?", "What did Priya research?"):
         assert analyze_query(q, now, default_window_days=30).state == "none", q
+    for q in ("How old is my dog?", "What is in the old town?", "Is my son old enough to drive?"):
+        assert not analyze_query(q, now, default_window_days=30).history, q
 
 
 FILLER = ["Can you suggest a quick pasta recipe?", "The printer at work jammed again.",

@@ -48,6 +48,21 @@ class RetrievalConfig(BaseModel):
     two_stage: bool = Field(True, description="Prefix shortlist, then full-vector rescoring.")
     shortlist: int = Field(200, ge=1, description="Prefix candidates rescored with full vectors.")
     vector_k: int = Field(50, ge=1, description="Vector hits passed to fusion.")
+    # stage 2b: the fact channel
+    fact_channel: bool = Field(
+        False,
+        description="A third fused list: vector search over the user's extracted facts alone, so a fact competes "
+        "with the few facts (not with every raw message). No facts (no extraction LLM): nothing changes.",
+    )
+    fact_k: int = Field(20, ge=1, description="Fact-channel hits passed to fusion.")
+    weight_facts: float = Field(0.5, ge=0, description="Weight of the fact channel in the fusion.")
+    raw_weight: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Where the candidates hold extracted facts, raw messages' fused scores times this (a fact "
+        "outranks a raw message of about the same score); 1 turns it off.",
+    )
     # stage 3: BM25
     use_bm25: bool = True
     bm25_k: int = Field(50, ge=1, description="BM25 hits passed to fusion.")
@@ -117,6 +132,8 @@ _DEFAULT = RetrievalConfig(
     weight_bm25=0.5,
     current_state=True,
     role_boost=1.0,
+    fact_channel=True,
+    raw_weight=0.85,
 )
 _NO_RERANK = {"rerank": False}
 
@@ -143,6 +160,7 @@ RECIPES: dict[str, RetrievalConfig] = {
     "arch+weights_50_50": ARCHITECTURE.with_overrides(weight_vector=0.5, weight_bm25=0.5, **_NO_RERANK),
     "arch+current_state": ARCHITECTURE.with_overrides(current_state=True, **_NO_RERANK),
     "arch+role_prior": ARCHITECTURE.with_overrides(role_boost=1.0, **_NO_RERANK),
+    "arch+fact_channel": ARCHITECTURE.with_overrides(fact_channel=True, **_NO_RERANK),
     # leave-one-out from the default
     "default-speakers": _DEFAULT.with_overrides(speaker_aware=False, **_NO_RERANK),
     "default-context": _DEFAULT.with_overrides(context=False, **_NO_RERANK),
@@ -153,6 +171,8 @@ RECIPES: dict[str, RetrievalConfig] = {
     "default-keyword_cleanup": _DEFAULT.with_overrides(keyword_cleanup=False, **_NO_RERANK),
     "default-current_state": _DEFAULT.with_overrides(current_state=False, **_NO_RERANK),
     "default-role_prior": _DEFAULT.with_overrides(role_boost=0.0, **_NO_RERANK),
+    "default-fact_channel": _DEFAULT.with_overrides(fact_channel=False, **_NO_RERANK),
+    "default-kind_prior": _DEFAULT.with_overrides(raw_weight=1.0, **_NO_RERANK),
     "default-rerank": _DEFAULT.with_overrides(**_NO_RERANK),
     "default": _DEFAULT,
 }  # fmt: skip
@@ -174,6 +194,7 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
     "arch+weights_50_50": "architecture with 0.5/0.5 fusion weights (no reranker)",
     "arch+current_state": "architecture + current-state ordering (no reranker)",
     "arch+role_prior": "architecture + role prior from the question's grammatical person (no reranker)",
+    "arch+fact_channel": "architecture + the fact channel (differs only where facts were extracted)",
     "default-speakers": "default without speaker-aware queries",
     "default-context": "default without conversation-context expansion",
     "default-weights_70_30": "default with the architecture's 0.7/0.3 fusion weights",
@@ -183,9 +204,11 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
     "default-keyword_cleanup": "default with the raw query text sent to BM25",
     "default-current_state": "default without current-state ordering",
     "default-role_prior": "default without the role prior",
+    "default-fact_channel": "default without the fact channel (differs only where facts were extracted)",
+    "default-kind_prior": "default without the kind prior (differs only where facts were extracted)",
     "default-rerank": "default without cross-encoder reranking (differs only when a reranker is configured)",
-    "default": "speaker-aware queries + conversation context + 0.5/0.5 RRF + role prior + temporal + dedup + "
-    "rerank + current-state ordering + history",
+    "default": "speaker-aware queries + conversation context + 0.5/0.5 RRF + fact channel + role and kind priors + "
+    "temporal + dedup + rerank + current-state ordering + history",
 }
 
 
@@ -197,6 +220,7 @@ RETRIEVAL_STAGES: dict[str, str] = {
     "speaker_boost": ".speakers:SpeakerBoost",
     "context": ".session_neighbours:ConversationContext",
     "role_prior": ".role_prior:RolePrior",
+    "kind_prior": ".kind_prior:KindPrior",
     "temporal_boost": ".temporal:TemporalBoost",
     "dedup": ".dedup:NearDuplicateRemoval",
     "cross_encoder": ".cross_encoder:CrossEncoderRerank",

@@ -24,7 +24,10 @@ Nothing is removed; only the order changes.
 With an extraction LLM, facts and the raw messages they came from are linked explicitly
 (:mod:`cognis_memory.ingest.supersession`): a raw memory whose message stated a value that a
 current fact among the candidates has replaced is superseded by that fact, whatever their
-similarity and rank, so a stale message never ranks above the fact that replaced it.
+similarity and rank, so a stale message never ranks above the fact that replaced it. That link
+needs no reading of the query: it holds for every query that is not about the past (a question
+without a present-state word, "what kind of diet is Omar on?", included), and a history query
+gets the reverse (the old message first, then the fact that replaced it).
 """
 
 from __future__ import annotations
@@ -70,6 +73,12 @@ def successors(
     speakers = np.array([_speaker(memories[d]) for d in usable], dtype=object)
     gap = min_gap.total_seconds()
     later = (times[None, :] - times[:, None]) >= gap  # later[a, b]: b said at least min_gap after a
+    # Only raw messages supersede each other by similarity. Facts have versions: the extraction model saw
+    # every later message with the facts it resembled and chose to UPDATE one or not, so a similar fact or
+    # message beside a current fact is not a newer statement of it (a friend's new flat does not move the
+    # user; the user's commute is not a newer car).
+    raw = np.array([memories[d].kind is MemoryKind.RAW for d in usable])
+    later &= raw[:, None] & raw[None, :]
     allowed = (later if newer else later.T) & (sims >= min_similarity)
     if same_speaker:
         allowed &= speakers[None, :] == speakers[:, None]
@@ -81,21 +90,37 @@ def successors(
 def evidence_links(head: Sequence[str], memories: Mapping[str, Memory]) -> dict[str, str]:
     """Raw memories of ``head`` whose message is superseded evidence of a current fact of ``head``:
     raw memory id -> that fact's id."""
-    stale: dict[str, str] = {}
+    return {raw: fact for raw, (fact, _) in _evidence(head, memories).items()}
+
+
+def latest_evidence(head: Sequence[str], memories: Mapping[str, Memory]) -> dict[str, str]:
+    """Per current fact of ``head`` with superseded evidence in ``head``: the raw memory that stated the
+    value it replaced most recently (the previous value, for a history query)."""
+    best: dict[str, tuple[int, str]] = {}
+    for raw, (fact, order) in _evidence(head, memories).items():
+        if fact not in best or order > best[fact][0]:
+            best[fact] = (order, raw)
+    return {fact: raw for fact, (_, raw) in best.items()}
+
+
+def _evidence(head: Sequence[str], memories: Mapping[str, Memory]) -> dict[str, tuple[str, int]]:
+    """raw memory id -> (the current fact that superseded its message, the message's place in that fact's
+    ``superseded_sources``: oldest first)."""
+    stale: dict[str, tuple[str, int]] = {}
     for d in head:
         m = memories[d]
         if m.kind is MemoryKind.FACT and m.is_current:
-            for msg in superseded_sources(m):
-                stale.setdefault(msg, d)
+            for order, msg in enumerate(superseded_sources(m)):
+                stale.setdefault(msg, (d, order))
     if not stale:
         return {}
     out = {}
     for d in head:
         m = memories[d]
         if m.kind is MemoryKind.RAW:
-            fact = next((stale[s] for s in m.source_message_ids if s in stale), None)
-            if fact is not None:
-                out[d] = fact
+            link = next((stale[s] for s in m.source_message_ids if s in stale), None)
+            if link is not None:
+                out[d] = link
     return out
 
 
@@ -116,17 +141,22 @@ def order_by_state(
     min_similarity: float,
     min_gap: timedelta,
     same_speaker: bool = True,
+    similar: bool = True,
 ) -> tuple[list[str], dict[str, str]]:
     """The ranking with each stale (present) or later (history) statement of the head placed directly
-    below the statement that should come first; and, per statement moved below, that statement's id."""
-    step = successors(ranked[:head], memories, min_similarity=min_similarity, min_gap=min_gap,
-                      newer=intent == "present", same_speaker=same_speaker)  # fmt: skip
-    # an explicit fact link beats similarity, and holds over the whole ranking (it has no false positives)
-    for raw, fact in evidence_links(ranked, memories).items():
-        if intent == "present":
-            step[raw] = fact
-        else:
-            step[fact] = raw
+    below the statement that should come first; and, per statement moved below, that statement's id.
+    Without ``similar`` only the explicit fact links order (a query that says nothing about time)."""
+    step = (
+        successors(ranked[:head], memories, min_similarity=min_similarity, min_gap=min_gap,
+                   newer=intent == "present", same_speaker=same_speaker)
+        if similar else {}
+    )  # fmt: skip
+    # an explicit fact link beats similarity, and holds over the whole ranking (it has no false positives);
+    # a history query leads with the message of the value replaced last (the previous one)
+    if intent == "present":
+        step.update(evidence_links(ranked, memories))
+    else:
+        step.update(latest_evidence(ranked, memories))
     if not step:
         return list(ranked), {}
     leader = {d: _chain_end(d, step) for d in ranked if d in step}
@@ -152,14 +182,15 @@ class CurrentStateOrder(RetrievalStage):
     phase = "ranking"
 
     def enabled(self, s: SearchState) -> bool:
-        return s.cfg.current_state and s.analysis.state != "none" and bool(s.ranked)
+        return s.cfg.current_state and bool(s.ranked)
 
     async def apply(self, s: SearchState) -> None:
-        cfg, final, intent = s.cfg, s.final, s.analysis.state
-        assert intent in ("present", "history")
+        cfg, final, state = s.cfg, s.final, s.analysis.state
+        intent: Literal["present", "history"] = "history" if state == "history" else "present"
         out, below = order_by_state(
             s.ranked, s.candidates, intent, head=cfg.state_head, min_similarity=cfg.state_similarity,
             min_gap=timedelta(minutes=cfg.state_gap_minutes), same_speaker=cfg.state_same_speaker,
+            similar=state != "none",
         )  # fmt: skip
         if not below:
             return

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from ..caching.result_cache import Cache
-from ..domain import Memory, Owner, utcnow
+from ..domain import Memory, MemoryKind, Owner, utcnow
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder, normalise_rows
 from ..errors import DependencyUnavailableError
@@ -81,6 +81,14 @@ class SearchResponse:
     analysis: QueryAnalysis
     degraded: list[str] = field(default_factory=list)
     explain: dict[str, Any] | None = None
+
+
+def fact_filter(flt: SearchFilter) -> SearchFilter | None:
+    """The search's filter narrowed to extracted facts, for the fact channel; None when the search
+    excludes facts, or asks for facts only (its main list is then the fact channel already)."""
+    if flt.kinds is not None and (MemoryKind.FACT not in flt.kinds or flt.kinds == {MemoryKind.FACT}):
+        return None
+    return replace(flt, kinds=frozenset({MemoryKind.FACT}))
 
 
 class RetrievalPipeline:
@@ -164,15 +172,25 @@ class RetrievalPipeline:
             text = without_state_words(text)
         bm25_text = keyword_text(text, analysis) if cfg.keyword_cleanup else text
 
-        # Stages 2 and 3 run concurrently.
+        fact_flt = fact_filter(flt) if cfg.use_vector and cfg.fact_channel else None
+        facts: VectorSearchResult | None = None
+
+        # Stages 2 and 3 run concurrently (and the fact channel beside stage 2).
         async def vector_side() -> VectorSearchResult | None:
+            nonlocal facts
             if not cfg.use_vector:
                 return None
             with rec.stage("embed_query"):
                 full, short = await self.embed_query(q.owner, text)
-            result = await self.vectors.vector_search(
+            main = self.vectors.vector_search(
                 flt, full, short if cfg.two_stage else None, limit=cfg.vector_k, shortlist=cfg.shortlist
             )
+            if fact_flt is None:
+                result = await main
+            else:
+                result, facts = await asyncio.gather(
+                    main, self.vectors.vector_search(fact_flt, full, None, limit=cfg.fact_k, shortlist=cfg.fact_k)
+                )
             rec.add_completed(result.timings_ms)  # timed inside the store, ended just now
             return result
 
@@ -207,6 +225,14 @@ class RetrievalPipeline:
             lists.append((ids, cfg.weight_bm25 if cfg.use_vector else 1.0))
         if cfg.use_vector and vec is not None and not cfg.use_bm25:
             lists[0] = (lists[0][0], 1.0)
+        if facts is not None and facts.hits:
+            rec.fields["candidates_facts"] = len(facts.hits)
+            ids = []
+            for rank, h in enumerate(facts.hits, start=1):
+                candidates.setdefault(h.memory.id, h.memory)
+                ids.append(h.memory.id)
+                explain.setdefault(h.memory.id, {}).update(fact=h.score, fact_rank=rank)
+            lists.append((ids, cfg.weight_facts))
 
         with rec.stage("rrf_fusion"):
             fused = weighted_rrf(lists, cfg.rrf_k)

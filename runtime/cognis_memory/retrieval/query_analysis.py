@@ -7,7 +7,7 @@
 * **When-questions** ("when did ...", "what date", "how long ago"): no target time exists,
   but memories whose text carried a resolvable date are the ones that can answer; they get
   a small boost (see ``when_weight``).
-* **History intent** ("used to", "before", "previously", "changed", "no longer", ...): the
+* **History intent** ("used to", "before", "previous", "my old ...", "changed", "no longer", ...): the
   answer should include earlier versions of the matching memories, and older statements
   come before the ones that replaced them (see :mod:`.current_state`).
 * **Present-state intent** ("now", "currently", "still", "anymore", "these days", or a
@@ -44,7 +44,8 @@ from typing import Literal
 from ..timeexpr import TimeSpan, find_time_spans
 
 _HISTORY = re.compile(
-    r"\b(used to|use to|previously|formerly|originally|before|earlier|changed?|changes|no longer|"
+    r"\b(used to|use to|previous|previously|formerly|originally|before|earlier|changed?|changes|no longer|"
+    r"(?:my|your|our|his|her|their|\w+'s)\s+old(?!\s+(?:age|enough))|"
     r"at first|in the past(?!\s+(?:few|couple|several|\d+|\w+\s+(?:days?|weeks?|months?|years?)))|former|prior)\b",
     re.I,
 )
