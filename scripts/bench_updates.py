@@ -27,6 +27,20 @@ Every named recipe runs over the same ingested data, like ``bench_locomo.py``:
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_updates.py --users 8 --recipes rrf,default
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_updates.py --dump users.jsonl  # the generated data
 
+With fact extraction (the design's answer to changing facts), every session is one synchronous
+ingest request whose facts are extracted and decided before the next:
+
+    ... scripts/bench_updates.py --oracle --recipes default                  # a perfect model (ground truth)
+    ... scripts/bench_updates.py --llm-url http://127.0.0.1:8080/v1 --llm-model qwen --users 10 --recipes default
+
+``--oracle`` answers from the set's own ground truth (:mod:`cognis_dev.update_oracle`), so it
+measures the pipeline alone; ``--llm-url`` any OpenAI-compatible endpoint (a local model:
+docs/local-llm.md). Beside the retrieval metrics the run then reports what the LLM did: facts per
+message, the share of answers valid as given and usable after repair, decisions by kind, LLM
+seconds per message, the repairs and drops by kind, and how each changed attribute ended in the
+store (:func:`cognis_dev.update_set.fact_audit`). Data, scoring and the oracle live in
+``devtools/cognis_dev`` (the CI quality gate uses them too).
+
 The runtime knows nothing of these templates: the mechanism under test (current-state
 retrieval, ``retrieval/current_state.py``) uses no attribute or word list, and is checked
 on attributes and phrasings this file does not contain.
@@ -37,410 +51,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from cognis_dev import bench_common as bc
+from cognis_dev.llm_recording import RecordingLLM, ReplayLLM
+from cognis_dev.update_oracle import UpdateSetOracle
+from cognis_dev.update_set import TENANT, IngestReport, evaluate, fact_audit, generate, ingest
 
+from cognis_memory.config import Settings
+from cognis_memory.providers.factory import build_llm
 from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS
-from cognis_memory.service import MemoryService, MessageIn
-
-TENANT = "bench-updates"
-KINDS = ("current", "previous", "unchanged")
-
-
-# --------------------------------------------------------------------------------------
-# templates: {v} = the value, {o} = the value it replaces; questions use {who} ("I"/"Maya"),
-# {do} ("do"/"does"), {my} ("my"/"Maya's"), {am} ("am I"/"is Maya"), {was} ("was I"/"was Maya")
-@dataclass(frozen=True)
-class Attribute:
-    name: str
-    values: tuple[str, ...]
-    first: tuple[str, ...]  # statements of the first value
-    change: tuple[str, ...]  # statements of a new value (may mention the old one)
-    current: tuple[str, ...]  # questions about the present value
-    previous: tuple[str, ...]  # questions about the value before the last change
-    others: tuple[str, ...]  # the same kind of thing said about someone else (distractors)
-
-
-ATTRIBUTES: tuple[Attribute, ...] = (
-    Attribute(
-        "home",
-        ("Porto", "Lisbon", "Valencia", "Lyon", "Leipzig", "Krakow", "Ghent", "Bologna", "Tampere", "Bilbao",
-         "Utrecht", "Graz"),
-        ("I live in {v}, in a tiny flat near the old town.",
-         "Rent in {v} keeps climbing, but I love living here.",
-         "Home for me is {v}; I've been here since university."),
-        ("Big news: we moved to {v} last weekend, still unpacking boxes!",
-         "After years in {o} I finally packed up and settled in {v}.",
-         "Just got the keys to our new apartment in {v}, the move went smoothly."),
-        ("Where do {who} live now?", "Which city {do} {who} live in these days?", "Where {do} {who} live?",
-         "What city is home for {me} at the moment?"),
-        ("Where did {who} live before?", "Which city did {who} use to live in?",
-         "Where was {who} living previously?"),
-        ("My cousin just moved to {v} for a job.", "A friend of mine lives in {v} and loves it.",
-         "My brother's flat in {v} has a great view."),
-    ),
-    Attribute(
-        "employer",
-        ("Northwind Analytics", "Bluefin Robotics", "Cedar Health", "Orbital Foods", "Lumen Insurance",
-         "Harbor Freightways", "Quill Publishing", "Tessellate Games", "Brightwater Energy", "Copperleaf Bank"),
-        ("I work as a data engineer at {v}.", "My job at {v} keeps me busy with endless meetings.",
-         "I've been on the platform team at {v} for two years."),
-        ("Today was my first day at {v}!", "I accepted the offer from {v} and handed in my notice.",
-         "I left {o} and joined {v} this month, the new team is lovely."),
-        ("Where {do} {who} work now?", "Who is {my} current employer?", "Which company {do} {who} work for?"),
-        ("Where did {who} work before?", "Which company did {who} use to work for?",
-         "Who was {my} previous employer?"),
-        ("My sister got hired at {v} last year.", "My neighbour complains about his boss at {v}.",
-         "A college friend is interviewing at {v}."),
-    ),
-    Attribute(
-        "diet",
-        ("vegetarian", "vegan", "pescatarian", "on a keto diet", "gluten-free", "on a low-carb diet",
-         "dairy-free"),
-        ("I'm {v}, so I always check the menu first.", "Being {v} makes restaurant nights tricky sometimes.",
-         "I've been {v} for years and I don't miss anything."),
-        ("I've decided to go {v} starting this month.", "Switched things up: I'm {v} now and feel great.",
-         "My doctor suggested a change, so I'm {v} these days instead of {o}."),
-        ("What diet {do} {who} follow now?", "What kind of diet {am} on?", "How {do} {who} eat these days?"),
-        ("What diet did {who} follow before?", "What was {my} diet previously?",
-         "How did {who} use to eat?"),
-        ("My roommate is {v} and cooks amazing dinners.", "My dad tried being {v} for a month.",
-         "Half of my book club is {v}."),
-    ),
-    Attribute(
-        "pet",
-        ("Biscuit", "Pepper", "Luna", "Milo", "Rocky", "Nala", "Otis", "Juniper", "Ziggy", "Hazel", "Waffles",
-         "Clementine"),
-        ("My dog {v} loves chasing the neighbour's cat.", "I walk {v}, my beagle, every morning before work.",
-         "{v} my terrier chewed through another sofa cushion."),
-        ("We adopted a rescue puppy this week and named her {v}.",
-         "Meet {v}, the new four-legged member of our family!",
-         "It's been hard since {o} passed away, but little {v} is cheering us up."),
-        ("What is {my} dog's name?", "What is {my} dog called now?", "What's the name of {my} dog these days?"),
-        ("What was {my} previous dog called?", "What was the name of the dog {who} had before?",
-         "Which dog did {who} use to have?"),
-        ("My aunt's dog {v} is such a good boy.", "The neighbours got a corgi called {v}.",
-         "At the park I met a husky named {v}."),
-    ),
-    Attribute(
-        "car",
-        ("a red Toyota Corolla", "a blue Honda Civic", "a grey Volkswagen Golf", "a white Tesla Model 3",
-         "a green Subaru Outback", "a black Mazda 3", "a silver Ford Focus", "a yellow Fiat 500"),
-        ("I drive {v}, it's old but reliable.", "My car is {v} and it just passed inspection.",
-         "Parking {v} downtown is always a nightmare."),
-        ("Traded in the old car, I'm now driving {v}!", "Picked up {v} from the dealer yesterday, so happy.",
-         "Sold {o} and bought {v} instead."),
-        ("What car {do} {who} drive now?", "What car {do} {who} have?", "Which car {do} {who} drive these days?"),
-        ("What car did {who} drive before?", "Which car did {who} use to have?", "What was {my} previous car?"),
-        ("My colleague just bought {v}.", "My mum drives {v} everywhere.", "I rented {v} on holiday once."),
-    ),
-    Attribute(
-        "exercise",
-        ("bouldering", "lap swimming", "road cycling", "trail running", "hot yoga", "rowing", "kickboxing",
-         "tennis", "pilates"),
-        ("My workout routine is {v} three times a week.", "Nothing clears my head like {v} after work.",
-         "I've been doing {v} to stay in shape."),
-        ("I gave up {o} and I'm totally hooked on {v} now.", "These days you'll find me doing {v} most evenings.",
-         "Signed up for a {v} membership and it's my new routine."),
-        ("What {do} {who} do for exercise now?", "What is {my} workout these days?",
-         "How {do} {who} stay fit?"),
-        ("What did {who} do for exercise before?", "What was {my} old workout routine?",
-         "How did {who} use to stay fit?"),
-        ("My partner is training for a {v} competition.", "A coworker keeps inviting me to {v}.",
-         "I watched a {v} tournament on TV."),
-    ),
-    Attribute(
-        "commute",
-        ("by train", "by bike", "by bus", "on foot", "by scooter", "by car", "by ferry", "by tram"),
-        ("I get to work {v}, it takes about half an hour.", "My commute is {v}, which I honestly enjoy.",
-         "Going to the office {v} gives me time to think."),
-        ("I've started commuting {v} and it's so much better.", "No more going {o}: I travel {v} now.",
-         "Switched my commute, I go {v} from this week on."),
-        ("How {do} {who} get to work now?", "How {do} {who} commute these days?", "How {do} {who} get to the office?"),
-        ("How did {who} use to get to work?", "How did {who} commute before?",
-         "What was {my} old way of getting to the office?"),
-        ("My flatmate goes to work {v}.", "Most of my team travels {v}.", "My boss arrives {v} every day."),
-    ),
-    Attribute(
-        "language",
-        ("Spanish", "Japanese", "Portuguese", "German", "Korean", "Italian", "Dutch", "Greek", "Polish"),
-        ("I'm learning {v} on my lunch breaks.", "My {v} lessons are on Tuesday evenings.",
-         "I practise {v} with an app every night."),
-        ("I dropped my old course and started {v} classes instead.",
-         "New challenge: I've begun studying {v}!", "Enough {o} for now, I'm picking up {v}."),
-        ("Which language {am} learning now?", "What language {do} {who} study these days?",
-         "Which language {am} studying?"),
-        ("Which language was {who} learning before?", "What language did {who} use to study?",
-         "Which language {was} studying previously?"),
-        ("My niece is learning {v} at school.", "Our new neighbours speak {v} at home.",
-         "I heard a podcast in {v} today."),
-    ),
-    Attribute(
-        "drink",
-        ("oat flat whites", "green tea", "double espressos", "chai lattes", "cold brew", "hot chocolate",
-         "matcha", "rooibos tea"),
-        ("My morning drink is always {v}.", "I can't start the day without {v}.",
-         "The café downstairs knows my order: {v}."),
-        ("Lately I've switched to {v} in the mornings.", "I've cut out {o}; it's {v} for me now.",
-         "My new morning ritual is {v}."),
-        ("What {do} {who} drink in the mornings now?", "What is {my} go-to morning drink?",
-         "What {do} {who} usually drink to start the day?"),
-        ("What did {who} use to drink in the mornings?", "What was {my} morning drink before?",
-         "Which drink did {who} have in the mornings previously?"),
-        ("My boss drinks {v} all day.", "The office kitchen ran out of {v}.", "My friend swears by {v}."),
-    ),
-    Attribute(
-        "instrument",
-        ("piano", "guitar", "cello", "drums", "violin", "ukulele", "saxophone", "trumpet", "harp"),
-        ("I'm taking {v} lessons every Saturday.", "I practise the {v} for an hour most evenings.",
-         "Playing the {v} is how I unwind."),
-        ("I sold my {o} and bought a {v} last week.", "New hobby alert: I've started playing the {v}!",
-         "My teacher convinced me to switch to the {v}."),
-        ("Which instrument {do} {who} play now?", "What instrument {am} learning these days?",
-         "What instrument {do} {who} play?"),
-        ("Which instrument did {who} play before?", "What instrument did {who} use to play?",
-         "Which instrument was {who} learning previously?"),
-        ("My nephew plays the {v} in the school band.", "There was a street musician with a {v} today.",
-         "My neighbour practises the {v} at night."),
-    ),
-)  # fmt: skip
-
-#: Chat turns about nothing the questions ask: the user's side and the assistant's replies.
-CHITCHAT_USER = (
-    "Can you suggest a quick recipe for a weeknight dinner?", "The weather has been so grey all week.",
-    "I watched a documentary about octopuses last night, fascinating.", "Any tips for sleeping better?",
-    "I need to buy a birthday present for my friend, any ideas?", "Work was stressful today, lots of deadlines.",
-    "What's a good book to read on a long flight?", "I'm trying to drink more water during the day.",
-    "My phone battery dies so fast lately.", "I spent the afternoon reorganising my bookshelf.",
-    "Do you know any good board games for four people?", "I finally finished that jigsaw puzzle.",
-    "Can you help me plan a budget for next month?", "I keep forgetting to water my plants.",
-    "We had a power cut in the building this morning.", "I'm thinking about learning to bake bread.",
-    "What's the difference between baking soda and baking powder?", "My laptop fan is really loud.",
-    "I went to a great concert on Friday.", "Could you explain how compound interest works?",
-    "I'm hosting a small dinner party on Saturday.", "I just started a new TV series about detectives.",
-    "How do I get rid of fruit flies in the kitchen?", "I need a packing list for a weekend trip.",
-    "My friend recommended a podcast about history.", "I cleaned out the garage, so much stuff.",
-    "Can you give me ideas for a rainy Sunday?", "I tried a new pasta place downtown.",
-    "What should I write in a thank-you card?", "I'm getting a cold, I think.",
-)  # fmt: skip
-CHITCHAT_ASSISTANT = (
-    "That sounds like a good plan!", "Happy to help with that.", "Here are a few ideas you could try.",
-    "That's great to hear.", "Sorry to hear that, I hope it gets better soon.", "Good question, let me explain.",
-    "Thanks for sharing that with me.", "That sounds lovely.", "Let me know how it goes!",
-    "Interesting, tell me more.", "I'd be glad to help you plan it.", "Nice, enjoy it!",
-)  # fmt: skip
-NAMES = ("Maya", "Tomas", "Aiko", "Ruben", "Lena", "Omar", "Ines", "Kofi", "Sara", "Viktor", "Noor", "Pablo",
-         "Greta", "Idris", "Yuki", "Hana")  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------
-# generated data
-@dataclass
-class Turn:
-    id: str  # client_message_id
-    role: str
-    content: str
-    time: str  # ISO 8601
-    session: str
-    states: list[str] = field(default_factory=list)  # "attribute=value" this turn states about the user
-
-
-@dataclass
-class QuestionItem:
-    kind: str  # current | previous | unchanged
-    attribute: str
-    text: str
-    gold: list[str]  # turn ids stating the asked value
-    stale: list[str]  # current questions: turn ids stating an older value (and not the newest)
-
-
-@dataclass
-class UserHistory:
-    user_id: str
-    name: str | None  # the user's speaker name, or None for plain role turns
-    turns: list[Turn]
-    questions: list[QuestionItem]
-    now: str  # ISO 8601: when the questions are asked
-
-
-def _person(name: str | None) -> dict[str, str]:
-    if name is None:
-        return {"who": "I", "do": "do", "my": "my", "me": "me", "am": "am I", "was": "was I"}
-    return {"who": name, "do": "does", "my": f"{name}'s", "me": name, "am": f"is {name}", "was": f"was {name}"}
-
-
-def _question(rng: random.Random, forms: Sequence[str], name: str | None) -> str:
-    text = rng.choice(forms).format(**_person(name))
-    return text[0].upper() + text[1:]
-
-
-def generate(users: int, seed: int = 1) -> list[UserHistory]:
-    """``users`` synthetic histories, deterministic for a seed."""
-    rng = random.Random(seed)
-    out = []
-    for u in range(users):
-        name = NAMES[u % len(NAMES)] if u % 2 == 1 else None
-        attrs = rng.sample(ATTRIBUTES, 5)
-        changing, steady = attrs[:3], attrs[3:]
-        plan: dict[str, list[str]] = {}  # attribute -> values in order
-        for a in attrs:
-            n_values = 1 if a in steady else rng.choice((2, 2, 3))
-            plan[a.name] = rng.sample(a.values, n_values)
-        n_sessions = 9
-        start = datetime(2023, 1, 1, 9, tzinfo=UTC) + timedelta(days=rng.randrange(0, 120))
-        times = []
-        t = start
-        for _ in range(n_sessions):
-            times.append(t)
-            t += timedelta(days=rng.randrange(6, 25), hours=rng.randrange(0, 10))
-        # session index of each statement: first values in sessions 0-2, changes later, at least two
-        # sessions apart (unrelated chat sits between them)
-        events: dict[int, list[tuple[Attribute, str, str | None]]] = {i: [] for i in range(n_sessions)}
-        for a in attrs:
-            values = plan[a.name]
-            s = rng.randrange(0, 3)
-            events[s].append((a, values[0], None))
-            for prev, new in zip(values, values[1:], strict=False):
-                s = min(n_sessions - 1, s + rng.randrange(2, 4))
-                events[s].append((a, new, prev))
-        turns: list[Turn] = []
-        value_turns: dict[tuple[str, str], list[str]] = {}
-        for si in range(n_sessions):
-            sid = f"s{si + 1}"
-            lines: list[tuple[str, str, list[str]]] = []
-            for _ in range(rng.randrange(2, 4)):
-                lines.append(("user", rng.choice(CHITCHAT_USER), []))
-                lines.append(("assistant", rng.choice(CHITCHAT_ASSISTANT), []))
-            for a, value, old in events[si]:
-                forms = a.change if old is not None else a.first
-                if old is None:
-                    forms = tuple(f for f in forms if "{o}" not in f)
-                text = rng.choice(forms).format(v=value, o=old or "")
-                at = rng.randrange(0, len(lines) + 1) // 2 * 2
-                lines[at:at] = [("user", text[0].upper() + text[1:], [f"{a.name}={value}"]),
-                                ("assistant", rng.choice(CHITCHAT_ASSISTANT), [])]  # fmt: skip
-            if rng.random() < 0.6:  # a distractor: the same kind of thing about someone else
-                a = rng.choice(ATTRIBUTES)
-                other = rng.choice([v for v in a.values if v not in plan.get(a.name, ())])
-                at = rng.randrange(0, len(lines) + 1) // 2 * 2
-                lines[at:at] = [("user", rng.choice(a.others).format(v=other), []),
-                                ("assistant", rng.choice(CHITCHAT_ASSISTANT), [])]  # fmt: skip
-            for ti, (role, text, states) in enumerate(lines):
-                tid = f"u{u:03d}-{sid}-t{ti:02d}"
-                turns.append(Turn(tid, role, text, (times[si] + timedelta(minutes=2 * ti)).isoformat(), sid, states))
-                for st in states:
-                    attr, value = st.split("=", 1)
-                    value_turns.setdefault((attr, value), []).append(tid)
-        questions = []
-        for a in changing:
-            values = plan[a.name]
-            stale = [tid for v in values[:-1] for tid in value_turns[(a.name, v)]]
-            newest = [tid for tid in value_turns[(a.name, values[-1])]]
-            stale = [tid for tid in stale if tid not in newest]
-            questions.append(QuestionItem("current", a.name, _question(rng, a.current, name), newest, stale))
-            questions.append(QuestionItem("previous", a.name, _question(rng, a.previous, name),
-                                          list(value_turns[(a.name, values[-2])]), []))  # fmt: skip
-        for a in steady:
-            questions.append(QuestionItem("unchanged", a.name, _question(rng, a.current, name),
-                                          list(value_turns[(a.name, plan[a.name][0])]), []))  # fmt: skip
-        now = times[-1] + timedelta(days=2)
-        out.append(UserHistory(f"user{u:03d}", name, turns, questions, now.isoformat()))
-    return out
-
-
-# --------------------------------------------------------------------------------------
-# ingest and scoring
-async def ingest(
-    svc: MemoryService, histories: list[UserHistory], *, tenant: str = TENANT
-) -> dict[str, dict[str, str]]:
-    """Every turn one message (speaker = the user's name on user turns of named users); per user,
-    message id -> turn id (from the ingest response, never from text)."""
-    maps: dict[str, dict[str, str]] = {}
-    for h in histories:
-        maps[h.user_id] = {}
-        by_session: dict[str, list[Turn]] = {}
-        for t in h.turns:
-            by_session.setdefault(t.session, []).append(t)
-        for turns in by_session.values():
-            msgs = [
-                MessageIn(
-                    content=t.content,
-                    role=t.role,
-                    speaker=h.name if (h.name and t.role == "user") else None,
-                    timestamp=datetime.fromisoformat(t.time),
-                    session_id=t.session,
-                    client_message_id=t.id,
-                )
-                for t in turns
-            ]
-            res = await svc.add_messages(tenant, h.user_id, msgs)
-            for t, m in zip(turns, res.messages, strict=True):
-                maps[h.user_id][m.id] = t.id
-    return maps
-
-
-def score(q: QuestionItem, ranked: list[set[str]]) -> dict[str, float]:
-    """The metrics of one question from the turn ids of each result, best first."""
-    gold, stale = set(q.gold), set(q.stale)
-    first_gold = next((i for i, ids in enumerate(ranked) if ids & gold), None)
-    first_stale = next((i for i, ids in enumerate(ranked) if ids & stale), None)
-    top5: set[str] = set().union(*ranked[:5])
-    row: dict[str, float] = {"hit@1": float(first_gold == 0), "recall@5": len(gold & top5) / len(gold)}
-    if q.kind == "current":
-        row["stale_above"] = float(first_stale is not None and (first_gold is None or first_stale < first_gold))
-    return row
-
-
-def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    def mean(kind: str, key: str) -> float:
-        xs = [r[key] for r in rows if r["kind"] == kind]
-        return round(sum(xs) / len(xs), 4) if xs else float("nan")
-
-    return {
-        "current@1": mean("current", "hit@1"),
-        "stale_above_current": mean("current", "stale_above"),
-        "current_recall@5": mean("current", "recall@5"),
-        "history_recall@5": mean("previous", "recall@5"),
-        "previous@1": mean("previous", "hit@1"),
-        "unchanged@1": mean("unchanged", "hit@1"),
-        "unchanged_recall@5": mean("unchanged", "recall@5"),
-        "questions": {k: sum(1 for r in rows if r["kind"] == k) for k in KINDS},
-    }
-
-
-async def evaluate(
-    svc: MemoryService,
-    histories: list[UserHistory],
-    maps: dict[str, dict[str, str]],
-    recipe: str,
-    *,
-    tenant: str = TENANT,
-    limit: int = 10,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    rows = []
-    for h in histories:
-        now = datetime.fromisoformat(h.now)
-        for q in h.questions:
-            res = await svc.search(tenant, h.user_id, q.text, limit=limit, recipe=recipe, now=now)
-            ranked = [{maps[h.user_id][m] for m in hit.memory.source_message_ids if m in maps[h.user_id]}
-                      for hit in res.hits]  # fmt: skip
-            row = score(q, ranked)
-            row.update(user=h.user_id, kind=q.kind, attribute=q.attribute, question=q.text, named=h.name is not None)
-            rows.append(row)
-    if hasattr(svc.telemetry, "take"):
-        svc.telemetry.take()
-    return aggregate(rows), rows
-
 
 HEADERS = ["recipe", "current@1", "stale>current", "current R@5", "history R@5", "previous@1", "unchanged@1"]
 
@@ -448,6 +75,42 @@ HEADERS = ["recipe", "current@1", "stale>current", "current R@5", "history R@5",
 def table_row(name: str, r: dict[str, Any]) -> list[Any]:
     return [name, r["current@1"], r["stale_above_current"], r["current_recall@5"], r["history_recall@5"],
             r["previous@1"], r["unchanged@1"]]  # fmt: skip
+
+
+def llm_summary(report: IngestReport, job_results: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the extraction LLM did over the whole ingest: per message, per answer, per decision."""
+    extractions = [b["extraction"] for b in report.batches if "answers" in b["extraction"]] + job_results
+    messages = sum(b["messages"] for b in report.batches)
+    answers = [e["answers"] for e in extractions]
+    asked = sum(a["asked"] for a in answers)
+    decisions = {
+        k: sum(int(e.get(k, 0)) for e in extractions) for k in ("ADD", "UPDATE", "DELETE", "NONE", "conflicts")
+    }
+    repairs: Counter[str] = Counter()
+    dropped: Counter[str] = Counter()
+    for a in answers:
+        repairs.update(a["repairs"])
+        dropped.update(a["dropped"])
+    seconds = sum(a["seconds"] for a in answers)
+    return {
+        "messages": messages,
+        "batches": len(report.batches),
+        "batches_deferred": sum(1 for b in report.batches if "deferred" in b["extraction"]),
+        "facts_per_message": round((decisions["ADD"] + decisions["UPDATE"]) / messages, 4) if messages else 0.0,
+        "answers": asked,
+        "valid_as_given": round(sum(a["valid"] for a in answers) / asked, 4) if asked else None,
+        "usable_after_repair": (
+            round(sum(a["valid"] + a["repaired"] + a["retried"] for a in answers) / asked, 4) if asked else None
+        ),
+        "retried": sum(a["retried"] for a in answers),
+        "unusable": sum(a["unusable"] for a in answers),
+        "decisions": decisions,
+        "llm_calls": sum(a["calls"] for a in answers),
+        "llm_seconds_per_message": round(seconds / messages, 3) if messages else 0.0,
+        "ingest_seconds_per_message": round(sum(b["seconds"] for b in report.batches) / messages, 3) if messages else 0,
+        "repairs": dict(repairs.most_common()),
+        "dropped": dict(dropped.most_common()),
+    }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -458,21 +121,37 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 fh.write(json.dumps(asdict(h)) + "\n")
     recipes = bc.selected_recipes(args.recipes)
     tmp = tempfile.mkdtemp(prefix="bench-updates-")
-    settings: dict[str, Any] = {}
-    if args.llm_url:
-        settings.update(llm="openai", openai_base_url=args.llm_url, openai_model=args.llm_model)
-    svc = bc.quality_service(Path(tmp) / "memory.db", cache=not args.no_cache, **settings)
+    llm: Any = None
+    if args.oracle:
+        llm = UpdateSetOracle(histories)
+    elif args.replay:
+        llm = ReplayLLM(Path(args.replay))
+    elif args.llm_url:
+        llm = build_llm(Settings(llm="openai", openai_base_url=args.llm_url, openai_model=args.llm_model,
+                                 llm_structured_output=args.structured_output, llm_timeout_s=args.llm_timeout,
+                                 llm_max_tokens=args.llm_max_tokens))  # fmt: skip
+    if args.record and llm is not None:
+        llm = RecordingLLM(llm, Path(args.record))
+    svc = bc.quality_service(Path(tmp) / "memory.db", cache=not args.no_cache, extraction_llm=llm)
     results: dict[str, Any] = {}
     per_question: dict[str, list] = {}
+    extraction: dict[str, Any] | None = None
     try:
         await svc.start(run_worker=False)
         t0 = time.perf_counter()
-        maps = await ingest(svc, histories)
+        report = await ingest(svc, histories)
         n_turns = sum(len(h.turns) for h in histories)
         print(f"ingested {n_turns} turns of {len(histories)} users in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)  # fmt: skip
+        if svc.ingest.extractor is not None:
+            await svc.worker.drain(timeout_s=3600)  # extractions a failing LLM handed to jobs
+            jobs = await svc.list_jobs(TENANT, limit=1000)
+            extraction = llm_summary(report, [j.result for j in jobs if isinstance(j.result.get("answers"), dict)])
+            extraction["jobs"] = dict(Counter(j.status.value for j in jobs))
+            extraction["store"] = await fact_audit(svc, histories)
+            print(json.dumps(extraction, indent=1), file=sys.stderr)
         for name in recipes:
-            results[name], per_question[name] = await evaluate(svc, histories, maps, name)
+            results[name], per_question[name] = await evaluate(svc, histories, report.maps, name)
             r = results[name]
             print(f"  {name:28s} current@1 {r['current@1']:.3f}  stale>current {r['stale_above_current']:.3f}  "
                   f"history R@5 {r['history_recall@5']:.3f}  unchanged@1 {r['unchanged@1']:.3f}",
@@ -482,24 +161,41 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
     table = bc.fmt_table(HEADERS, [table_row(n, r) for n, r in results.items()])
     print(table)
+    llm_name = getattr(llm, "name", None) if llm is not None else None
     out_dir = Path(args.out)
-    bc.write_json(out_dir / "updates.json", {
-        "benchmark": "knowledge_updates", "users": args.users, "seed": args.seed, "llm": args.llm_url,
+    name = f"updates-{args.label}" if args.label else "updates"
+    bc.write_json(out_dir / f"{name}.json", {
+        "benchmark": "knowledge_updates", "users": args.users, "seed": args.seed, "llm": llm_name,
+        "structured_output": args.structured_output if args.llm_url else None,
         "questions": next(iter(results.values()))["questions"] if results else {},
-        "machine": bc.machine_info(), "table_markdown": table,
+        "machine": bc.machine_info(), "table_markdown": table, "extraction": extraction,
         "recipes": {n: {**r, "description": RECIPE_DESCRIPTIONS.get(n, "")} for n, r in results.items()},
     })  # fmt: skip
     if args.per_question:
-        bc.write_json(out_dir / "updates_per_question.json", per_question)
-    return {"users": args.users, "recipes": results, "out": str(out_dir / "updates.json")}
+        bc.write_json(out_dir / f"{name}_per_question.json", per_question)
+    return {"users": args.users, "llm": llm_name, "recipes": results, "extraction": extraction,
+            "out": str(out_dir / f"{name}.json")}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--users", type=int, default=60, help="synthetic users (default: %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="generator seed (default: %(default)s)")
-    p.add_argument("--llm-url", default=None, help="an OpenAI-compatible endpoint: ingest with LLM extraction")
-    p.add_argument("--llm-model", default="gpt-4o-mini")
+    llm = p.add_mutually_exclusive_group()
+    llm.add_argument("--oracle", action="store_true", help="extract with a perfect model (the set's ground truth)")
+    llm.add_argument("--llm-url", default=None, help="an OpenAI-compatible endpoint: ingest with LLM extraction")
+    llm.add_argument("--replay", default=None, help="extract with the answers recorded by an earlier --record run")
+    p.add_argument("--record", default=None, help="write every LLM call and its answer to this file (JSON lines)")
+    p.add_argument("--llm-model", default="gpt-4o-mini", help="model name at --llm-url (default: %(default)s)")
+    p.add_argument(
+        "--structured-output",
+        default="auto",
+        choices=["auto", "json_schema", "json_object", "prompt"],
+        help="how JSON is asked for at --llm-url (COGNIS_LLM_STRUCTURED_OUTPUT; default: %(default)s)",
+    )
+    p.add_argument("--llm-timeout", type=float, default=300.0, help="LLM call timeout, s (default: %(default)s)")
+    p.add_argument("--llm-max-tokens", type=int, default=1024, help="answer token limit (default: %(default)s)")
+    p.add_argument("--label", default=None, help="name of this run's output files (updates-LABEL.json)")
     p.add_argument("--dump", default=None, help="also write the generated histories (JSON lines) to this file")
     bc.add_quality_args(p)
     args = p.parse_args(argv)

@@ -262,10 +262,11 @@ class CachingEmbedder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
-def quality_service(db_path: Path, *, cache: bool = True, **settings: Any) -> Any:
+def quality_service(db_path: Path, *, cache: bool = True, extraction_llm: Any = None, **settings: Any) -> Any:
     """A :class:`MemoryService` on an embedded store at ``db_path`` for the quality benchmarks:
     the configured embedder (wrapped in :class:`CachingEmbedder` unless ``cache`` is false),
-    no worker, telemetry kept in memory. ``settings`` override :class:`Settings` fields."""
+    no worker, telemetry kept in memory. ``settings`` override :class:`Settings` fields; ``extraction_llm``, an
+    object of the LLM protocol, replaces the configured one (an oracle, say)."""
     from cognis_memory.config import Settings
     from cognis_memory.providers.factory import build_embedder, build_llm, build_reranker
     from cognis_memory.service import MemoryService
@@ -279,7 +280,7 @@ def quality_service(db_path: Path, *, cache: bool = True, **settings: Any) -> An
         s,
         store=build_store(s, dim=s.embedding_dim_full or embedder.dim, dim_short=s.embedding_dim_short),
         embedder=embedder,
-        llm=build_llm(s),
+        llm=extraction_llm if extraction_llm is not None else build_llm(s),
         reranker=build_reranker(s),
         telemetry=RecordingTelemetry(),
     )

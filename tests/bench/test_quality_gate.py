@@ -1,6 +1,6 @@
 """Retrieval quality gate: the default recipe on the project's own knowledge-update set.
 
-``scripts/bench_updates.py`` generates synthetic users whose home, job, diet, pet, ... change
+``cognis_dev.update_set`` (the data of ``scripts/bench_updates.py``) generates synthetic users whose home, job, diet, pet, ... change
 across sessions (the project's own templates, no outside data). This test ingests a small,
 fixed sample of them through the real service (embedded store, offline model, no LLM) and
 scores the default recipe. It fails when any metric falls more than ``margin`` below (for
@@ -40,9 +40,9 @@ GATED = {"current@1": 1, "stale_above_current": -1, "current_recall@5": 1, "hist
 
 async def measure(tmp: Path, users: int, seed: int, recipe: str, model: str) -> dict[str, Any]:
     from cognis_dev import bench_common as bc
+    from cognis_dev import update_set as bu
 
     from cognis_memory.providers.embedding_models import EMBEDDING_MODELS
-    from scripts import bench_updates as bu
 
     if EMBEDDING_MODELS[model].fetchable:
         await asyncio.to_thread(EMBEDDING_MODELS[model].fetch)  # once per model cache
@@ -50,8 +50,8 @@ async def measure(tmp: Path, users: int, seed: int, recipe: str, model: str) -> 
     svc = bc.quality_service(tmp / "memory.db", cache=False, embedding_model=model)
     await svc.start(run_worker=False)
     try:
-        maps = await bu.ingest(svc, histories)
-        summary, _ = await bu.evaluate(svc, histories, maps, recipe)
+        report = await bu.ingest(svc, histories)
+        summary, _ = await bu.evaluate(svc, histories, report.maps, recipe)
     finally:
         await svc.close()
     return summary
