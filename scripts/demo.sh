@@ -2,9 +2,26 @@
 # Run the service on the embedded default store with a small demo conversation loaded.
 # Fresh machine to running API in one command: set-up, import, a sample search, then serve.
 #   COGNIS_PORT (default 8080), COGNIS_DATA_DIR (default .cognis), COGNIS_API_KEYS (default demo-key=demo)
+#   Facts with an LLM: COGNIS_LLM=bedrock (AWS credentials), or COGNIS_LLM=openai with COGNIS_OPENAI_BASE_URL and
+#   COGNIS_OPENAI_MODEL (any OpenAI-compatible server; a local model: docs/local-llm.md) before the command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+
+# The core install only (about 390 MB, no torch): what the service needs. scripts/setup.sh (run by
+# scripts/test.sh) installs every extra for development on top of it.
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+if [[ ! -x .venv/bin/python ]]; then
+  echo "demo: creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+full=.venv/.cognis-installed core=.venv/.cognis-core-installed
+if [[ ! -f $full || pyproject.toml -nt $full ]] && [[ ! -f $core || pyproject.toml -nt $core ]]; then
+  echo "demo: installing cognis-memory (the core: no torch, no extras) into .venv"
+  .venv/bin/pip install --quiet --upgrade pip setuptools wheel
+  .venv/bin/pip install --quiet -e .
+  touch "$core"
+fi
 
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export COGNIS_DATA_DIR=${COGNIS_DATA_DIR:-.cognis}
@@ -13,13 +30,27 @@ export COGNIS_PORT=${COGNIS_PORT:-8080}
 cli=.venv/bin/cognis-memory
 
 echo "demo: importing examples/demo_conversation.jsonl for tenant 'demo', user 'demo-user'"
-"$cli" import examples/demo_conversation.jsonl --tenant demo --user demo-user --quiet
-question="Is Maya still vegetarian?"  # a present-state question whose answer changed between the two sessions
-echo "demo: a sample search: $question"
-"$cli" search --tenant demo --user demo-user --limit 3 "$question" \
-  | .venv/bin/python -c 'import json, sys
+"$cli" import examples/demo_conversation.jsonl --tenant demo --user demo-user --quiet --telemetry off
+show() {  # a sample search: the top three memories with their scores
+  echo "demo: a sample search: $1"
+  "$cli" search --tenant demo --user demo-user --limit 3 "$1" --telemetry off \
+    | .venv/bin/python -c 'import json, sys
 for r in json.load(sys.stdin)["results"]:
     print("  %.3f  %s" % (r["score"], r["content"]))'
+}
+show "Is Maya still vegetarian?"
+show "Where does Maya live now?"
+if [[ "${COGNIS_LLM:-none}" == none ]]; then
+  cat <<'NOTE'
+demo: no extraction LLM is configured (COGNIS_LLM=none, the default), so the memory ranks what was said
+      without understanding it. A present-state question puts the newest of *similar* statements first
+      ("I am not vegetarian anymore" above "I have been vegetarian"), but "I moved to Lisbon" is not
+      similar enough to "I live in Porto with my dog" to be taken for its update: Porto still comes first.
+      With an LLM, facts are extracted, updated in place with their history, and the current one ranks
+      first: COGNIS_LLM=bedrock, or COGNIS_LLM=openai with COGNIS_OPENAI_BASE_URL and COGNIS_OPENAI_MODEL
+      (a local model: docs/local-llm.md). README: "Changing facts".
+NOTE
+fi
 
 key=${COGNIS_API_KEYS%%=*}
 cat <<MSG
