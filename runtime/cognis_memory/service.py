@@ -104,6 +104,8 @@ class MemoryService:
             llm=llm,
             job_max_attempts=settings.job_max_attempts,
             memory_max_bytes=settings.memory_max_bytes,
+            # longer than a synchronous extraction can take (two questions, each asked at most twice)
+            sync_grace_s=max(settings.job_lease_s, 4 * settings.llm_timeout_s + 10),
         )
         self.retrieval = RetrievalPipeline(
             self.encoder,

@@ -264,13 +264,16 @@ async def test_async_mode_with_llm_answers_202_with_a_job_done_after_drain(tmp_p
                 assert (r1.status_code, r2.status_code) == (202, 201)
                 assert r2.json()["job"] is None
 
-                # sync mode with an LLM extracts before answering
+                # sync mode with an LLM extracts before answering; its intent job (kept in case the process
+                # died during the LLM calls) is done, and the answer names no job
                 r = await c.post(f"/v1/users/{user}/messages", json={"messages": [{"content": "I love rye bread"}]})
-                assert r.status_code == 201 and r.json()["job"] is None
+                assert r.status_code == 201 and r.json()["job"] is None and r.json()["facts"] == "extracted"
                 assert r.json()["extraction"]["ADD"] == 1
+                listed = (await c.get("/v1/jobs", params={"status": "pending"})).json()["jobs"]
+                assert [j["id"] for j in listed] == [r1.json()["job"]["id"]]  # the async one, not drained yet
 
-                # forgetting the user removes its jobs too
-                assert (await c.delete(f"/v1/users/{user}")).json()["deleted"]["jobs"] == 2
+                # forgetting the user removes its jobs too (two async, one sync)
+                assert (await c.delete(f"/v1/users/{user}")).json()["deleted"]["jobs"] == 3
                 assert (await c.get(f"/v1/users/{user}/jobs/{job['id']}")).status_code == 404
         finally:
             await env.service.close()

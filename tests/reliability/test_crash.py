@@ -196,6 +196,68 @@ def test_kill_9_during_import_and_extraction_loses_and_doubles_nothing(tmp_path)
                 s.kill()
 
 
+def test_kill_9_during_a_sync_extraction_leaves_it_to_a_worker(tmp_path):
+    """Sync mode: the messages are stored and the LLM is being asked when the process dies. The client's
+    retry is answered "already stored", so only the request's intent job (due once the request could
+    have finished) can extract them: after the restart a worker does, once."""
+    extractor = SlowExtractor()
+    with ScriptedLLMServer(extractor) as llm:
+        env = {
+            "COGNIS_DATA_DIR": str(tmp_path / "data"),
+            "COGNIS_API_KEYS": f"{KEY}={TENANT}",
+            "COGNIS_LLM": "openai",
+            "COGNIS_OPENAI_BASE_URL": llm.base_url,
+            "COGNIS_OPENAI_MODEL": "scripted",
+            "COGNIS_LLM_TIMEOUT_S": "2",  # the intent job is due 4 x 2 + 10 s after the request
+            "COGNIS_JOB_LEASE_S": "3",
+            "COGNIS_JOB_BACKOFF_S": "0.2",
+        }
+        imp = Importer()
+        servers: list[ServeProcess] = []
+        body = {**batch(0), "mode": "sync"}
+        try:
+            a = ServeProcess(env, log_path=tmp_path / "serve-a.log").start()
+            servers.append(a)
+            extractor.open.clear()  # the model "thinks" until the process is gone
+            inflight = threading.Thread(target=_post_quietly, args=(a.url, body, imp))
+            inflight.start()
+            deadline = time.monotonic() + 30
+            while extractor.calls == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert extractor.calls > 0, "the request never reached the LLM"
+            a.kill()
+            inflight.join()
+            extractor.open.set()
+            c = ServeProcess(env, log_path=tmp_path / "serve-b.log").start()
+            servers.append(c)
+            r = httpx.post(f"{c.url}/v1/users/{USER}/messages", json=body, headers={"X-API-Key": KEY}, timeout=60)
+            assert r.status_code == 201 and r.json()["facts"] == "nothing_new", r.text  # "already stored"
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                facts = [m for m in export(c.url) if m["kind"] == "fact" and m["is_current"]]
+                if len(facts) >= PER_BATCH:
+                    break
+                time.sleep(0.5)
+            memories = export(c.url)
+            raw = Counter(CMID.search(m["content"]).group() for m in memories if m["kind"] == "raw")
+            facts = Counter(
+                CMID.search(m["content"]).group() for m in memories if m["kind"] == "fact" and m["is_current"]
+            )
+            everything = [f"cmid-0-{i}" for i in range(PER_BATCH)]
+            assert sorted(raw) == everything and set(raw.values()) == {1}, raw
+            assert sorted(facts) == everything and set(facts.values()) == {1}, f"{facts}\n{c.log_tail()}"
+        finally:
+            for s in servers:
+                s.kill()
+
+
+def _post_quietly(url: str, body: dict[str, Any], imp: Importer) -> None:
+    try:
+        httpx.post(f"{url}/v1/users/{USER}/messages", json=body, headers={"X-API-Key": KEY}, timeout=60)
+    except httpx.HTTPError as e:  # the server died under us: not acknowledged
+        imp.errors.append(type(e).__name__)
+
+
 # -- deterministic crash points between the ingest writes, on every store -------------------------
 class SimulatedCrash(BaseException):
     """The process dies right after a write returned (BaseException: nothing may catch it)."""

@@ -24,10 +24,11 @@ needed, and never stores the message twice.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from ..caching.result_cache import Cache
-from ..domain import Job, Memory, MemoryKind, Message, Owner, Scope, new_id
+from ..domain import Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope, new_id, utcnow
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder
 from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
@@ -111,11 +112,14 @@ class IngestPipeline:
         llm: LLM | None = None,
         job_max_attempts: int = 5,
         memory_max_bytes: int = 32 * 1024,
+        sync_grace_s: float = 300.0,
     ) -> None:
         self.messages, self.memories, self.jobs = messages, memories, jobs
         self.encoder, self.cache, self.categorizer, self.llm = encoder, cache, categorizer, llm
         self.extractor = ContextAwareExtractor(llm, vectors, encoder, categorizer) if llm is not None else None
         self.job_max_attempts = job_max_attempts
+        #: how long a synchronous request's intent job waits before a worker may take it over
+        self.sync_grace_s = sync_grace_s
         self.memory_max_bytes = memory_max_bytes
 
     def resolve(self, messages: list[Message]) -> list[ResolvedMessage]:
@@ -189,9 +193,16 @@ class IngestPipeline:
             message_ids=[m.id for m in new_msgs],
             max_attempts=self.job_max_attempts,
         )
-        if self.extractor is not None and new_msgs and background:
+        if self.extractor is not None and new_msgs:
+            # Async: the job runs now. Sync: an intent job, due only after the request's extraction could
+            # have finished; marked done when it does, so a process killed during the LLM calls still
+            # leaves the extraction to a worker (the messages are stored and a retry would be "already
+            # stored").
+            if not background:
+                job.next_attempt_at = utcnow() + timedelta(seconds=self.sync_grace_s)
             await self.jobs.enqueue_job(job)
-            result.job = job
+            if background:
+                result.job = job
         with rec.stage("raw_store"):
             await self._insert_raw(owner, raw)
         if new_msgs:
@@ -209,11 +220,14 @@ class IngestPipeline:
                 extraction = await self.extractor.extract(owner, resolved)
                 result.extraction = await self.apply(owner, extraction, resolved)
                 result.facts = FACTS_EXTRACTED
+            job.status, job.result, job.updated_at = JobStatus.DONE, result.extraction, utcnow()
+            await self.jobs.save_job(job)
         except (DependencyUnavailableError, LLMOutputError) as exc:
             # The messages are stored, so the client's retry (same client_message_id) is answered
-            # "already stored" and would never extract them: a durable job does it, and the answer
-            # says so (stored, facts pending) instead of failing a request whose data is safe.
-            await self.jobs.enqueue_job(job)
+            # "already stored" and would never extract them: the durable job does it, due now, and the
+            # answer says so (stored, facts pending) instead of failing a request whose data is safe.
+            job.next_attempt_at = job.updated_at = utcnow()
+            await self.jobs.save_job(job)
             result.job, result.facts = job, FACTS_PENDING
             unusable = isinstance(exc, LLMOutputError)
             result.extraction = {"deferred": "llm_unusable_answer" if unusable else "llm_unavailable"}
