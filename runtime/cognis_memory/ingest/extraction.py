@@ -107,8 +107,8 @@ DECIDE_SYSTEM = (
     "Give one decision per new fact."
 )
 
-#: a first-person word outside quotes: the fact was copied from the message rather than restated
-_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|[Mm]y|[Mm]e|[Mm]ine|[Mm]yself)\b")
+#: a fact that starts in the first person was copied from the message rather than restated
+_FIRST_PERSON = re.compile(r"^\W*(I|I'm|I've|I'd|I'll|My|Me|Mine|Myself|We|We're|We've|Our)\b", re.IGNORECASE)
 
 
 def numbered_transcript(messages: list[ResolvedMessage]) -> tuple[str, list[ResolvedMessage]]:
@@ -253,38 +253,74 @@ class ContextAwareExtractor:
             read=partial(read_facts, messages=len(numbered)),
             report=report,
         )
-        facts: list[CandidateFact] = []
-        missing: list[int] = []  # facts the answer gave no readable category for
         seen: set[str] = set()
+        kept: list[FactDraft] = []
         for d in drafts:
-            sources = [numbered[i] for i in d.sources] or numbered
-            content = self._third_person(d, sources, report)
-            key = " ".join(content.lower().split())
+            key = " ".join(d.content.lower().split())
             if key in seen:
                 report.dropped["duplicate_fact"] += 1
                 continue
             seen.add(key)
-            if d.category is None:
-                missing.append(len(facts))
-            category = d.category or Category.PERSONAL_DETAILS  # replaced below when missing
-            facts.append(CandidateFact(content, category, d.scope, d.event_time, sources))
+            kept.append(d)
+        if not kept:
+            return []
+        texts = [d.content for d in kept] + [r.display_text for r in numbered]
+        vectors, shorts = await self.encoder.encode_async(texts, priority)
+        full, short, said = vectors[: len(kept)], shorts[: len(kept)], vectors[len(kept) :]
+        facts: list[CandidateFact] = []
+        keep: list[int] = []
+        for i, d in enumerate(kept):
+            cited = _cited(d.sources, full[i] @ said.T, report)
+            sources = [numbered[j] for j in cited]
+            if all(r.message.content.rstrip().endswith("?") for r in sources):
+                report.dropped["fact_from_a_question"] += 1  # a question asks; it states nothing
+                continue
+            category = d.category or Category.PERSONAL_DETAILS  # the categorizer's below when missing
+            facts.append(
+                CandidateFact(self._third_person(d, sources, report), category, d.scope, d.event_time, sources)
+            )
+            keep.append(i)
         if not facts:
             return []
-        full, short = await self.encoder.encode_async([f.content for f in facts], priority)
-        if missing:  # the non-LLM categorizer's choice
-            picked = await self.categorizer.categorize_many([facts[i].content for i in missing], full[missing])
-            for i, category in zip(missing, picked, strict=True):
-                facts[i].category = category
-        for f, e, s in zip(facts, full, short, strict=True):
-            f.embedding, f.embedding_short = e, s
+        full, short = full[keep].copy(), short[keep].copy()
+        renamed = [k for k, i in enumerate(keep) if facts[k].content != kept[i].content]
+        if renamed:  # a first-person fact got its speaker in front: its vectors are of that text
+            again, again_short = await self.encoder.encode_async([facts[k].content for k in renamed], priority)
+            full[renamed], short[renamed] = again, again_short
+        missing = [k for k, i in enumerate(keep) if kept[i].category is None]
+        if missing:  # the answer gave no readable category: the non-LLM categorizer's choice
+            picked = await self.categorizer.categorize_many([facts[k].content for k in missing], full[missing])
+            for k, category in zip(missing, picked, strict=True):
+                facts[k].category = category
+        for f, e, sh in zip(facts, full, short, strict=True):
+            f.embedding, f.embedding_short = e, sh
         return facts
 
     @staticmethod
     def _third_person(draft: FactDraft, sources: list[ResolvedMessage], report: AnswerReport) -> str:
-        """The fact's text; a first-person one gets its speaker in front ("Maya: I moved to Lisbon")."""
+        """The fact's text; one written in the first person ("I moved to Lisbon", "My dog is Otis") gets its
+        speaker in front ("Maya: I moved to Lisbon"), like a raw memory."""
         content = draft.content
         speaker = sources[0].speaker if sources else ""
-        if speaker and _FIRST_PERSON.search(content) and not content.lower().startswith(speaker.lower() + ":"):
+        if speaker and _FIRST_PERSON.match(content):
             report.repairs["first_person"] += 1
             return f"{speaker}: {content}"
         return content
+
+
+#: How much better (cosine) another message must match a fact than the ones it cites to be taken as its
+#: source instead: small models often cite the number of the line after the statement (the assistant's reply).
+SOURCE_MARGIN = 0.1
+
+
+def _cited(numbers: list[int], similarity: np.ndarray, report: AnswerReport) -> list[int]:
+    """The messages a fact came from: the ones its answer cites, unless another message of the batch
+    matches the fact clearly better (by ``SOURCE_MARGIN``), which is then taken instead (a repair); with
+    no citation, the best match."""
+    best = int(similarity.argmax())
+    if not numbers:
+        return [best]
+    if best not in numbers and similarity[best] - max(similarity[n] for n in numbers) > SOURCE_MARGIN:
+        report.repairs["source_corrected"] += 1
+        return [best]
+    return numbers
