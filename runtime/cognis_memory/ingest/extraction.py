@@ -90,9 +90,10 @@ EXTRACT_SYSTEM = (
     "each fact as one short sentence in the third person that starts with the person's name (or 'The user' when "
     "the speaker has no name) and says what the fact is about and its value, never 'I' or 'my'; use absolute "
     "dates (dates in brackets already resolve relative expressions); skip greetings, small "
-    "talk, questions and the assistant's own remarks; a statement about someone else is about that person, not "
-    "the user. sources: the numbers of the messages the fact was said in. scope: USER for facts that stay true "
-    "across conversations, CONTEXT for facts that only matter within this conversation. category: one of "
+    "talk (the weather, passing remarks), what the user asks for or about, and the assistant's own remarks; a "
+    "statement about someone else is about that person, not the user. sources: the numbers of the messages the "
+    "fact was said in. scope: USER (the default) for anything about a person, CONTEXT only for something that "
+    "matters within this conversation alone. category: one of "
     f"{_CATEGORIES}. event_date: the ISO date (YYYY-MM-DD) of the event the fact is about when the "
     "conversation gives it, else null. If nothing is worth remembering, return an empty list of facts."
 )
