@@ -57,7 +57,6 @@ from cognis_dev import answer_scoring as sc
 from cognis_dev import bench_common as bc
 
 from cognis_memory.config import Settings
-from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.factory import build_llm
 
 #: what the judge is told about a LoCoMo category-5 question (its gold is the absence of an answer)
@@ -216,27 +215,28 @@ def build_model(overrides: dict[str, Any], max_tokens: int | None) -> Any:
     return llm
 
 
-class TolerantService:
-    """The service as the retrieval benchmarks' ingest functions see it, except that an extraction
-    failure does not stop the ingest: the messages and their raw memories are stored before extraction
-    runs, so the failure is recorded and the same call is made again, which returns the stored messages
-    (and extracts nothing: they are known)."""
+class ExtractionTally:
+    """The service as the retrieval benchmarks' ingest functions see it, tallying what became of each
+    ingest call's fact extraction. A failed extraction does not stop the ingest: the service keeps the
+    messages as raw memories, answers ``facts="pending"`` and names the failure in ``degraded``."""
 
     def __init__(self, svc: Any) -> None:
         self._svc = svc
-        self.extraction_failures: list[str] = []
+        self.outcomes: dict[str, int] = {}
+        self.failures: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._svc, name)
 
     async def add_messages(self, tenant_id: str, user_id: str, messages: Any, **kwargs: Any) -> Any:
-        try:
-            return await self._svc.add_messages(tenant_id, user_id, messages, **kwargs)
-        except DependencyUnavailableError as exc:
-            if not self.extraction_failures:
-                print(f"  extraction failed (the run goes on with raw messages there): {exc}", file=sys.stderr)
-            self.extraction_failures.append(str(exc)[:500])
-            return await self._svc.add_messages(tenant_id, user_id, messages, **kwargs)
+        result = await self._svc.add_messages(tenant_id, user_id, messages, **kwargs)
+        facts = str(getattr(result, "facts", "unknown"))
+        self.outcomes[facts] = self.outcomes.get(facts, 0) + 1
+        failed = [d for d in getattr(result, "degraded", []) if d.startswith("llm")]
+        if failed and not self.failures:
+            print(f"  extraction failed (those messages stay raw memories only): {failed[0]}", file=sys.stderr)
+        self.failures += failed
+        return result
 
 
 # --------------------------------------------------------------------------------------
@@ -345,14 +345,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     svc = bc.quality_service(db_path, cache=not args.no_cache, **service_settings)
     answerer = build_model(answer_settings, args.max_tokens)
     judge = answerer if judge_settings == answer_settings else build_model(judge_settings, args.max_tokens)
-    tolerant = TolerantService(svc)
+    tally = ExtractionTally(svc)
     try:
         await svc.start(run_worker=False)
         if args.dataset == "locomo":
-            stats = await bl.ingest(tolerant, convs)
+            stats = await bl.ingest(tally, convs)
         else:
-            stats = await blme.ingest(tolerant, instances)
-        stats["extraction_failures"] = len(tolerant.extraction_failures)
+            stats = await blme.ingest(tally, instances)
+        stats["extraction"] = {"calls_by_outcome": tally.outcomes, "failures": len(tally.failures)}
         print(f"ingested {stats['messages']} messages for {len(users)} users ({stats['created']} new, "
               f"extraction {'on' if args.extract else 'off'}) in {stats['seconds']} s", file=sys.stderr)  # fmt: skip
         t0 = time.perf_counter()
@@ -396,7 +396,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "sessions": args.sessions,
         },
         "ingest": stats,
-        "extraction_failure_examples": tolerant.extraction_failures[:5],
+        "extraction_failure_examples": tally.failures[:5],
         "seconds": round(seconds, 1),
         "mean_retrieval_ms": round(sum(r["retrieval_ms"] for r in rows) / len(rows), 1) if rows else None,
         "mean_context_tokens": round(sum(r["context_tokens"] for r in rows) / len(rows), 1) if rows else None,

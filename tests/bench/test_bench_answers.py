@@ -215,12 +215,13 @@ def _unusable_completion() -> Reply:
 def scripted(script: dict[str, tuple[Any, Any]]) -> Any:
     def respond(schema: str, body: dict[str, Any]) -> dict[str, Any]:
         prompt = body["messages"][-1]["content"]
+        if schema not in (sc.ANSWER_SCHEMA, sc.VERDICT_SCHEMA):  # the service's extraction (--extract)
+            raise Reply(503, '{"error": {"message": "extraction is down"}}')
         if schema == sc.ANSWER_SCHEMA:
             answer, _ = script[_between(prompt, "Question: ", "\n")]
             if isinstance(answer, Reply):
                 raise answer
             return {"answer": answer}
-        assert schema == sc.VERDICT_SCHEMA, schema
         _, verdict = script[_between(prompt, "<question>", "</question>")]
         if isinstance(verdict, Reply):
             raise _unusable_completion() if verdict.body == "" else verdict
@@ -354,8 +355,10 @@ def test_longmemeval_end_to_end(tmp_path: Path) -> None:
     with ScriptedLLMServer(scripted(LONGMEMEVAL_SCRIPT)) as server:
         out, stdout = run_script(
             "longmemeval", "--data", str(data), "--llm-url", server.base_url, "--llm-model", "m", "--no-cache",
-            "--concurrency", "2", "--per-question", "--out", str(tmp_path),
+            "--concurrency", "2", "--extract", "--per-question", "--out", str(tmp_path),
         )  # fmt: skip
+        extraction_calls = [r for r in server.requests if r["response_format"]["json_schema"]["name"] not in
+                            (sc.ANSWER_SCHEMA, sc.VERDICT_SCHEMA)]  # fmt: skip
         verdicts = {_between(p, "<question>", "</question>"): p for p in server.prompts(sc.VERDICT_SCHEMA)}
 
     assert out["questions"] == 3 and out["f1"] is None  # LongMemEval is judged only
@@ -374,6 +377,11 @@ def test_longmemeval_end_to_end(tmp_path: Path) -> None:
     for question, rule in expected.items():
         assert verdicts[question].startswith(sc.rule_text(rule)), question
     assert "Why it cannot be answered:" in verdicts["What is my sister's favourite film?"]
+    # --extract: every ingest call tried the extraction, which failed; the run went on with raw memories
+    ingest = json.loads((tmp_path / "answers_longmemeval.json").read_text())["ingest"]
+    sessions = sum(len(x["haystack_sessions"]) for x in LONGMEMEVAL_LIKE)
+    assert len(extraction_calls) >= sessions
+    assert ingest["extraction"] == {"calls_by_outcome": {"pending": sessions}, "failures": sessions}
     rows = json.loads((tmp_path / "answers_longmemeval_per_question.json").read_text())["questions"]
     temporal = next(r for r in rows if r["group"] == "temporal-reasoning")
     assert temporal["today"].startswith("2024-07-30") and temporal["evidence_in_context"] == 1.0
