@@ -160,8 +160,8 @@ class Settings(BaseSettings):
     reranker_timeout_ms: int = Field(1500, description="Time box of the reranking stage; on timeout it is skipped.")
 
     llm: str = Field("none", description="Extraction LLM: none (raw messages only), bedrock or openai.")
-    bedrock_model_id: str = Field(
-        None,  # type: ignore[assignment]  # filled from aws_region below: never None after validation
+    bedrock_model_id: str | None = Field(
+        None,  # filled from aws_region by _default_bedrock_model: never None after validation
         description="Bedrock model or inference profile id for extraction; default Amazon Nova 2 Lite through its "
         "US inference profile in a US Region, else its global one (providers/bedrock_models.py).",
     )
@@ -269,7 +269,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _default_bedrock_model(self) -> Settings:
-        if not self.bedrock_model_id:
+        if self.bedrock_model_id is None:  # unset; an explicit "" stays and is refused with llm=bedrock
             region = self.aws_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
             self.bedrock_model_id = default_model_id(region)
         return self
