@@ -571,7 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Apply the pending schema migrations of the dual store's PostgreSQL (advisory-locked), update pgvector, "
             "create and grant COGNIS_POSTGRES_APP_USER and record the embedding model. Needs the owner's credentials "
             "(COGNIS_POSTGRES_DSN, or COGNIS_POSTGRES_HOST with COGNIS_POSTGRES_SECRET_ARN). A service started with "
-            "COGNIS_POSTGRES_MIGRATE=false then only checks that the schema is current. Prints {\"applied\": [...]}."
+            'COGNIS_POSTGRES_MIGRATE=false then only checks that the schema is current. Prints {"applied": [...]}.'
         ),
     )
     s.set_defaults(func=cmd_migrate)

@@ -92,7 +92,7 @@ class BedrockModelLifecycleCheck:
         """The check of the configured Bedrock model; None unless ``llm`` is ``bedrock``."""
         if settings.llm != "bedrock":
             return None
-        return cls(settings.bedrock_model_id, region=settings.aws_region)
+        return cls(str(settings.bedrock_model_id), region=settings.aws_region)
 
     def _bedrock(self) -> Any:
         if self._client is None:
@@ -135,7 +135,9 @@ class BedrockModelLifecycleCheck:
         legacy, eol = lifecycle.get("legacyTime"), lifecycle.get("endOfLifeTime")
         times = {"legacy_time": _iso(legacy), "end_of_life_time": _iso(eol)}
         if isinstance(eol, datetime) and eol <= self._clock():
-            return self._result(END_OF_LIFE, f"end of life since {times['end_of_life_time']}: every call fails", **times)
+            return self._result(
+                END_OF_LIFE, f"end of life since {times['end_of_life_time']}: every call fails", **times
+            )
         if status == LEGACY:
             when = f" on {times['end_of_life_time']}" if times["end_of_life_time"] else ""
             return self._result(LEGACY, f"Legacy: reaches end of life{when}; move to an Active model", **times)
