@@ -40,9 +40,9 @@ from .telemetry import READINESS_METRIC, names
 
 #: Domains reserved for documentation (RFC 2606): an alarm address there reaches nobody.
 RESERVED_EMAIL_DOMAINS: tuple[str, ...] = ("example.com", "example.org", "example.net", "example", "test", "invalid")
-#: AWS's recommended OpenSearch free-storage threshold: 25 % of each node's storage (fact 37).
+#: AWS's recommended OpenSearch free-storage threshold: 25 % of each node's storage (fact 38).
 OPENSEARCH_FREE_STORAGE_FRACTION = 0.25
-#: Aurora Serverless v2: about 2 GiB of memory per ACU (fact 38); alarm below 10 % of the ceiling's memory.
+#: Aurora Serverless v2: about 2 GiB of memory per ACU (fact 48); alarm below 10 % of the ceiling's memory.
 AURORA_GIB_PER_ACU = 2
 AURORA_FREEABLE_MEMORY_FRACTION = 0.10
 #: Cache alarms: memory use of a node above this share of maxmemory; evictions above this per 5 minutes.
@@ -607,7 +607,7 @@ class Observability(CognisComponent):
             comparison_operator="GreaterThanOrEqualToThreshold",
             threshold=1,
         )
-        # The rest of AWS's recommended OpenSearch alarms (fact 37): yellow status, free storage (25 % of a
+        # The rest of AWS's recommended OpenSearch alarms (fact 38): yellow status, free storage (25 % of a
         # node's volume, in MiB, minimum over the nodes), blocked index writes, failed automated snapshots,
         # and the dedicated masters' CPU and JVM memory pressure.
         alarm(
@@ -691,7 +691,7 @@ class Observability(CognisComponent):
                 threshold=95,
             )
 
-        # Aurora memory: Serverless v2 gives about 2 GiB per ACU (fact 38); little freeable memory at the
+        # Aurora memory: Serverless v2 gives about 2 GiB per ACU (fact 48); little freeable memory at the
         # capacity ceiling means the cluster needs a higher auroraMaxAcu.
         memory_floor = args.db_max_acu * AURORA_GIB_PER_ACU * 1024**3 * AURORA_FREEABLE_MEMORY_FRACTION
         alarm(

@@ -355,7 +355,7 @@ def test_readiness_widget_plots_the_probe_and_running_tasks(program, dashboard):
 @pytest.mark.parametrize(
     "key, metric, stat, threshold, op, period, periods",
     [
-        # AWS's recommended alarms for OpenSearch (docs/deploy.md fact 37); free storage: 25 % of a 100 GiB node
+        # AWS's recommended alarms for OpenSearch (docs/deploy.md fact 38); free storage: 25 % of a 100 GiB node
         ("opensearch-yellow", "ClusterStatus.yellow", "Maximum", 1, "GreaterThanOrEqualToThreshold", 60, 5),
         ("opensearch-free-storage", "FreeStorageSpace", "Minimum", 25600, "LessThanOrEqualToThreshold", 60, 1),
         ("opensearch-writes-blocked", "ClusterIndexWritesBlocked", "Maximum", 1, "GreaterThanOrEqualToThreshold",
