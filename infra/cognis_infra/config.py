@@ -32,7 +32,7 @@ from .telemetry import names
 
 NAMESPACE = "cognis"
 PROJECT_TAG = "cognis-memory"
-#: The repository root: the Docker build context of the API image.
+#: The repository root of this package's checkout (the program passes its own checkout's root instead).
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -56,7 +56,9 @@ class StackConfig:
     #: else the program builds the image from ``build_context``.
     image: str | None
     image_tag: str | None
+    #: The checkout the image is built from (the program's own) and the Dockerfile's base image (None: its default).
     build_context: Path
+    base_image: str | None
     network: NetworkSettings
     search: SearchSettings
     opensearch_domain_name: str
@@ -128,6 +130,7 @@ def load(
     stack: str | None = None,
     project: str | None = None,
     aws_config: Any = None,
+    build_context: Path | None = None,
 ) -> StackConfig:
     """Read and validate the stack configuration."""
     c = config or pulumi.Config(NAMESPACE)
@@ -173,6 +176,7 @@ def load(
         database_name=r.str("dbName", d["database_name"]),
         deletion_protection=r.bool("dbDeletionProtection", d["deletion_protection"]),
         log_retention_days=r.int("logRetentionDays", d["log_retention_days"]),
+        allow_major_version_upgrade=r.bool("auroraAllowMajorVersionUpgrade", d["allow_major_version_upgrade"]),
     )
 
     d = _defaults(CacheSettings)
@@ -200,7 +204,8 @@ def load(
 
     d = _defaults(ServiceSettings)
     service = ServiceSettings(
-        certificate_arn=c.require("certificateArn"),
+        certificate_arn=r.str("certificateArn", None),
+        http_only=r.bool("httpOnly", d["http_only"]),
         cpu=r.int("cpu", d["cpu"]),
         memory=r.int("memory", d["memory"]),
         desired_count=r.int("desiredCount", d["desired_count"]),
@@ -213,7 +218,7 @@ def load(
         log_retention_days=r.int("logRetentionDays", d["log_retention_days"]),
         alb_deletion_protection=r.bool("albDeletionProtection", d["alb_deletion_protection"]),
         api_domain_name=r.str("apiDomainName", None),
-        bedrock_model_id=r.str("bedrockModelId", d["bedrock_model_id"]),
+        bedrock_model_id=r.str("bedrockModelId", None),
         bedrock_extra_model_ids=tuple(r.obj("bedrockExtraModelIds", [])),
         first_tenant=r.str("firstTenant", d["first_tenant"]),
         telemetry_mode=r.str("telemetryMode", d["telemetry_mode"]),
@@ -257,7 +262,8 @@ def load(
         protect=r.bool("protect", True),
         image=image,
         image_tag=image_tag,
-        build_context=REPO_ROOT,
+        build_context=build_context or REPO_ROOT,
+        base_image=r.str("baseImage", None),
         network=network,
         search=search,
         opensearch_domain_name=r.str("opensearchDomainName", None) or domain_name_for(stack),

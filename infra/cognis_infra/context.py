@@ -19,6 +19,10 @@ class AwsContext:
     availability_zones: tuple[str, ...]
     #: Zone ids of ``availability_zones``, position for position (the same physical zone in every account).
     zone_ids: tuple[str, ...] = ()
+    #: ``com.amazonaws`` in the commercial partition (``cn.com.amazonaws`` in China): VPC endpoint service names.
+    reverse_dns_prefix: str = "com.amazonaws"
+    #: The stack's ``aws:profile`` (boto3 in the dynamic resources uses it too); None: the default chain.
+    profile: str | None = None
 
     def arn(self, service: str, resource: str, *, region: str | None = None, account: str | None = None) -> str:
         """Build an ARN in this partition (region/account default to the stack's)."""
@@ -28,6 +32,10 @@ class AwsContext:
 
     def service_principal(self, service: str) -> str:
         return f"{service}.{self.dns_suffix}"
+
+    def endpoint_service(self, service: str) -> str:
+        """A VPC endpoint service name in this partition: ``com.amazonaws.<region>.<service>``."""
+        return f"{self.reverse_dns_prefix}.{self.region}.{service}"
 
 
 def choose_zones(
@@ -57,7 +65,7 @@ def choose_zones(
     return tuple(by_id[z] for z in chosen), tuple(chosen)
 
 
-def lookup(az_count: int, zone_ids: Sequence[str] = ()) -> AwsContext:
+def lookup(az_count: int, zone_ids: Sequence[str] = (), profile: str | None = None) -> AwsContext:
     """Ask the provider for region, account, partition and the AZs to use.
 
     Only AZs that need no opt-in are used (Local Zones and Wavelength Zones are skipped).
@@ -78,4 +86,6 @@ def lookup(az_count: int, zone_ids: Sequence[str] = ()) -> AwsContext:
         dns_suffix=partition.dns_suffix,
         availability_zones=names,
         zone_ids=ids,
+        reverse_dns_prefix=partition.reverse_dns_prefix,
+        profile=profile,
     )

@@ -9,14 +9,18 @@
   snapshot on delete, 7 days of automated backups, PostgreSQL logs exported to a log group
   the stack creates (retention, the stack's KMS key);
 * the master password is generated and rotated by RDS in Secrets Manager
-  (``manage_master_user_password``); the service's migration signs in with it, creates the
-  application role ``cognis_app`` and grants it data privileges only; the connection pool
-  signs in as that role with IAM authentication tokens (``iam_database_authentication_enabled``);
+  (``manage_master_user_password``); the migration task (service.py, its own role) signs in
+  with it, creates the application role ``cognis_app`` and grants it data privileges only; the
+  API tasks sign in as that role with IAM authentication tokens
+  (``iam_database_authentication_enabled``) and cannot read the master secret;
 * a cluster parameter group that forces TLS (``rds.force_ssl = 1``) and logs slow
-  statements.
+  statements without their bind parameters (``log_parameter_max_length = 0``: no memory text in
+  CloudWatch);
+* a major version change of a running cluster is refused before anything is touched unless
+  ``cognis:auroraAllowMajorVersionUpgrade`` is set for that update (``check_engine_change``).
 
-The pgvector schema (``CREATE EXTENSION vector``, tables, HNSW indexes) is applied by
-the service's own migration at start-up: there is no manual step and no bastion.
+The pgvector schema (``CREATE EXTENSION vector``, tables, HNSW indexes) is applied by the
+migration task in every ``pulumi up`` that changes the image: there is no manual step and no bastion.
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ class DatabaseSettings:
     deletion_protection: bool = True
     slow_statement_ms: int = 1000
     log_retention_days: int = 30
+    #: Let this update move the running cluster to another major version (docs/deploy.md, "Aurora major
+    #: version upgrade"); without it the program refuses a major change before anything is touched.
+    allow_major_version_upgrade: bool = False
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"\d+(\.\d+)?", self.engine_version) or self.major_version not in SUPPORTED_MAJORS:
@@ -89,6 +96,42 @@ class DatabaseArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
+#: Slow statements are logged with their text only: PostgreSQL writes a statement's bind parameters (the
+#: memory text the service sends) next to it unless log_parameter_max_length is 0, and those lines are
+#: exported to CloudWatch. The statement text itself carries only placeholders ($1, $2, ...).
+LOG_PARAMETERS: dict[str, str] = {"log_parameter_max_length": "0", "log_parameter_max_length_on_error": "0"}
+
+UPGRADE_PROCEDURE = "docs/deploy.md, 'Aurora major version upgrade'"
+
+
+def check_engine_change(settings: DatabaseSettings, running_version: str | None, cluster_identifier: str) -> None:
+    """Refuse a configured major version other than the running cluster's, unless the upgrade is allowed;
+    never a downgrade. ``running_version`` is None for a cluster that does not exist yet."""
+    if not running_version:
+        return
+    running, wanted = int(running_version.split(".")[0]), int(settings.major_version)
+    if wanted < running:
+        raise ValueError(
+            f"cognis:auroraEngineVersion {settings.engine_version!r} is older than the running cluster "
+            f"{cluster_identifier} ({running_version}); Aurora cannot downgrade a major version"
+        )
+    if wanted > running and not settings.allow_major_version_upgrade:
+        raise ValueError(
+            f"cognis:auroraEngineVersion {settings.engine_version!r} would upgrade the running cluster "
+            f"{cluster_identifier} from {running_version} to another major version; Aurora refuses that without "
+            f"AllowMajorVersionUpgrade. Follow {UPGRADE_PROCEDURE} (snapshot, pgvector on the new line, "
+            "cognis:auroraAllowMajorVersionUpgrade true for that one update)"
+        )
+
+
+def running_engine_version(cluster_identifier: str) -> str | None:
+    """The engine version of the stack's cluster if it exists (provider look-ups: no error when absent)."""
+    found = aws.rds.get_clusters(filters=[{"name": "db-cluster-id", "values": [cluster_identifier]}])
+    if cluster_identifier not in (found.cluster_identifiers or []):
+        return None
+    return aws.rds.get_cluster(cluster_identifier=cluster_identifier).engine_version
+
+
 def postgresql_log_group(cluster_identifier: str) -> str:
     """The log group RDS exports an Aurora PostgreSQL cluster's ``postgresql`` log to."""
     return f"/aws/rds/cluster/{cluster_identifier}/postgresql"
@@ -110,6 +153,7 @@ class Database(CognisComponent):
     def __init__(self, name: str, args: DatabaseArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("cognis:database:Database", name, args.tags, opts)
         s = args.settings
+        check_engine_change(s, running_engine_version(args.cluster_identifier), args.cluster_identifier)
 
         subnet_group = aws.rds.SubnetGroup(
             f"{name}-subnets",
@@ -121,12 +165,13 @@ class Database(CognisComponent):
         params = aws.rds.ClusterParameterGroup(
             f"{name}-params",
             family=s.parameter_group_family,
-            description="cognis-memory: TLS only, slow statement log",
+            description="cognis-memory: TLS only, slow statement log without parameters",
             parameters=[
                 aws.rds.ClusterParameterGroupParameterArgs(name="rds.force_ssl", value="1"),
                 aws.rds.ClusterParameterGroupParameterArgs(
                     name="log_min_duration_statement", value=str(s.slow_statement_ms)
                 ),
+                *(aws.rds.ClusterParameterGroupParameterArgs(name=k, value=v) for k, v in LOG_PARAMETERS.items()),
             ],
             tags=self.tags(f"{name}-params"),
             opts=self.child_opts(),
@@ -144,6 +189,7 @@ class Database(CognisComponent):
             engine=ENGINE,
             engine_mode="provisioned",  # Serverless v2 runs on provisioned clusters
             engine_version=s.engine_version,
+            allow_major_version_upgrade=s.allow_major_version_upgrade,
             database_name=s.database_name,
             master_username=s.master_username,
             manage_master_user_password=True,
@@ -197,6 +243,8 @@ class Database(CognisComponent):
         self.secret_arn = cluster.master_user_secrets.apply(_secret_arn)
         self.log_group_name = logs.name
         self.instance_identifiers = [inst.identifier for inst in instances]
+        #: The instances: a cluster accepts connections only once one is available (the service waits for them).
+        self.instances = instances
         self.register_outputs(
             {
                 "clusterIdentifier": self.cluster_identifier,

@@ -263,10 +263,10 @@ class Network(CognisComponent):
         ingress("endpoints-from-reranker", "endpoints", 443, source="reranker")
 
         # --- VPC endpoints ------------------------------------------------------------------
-        aws.ec2.VpcEndpoint(
+        s3_endpoint = aws.ec2.VpcEndpoint(
             f"{name}-s3",
             vpc_id=vpc.id,
-            service_name=f"com.amazonaws.{ctx.region}.s3",
+            service_name=ctx.endpoint_service("s3"),
             vpc_endpoint_type="Gateway",
             route_table_ids=[rt.id for rt in private_route_tables],
             tags=self.tags(f"{name}-s3"),
@@ -275,7 +275,7 @@ class Network(CognisComponent):
         endpoint_ids: dict[str, pulumi.Output[str]] = {}
         self.endpoint_zones: dict[str, tuple[str, ...]] = {}
         for svc in s.interface_endpoints:
-            service_name = f"com.amazonaws.{ctx.region}.{svc}"
+            service_name = ctx.endpoint_service(svc)
             lookup = aws.ec2.get_vpc_endpoint_service(service_name=service_name, service_type="Interface")
             offered = set(lookup.availability_zones)
             subnets = [sn for az, sn in zip(azs, private_subnets, strict=True) if az in offered]
@@ -355,6 +355,7 @@ class Network(CognisComponent):
         self.private_subnet_ids = [sn.id for sn in private_subnets]
         self.security_group_ids = {role: sg.id for role, sg in sgs.items()}
         self.interface_endpoint_ids = endpoint_ids
+        self.s3_endpoint_id = s3_endpoint.id
         self.register_outputs(
             {
                 "vpcId": self.vpc_id,

@@ -38,6 +38,17 @@ from .base import CognisComponent
 from .context import AwsContext
 from .telemetry import READINESS_METRIC, names
 
+#: Domains reserved for documentation (RFC 2606): an alarm address there reaches nobody.
+RESERVED_EMAIL_DOMAINS: tuple[str, ...] = ("example.com", "example.org", "example.net", "example", "test", "invalid")
+#: AWS's recommended OpenSearch free-storage threshold: 25 % of each node's storage (fact 38).
+OPENSEARCH_FREE_STORAGE_FRACTION = 0.25
+#: Aurora Serverless v2: about 2 GiB of memory per ACU (fact 48); alarm below 10 % of the ceiling's memory.
+AURORA_GIB_PER_ACU = 2
+AURORA_FREEABLE_MEMORY_FRACTION = 0.10
+#: Cache alarms: memory use of a node above this share of maxmemory; evictions above this per 5 minutes.
+CACHE_MEMORY_PERCENT = 80.0
+CACHE_EVICTIONS_PER_5MIN = 100
+
 
 @dataclass(frozen=True)
 class ObservabilitySettings:
@@ -58,6 +69,12 @@ class ObservabilitySettings:
             raise ValueError("cognis:auroraAcuAlarmFraction must be in (0, 1]")
         if self.alarm_email is not None and "@" not in self.alarm_email:
             raise ValueError(f"cognis:alarmEmail is not an e-mail address: {self.alarm_email}")
+        domain = (self.alarm_email or "").rpartition("@")[2].lower()
+        if domain in RESERVED_EMAIL_DOMAINS or domain.endswith(tuple(f".{d}" for d in RESERVED_EMAIL_DOMAINS)):
+            raise ValueError(
+                f"cognis:alarmEmail {self.alarm_email} is an example address (reserved domain {domain}): set the "
+                "address of whoever answers the alarms"
+            )
 
 
 @dataclass
@@ -81,6 +98,13 @@ class ObservabilityArgs:
     reranker_variant: str
     kms_key_id: pulumi.Input[str]
     tags: Mapping[str, str] = field(default_factory=dict)
+    #: gp3 volume of each OpenSearch data node, GiB (the free-storage alarm fires at 25 % of it).
+    opensearch_volume_gb: int = 100
+    #: The domain runs dedicated master nodes (their CPU and JVM alarms).
+    opensearch_dedicated_masters: bool = False
+    #: The cache's member clusters (one per node; ElastiCache reports per node) and how many there are.
+    redis_member_clusters: pulumi.Input[Sequence[str]] | None = None
+    redis_node_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -419,6 +443,8 @@ class Observability(CognisComponent):
             aws.sns.TopicSubscription(
                 f"{name}-email", topic=topic.arn, protocol="email", endpoint=s.alarm_email, opts=self.child_opts()
             )
+        else:
+            pulumi.log.warn("cognis:alarmEmail is not set: the alarm topic has no subscriber, alarms reach nobody")
 
         alarms: dict[str, aws.cloudwatch.MetricAlarm] = {}
 
@@ -590,6 +616,149 @@ class Observability(CognisComponent):
             comparison_operator="GreaterThanOrEqualToThreshold",
             threshold=1,
         )
+        # The rest of AWS's recommended OpenSearch alarms (fact 38): yellow status, free storage (25 % of a
+        # node's volume, in MiB, minimum over the nodes), blocked index writes, failed automated snapshots,
+        # and the dedicated masters' CPU and JVM memory pressure.
+        alarm(
+            "opensearch-yellow",
+            "OpenSearch cluster status yellow for 5 minutes (a replica shard is unassigned)",
+            treat_missing_data="notBreaching",
+            namespace="AWS/ES",
+            metric_name="ClusterStatus.yellow",
+            dimensions=es_dims,
+            statistic="Maximum",
+            period=60,
+            evaluation_periods=5,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=1,
+        )
+        free_mib = args.opensearch_volume_gb * 1024 * OPENSEARCH_FREE_STORAGE_FRACTION
+        alarm(
+            "opensearch-free-storage",
+            f"An OpenSearch node has {free_mib:g} MiB or less free storage (25 % of its volume)",
+            treat_missing_data="notBreaching",
+            namespace="AWS/ES",
+            metric_name="FreeStorageSpace",
+            dimensions=es_dims,
+            statistic="Minimum",
+            period=60,
+            evaluation_periods=1,
+            comparison_operator="LessThanOrEqualToThreshold",
+            threshold=free_mib,
+        )
+        alarm(
+            "opensearch-writes-blocked",
+            "OpenSearch is blocking index writes (ClusterBlockException): new memories are not indexed for BM25",
+            treat_missing_data="notBreaching",
+            namespace="AWS/ES",
+            metric_name="ClusterIndexWritesBlocked",
+            dimensions=es_dims,
+            statistic="Maximum",
+            period=300,
+            evaluation_periods=1,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=1,
+        )
+        alarm(
+            "opensearch-snapshot-failure",
+            "An automated OpenSearch snapshot failed",
+            treat_missing_data="notBreaching",
+            namespace="AWS/ES",
+            metric_name="AutomatedSnapshotFailure",
+            dimensions=es_dims,
+            statistic="Maximum",
+            period=60,
+            evaluation_periods=1,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=1,
+        )
+        if args.opensearch_dedicated_masters:
+            alarm(
+                "opensearch-master-cpu",
+                "OpenSearch dedicated master CPU at or above 50 % for 15 minutes",
+                treat_missing_data="notBreaching",
+                namespace="AWS/ES",
+                metric_name="MasterCPUUtilization",
+                dimensions=es_dims,
+                statistic="Maximum",
+                period=900,
+                evaluation_periods=3,
+                comparison_operator="GreaterThanOrEqualToThreshold",
+                threshold=50,
+            )
+            alarm(
+                "opensearch-master-jvm-pressure",
+                "OpenSearch dedicated master JVM memory pressure at or above 95 % for 3 minutes",
+                treat_missing_data="notBreaching",
+                namespace="AWS/ES",
+                metric_name="MasterJVMMemoryPressure",
+                dimensions=es_dims,
+                statistic="Maximum",
+                period=60,
+                evaluation_periods=3,
+                comparison_operator="GreaterThanOrEqualToThreshold",
+                threshold=95,
+            )
+
+        # Aurora memory: Serverless v2 gives about 2 GiB per ACU (fact 48); little freeable memory at the
+        # capacity ceiling means the cluster needs a higher auroraMaxAcu.
+        memory_floor = args.db_max_acu * AURORA_GIB_PER_ACU * 1024**3 * AURORA_FREEABLE_MEMORY_FRACTION
+        alarm(
+            "aurora-freeable-memory",
+            f"Aurora freeable memory below {memory_floor / 1024**3:g} GiB "
+            f"({AURORA_FREEABLE_MEMORY_FRACTION:.0%} of {args.db_max_acu:g} ACU) for 15 minutes",
+            treat_missing_data="notBreaching",
+            namespace="AWS/RDS",
+            metric_name="FreeableMemory",
+            dimensions={"DBClusterIdentifier": args.db_cluster_identifier},
+            statistic="Minimum",
+            period=300,
+            evaluation_periods=3,
+            comparison_operator="LessThanThreshold",
+            threshold=memory_floor,
+        )
+
+        # Cache memory and evictions, the worst node of the replication group (metric math over its nodes).
+        if args.redis_member_clusters is not None and args.redis_node_count:
+            members = pulumi.Output.from_input(args.redis_member_clusters)
+
+            def per_node(metric: str, stat: str) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgs]:
+                return [
+                    aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                        id=f"n{i}",
+                        return_data=False,
+                        metric=aws.cloudwatch.MetricAlarmMetricQueryMetricArgs(
+                            namespace="AWS/ElastiCache",
+                            metric_name=metric,
+                            dimensions={"CacheClusterId": members.apply(lambda m, i=i: sorted(m)[i])},
+                            period=300,
+                            stat=stat,
+                        ),
+                    )
+                    for i in range(args.redis_node_count)
+                ]
+
+            ids = ", ".join(f"n{i}" for i in range(args.redis_node_count))
+            for key, metric, stat, threshold, what in (
+                ("cache-memory", "DatabaseMemoryUsagePercentage", "Maximum", CACHE_MEMORY_PERCENT,
+                 f"Cache memory above {CACHE_MEMORY_PERCENT:g} % of maxmemory on a node for 15 minutes"),
+                ("cache-evictions", "Evictions", "Sum", CACHE_EVICTIONS_PER_5MIN,
+                 f"More than {CACHE_EVICTIONS_PER_5MIN} keys evicted per 5 minutes on a node for 15 minutes"),
+            ):  # fmt: skip
+                alarm(
+                    key,
+                    what,
+                    treat_missing_data="notBreaching",
+                    metric_queries=[
+                        *per_node(metric, stat),
+                        aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                            id="worst", label=f"worst node {metric}", expression=f"MAX([{ids}])", return_data=True
+                        ),
+                    ],
+                    evaluation_periods=3,
+                    threshold=threshold,
+                )
+
         acu_threshold = round(args.db_max_acu * s.aurora_acu_fraction, 2)
         alarm(
             "aurora-capacity",

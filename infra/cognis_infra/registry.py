@@ -5,9 +5,14 @@ CPU architecture) with ``pulumi-docker-build``, signs in to the repository with 
 ``aws.ecr.get_authorization_token`` and pushes; the task definition runs the pushed image by
 digest (``repo:tag@sha256:...``), so a fresh stack comes up in one ``pulumi up``.
 
-Tags are immutable, so the tag is a digest of what goes into the build (the files the
-``.dockerignore`` lets through, the Dockerfile, the target and the platform): an unchanged
-tree keeps its tag and is not pushed again, a changed one gets a new tag.
+Tags are immutable, so the tag is a digest of everything that goes into the build: the files
+the ``.dockerignore`` lets through with their permission bits (``COPY`` keeps them), the
+Dockerfile, the target, the platform and the build arguments, the base image among them
+(``cognis:baseImage``, pinned by digest for a reproducible base). Nothing of the checkout's
+location goes in: the build context and the Dockerfile are handed to the build as paths relative
+to the program's working directory, so ``pulumi up`` from another checkout or from CI computes the
+same tag and the same inputs, and does not build or push again. An unchanged tree keeps its tag
+and is not pushed again, a changed one gets a new tag.
 
 Teams whose CI builds images set ``cognis:image`` (any URI) or ``cognis:imageTag`` (a tag in
 this repository, e.g. from ``scripts/build_and_push_image.sh``) and no build runs.
@@ -19,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +53,8 @@ class ImageBuild:
     dockerfile: str = "Dockerfile"
     #: optional embedding models the build fetches into the image (the Dockerfile's COGNIS_FETCH_MODELS)
     fetch_models: tuple[str, ...] = ()
+    #: the Dockerfile's PYTHON_IMAGE (None: the Dockerfile's default, which the digest covers as its text)
+    base_image: str | None = None
 
     @property
     def platform(self) -> docker_build.Platform:
@@ -54,7 +62,15 @@ class ImageBuild:
 
     @property
     def build_args(self) -> dict[str, str]:
-        return {"COGNIS_FETCH_MODELS": " ".join(self.fetch_models)} if self.fetch_models else {}
+        args = {"COGNIS_FETCH_MODELS": " ".join(self.fetch_models)} if self.fetch_models else {}
+        if self.base_image:
+            args["PYTHON_IMAGE"] = self.base_image
+        return args
+
+    def location(self, path: Path, cwd: Path | None = None) -> str:
+        """``path`` relative to the working directory (the program's and the build provider's), so that the
+        build's inputs do not depend on where the checkout is."""
+        return Path(os.path.relpath(path, cwd or Path.cwd())).as_posix()
 
     def tag(self) -> str:
         extra = [f"{k}={v}" for k, v in sorted(self.build_args.items())]
@@ -179,15 +195,17 @@ def context_files(context: Path) -> list[str]:
 
 
 def build_digest(context: Path, dockerfile: str, target: str, platform: str, *build_args: str) -> str:
-    """SHA-256 over everything that decides the image: context files, Dockerfile, target, platform and
-    build arguments (``NAME=value``; none leaves the digest as it was without them)."""
+    """SHA-256 over everything that decides the image: context files (relative path, permission bits,
+    bytes), Dockerfile, target, platform and build arguments (``NAME=value``). Nothing of the checkout's
+    absolute location enters it."""
     h = hashlib.sha256()
     h.update(f"target={target}\0platform={platform}\0".encode())
     for arg in build_args:
         h.update(f"arg={arg}\0".encode())
     for rel in sorted({*context_files(context), dockerfile}):
-        h.update(rel.encode() + b"\0")
-        h.update(hashlib.sha256((context / rel).read_bytes()).digest())
+        path = context / rel
+        h.update(rel.encode() + b"\0" + f"{stat.S_IMODE(path.stat().st_mode):o}".encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 
 
@@ -222,8 +240,8 @@ class Registry(CognisComponent):
             image = docker_build.Image(
                 f"{name}-image",
                 tags=[pulumi.Output.concat(repo.repository_url, ":", b.tag())],
-                context=docker_build.BuildContextArgs(location=str(b.context)),
-                dockerfile=docker_build.DockerfileArgs(location=str(b.context / b.dockerfile)),
+                context=docker_build.BuildContextArgs(location=b.location(b.context)),
+                dockerfile=docker_build.DockerfileArgs(location=b.location(b.context / b.dockerfile)),
                 target=b.target,
                 build_args=b.build_args or None,
                 platforms=[b.platform],

@@ -22,7 +22,9 @@ Application Auto Scaling, so the endpoint *name* carries the instance type: a ne
 ``cognis:rerankerInstanceType`` creates a new endpoint (and its scaling target) next to the
 old one, the API moves to it, and the old endpoint and target are deleted at the end of the
 same ``pulumi up``. Every other change (model, counts, image) is an in-place update of the
-endpoint, which auto scaling allows.
+endpoint, which auto scaling allows, made with ``RetainAllVariantProperties`` so that the instance
+count autoscaling reached is kept (:mod:`.sagemaker_endpoint`; without the flag ``UpdateEndpoint``
+resets the variant to the configuration's initial count).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .base import CognisComponent
 from .context import AwsContext
 from .iam import assume_role_policy, document, statement
 from .naming import physical_name, slug
+from .sagemaker_endpoint import SageMakerEndpoint
 
 VARIANT = "AllTraffic"
 TEI_VERSION = "1.8.2"
@@ -319,12 +322,16 @@ class Reranker(CognisComponent):
             tags=self.tags(f"{name}-config"),
             opts=self.child_opts(),
         )
-        endpoint = aws.sagemaker.Endpoint(
+        # Updated with RetainAllVariantProperties, so a new configuration (model, image, counts) keeps the
+        # running instance count (sagemaker_endpoint.py); replaced (a new name) when the instance type
+        # changes: the new endpoint is created before the old one goes.
+        endpoint = SageMakerEndpoint(
             f"{name}-endpoint",
             name=physical,
             endpoint_config_name=config.name,
+            region=ctx.region,
+            profile=ctx.profile,
             tags=self.tags(physical),
-            # Replaced (new name) when the instance type changes: created before the old one goes.
             opts=self.child_opts(depends_on=[logs], delete_before_replace=False),
         )
         target = aws.appautoscaling.Target(
@@ -348,6 +355,7 @@ class Reranker(CognisComponent):
         )
 
         self.image = image
+        self.image_repository_arn = image_repository_arn(image, ctx.partition)
         self.endpoint_name = endpoint.name
         self.endpoint_arn = endpoint.arn
         self.endpoint_arn_pattern = ctx.arn("sagemaker", f"endpoint/{endpoint_name_pattern(args.prefix)}")

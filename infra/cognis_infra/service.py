@@ -7,12 +7,22 @@
   - task role: ``bedrock:InvokeModel*`` on the configured model ids (foundation models and,
     for cross-region inference profiles, the profile), ``sagemaker:InvokeEndpoint`` on the
     stack's reranker endpoints (the name pattern, so a replaced endpoint stays callable while
-    tasks roll over), ``rds-db:connect`` as the database's application role,
-    ``secretsmanager:GetSecretValue`` on the Aurora master secret (the migration at start-up
-    signs in as the owner; queries run as the application role), and the OpenSearch HTTP
-    verbs on the domain;
+    tasks roll over), ``bedrock:GetFoundationModel`` on the models (the start-up lifecycle
+    check), ``rds-db:connect`` as the database's application role, and the OpenSearch HTTP
+    verbs on the domain; *not* the Aurora master secret;
   - execution role: pull the API image, write its log group, read the two secrets ECS
     injects (``COGNIS_API_KEYS``, ``COGNIS_REDIS_PASSWORD``).
+
+* Migrations: a one-off task (``cognis-memory migrate`` in the API image) with its own task role,
+  the only one that may read the master secret, and its own execution role, runs to completion in
+  every ``pulumi up`` that changes its task definition (:class:`~.ecs_run.EcsTaskRun`), after the
+  Aurora instances are available and before the ECS service is created or updated. The API tasks
+  run with ``COGNIS_POSTGRES_MIGRATE=false`` and only check that the schema is current.
+* TLS: PostgreSQL with ``verify-full`` against the RDS CA bundle the image carries
+  (:data:`RDS_CA_BUNDLE`); Redis (``rediss://``) and OpenSearch (``https://``) verify the
+  certificate and host name against the image's system CAs.
+* Edge: HTTPS with the ACM certificate (HTTP redirects), or, for a development stack with
+  ``cognis:httpOnly``, plain HTTP only.
 
 * Telemetry: the API runs with ``COGNIS_TELEMETRY=emf`` (set, not detected). With
   ``cognis:traces`` a non-essential ADOT collector sidecar takes the API's OTLP spans on the
@@ -44,8 +54,10 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from . import bedrock_models
 from .base import CognisComponent
 from .context import AwsContext
+from .ecs_run import EcsTaskRun
 from .iam import assume_role_policy, document, statement
 from .naming import physical_name
 from .search import DATA_PLANE_ACTIONS
@@ -56,8 +68,23 @@ PROBE_CONTAINER_NAME = "readiness-probe"
 COLLECTOR_CONTAINER_NAME = "otel-collector"
 #: Where the collector sidecar takes OTLP/HTTP; containers of one awsvpc task share localhost.
 COLLECTOR_OTLP_HTTP = "127.0.0.1:4318"
-#: Bedrock cross-region inference profile prefixes ("us.anthropic.claude-...").
-INFERENCE_PROFILE_PREFIXES: tuple[str, ...] = ("us", "eu", "apac", "us-gov", "ca", "jp", "au", "global")
+#: Bedrock cross-region inference profile prefixes ("us.anthropic.claude-..."): the runtime's own list.
+INFERENCE_PROFILE_PREFIXES: tuple[str, ...] = bedrock_models.INFERENCE_PROFILE_PREFIXES
+#: The one-off migration task's container (runs ``cognis-memory migrate`` in the API image).
+MIGRATION_CONTAINER_NAME = "migrate"
+#: Where the API image carries the Amazon RDS CA bundle (Dockerfile; docker/certs/rds-global-bundle.pem).
+RDS_CA_BUNDLE = "/etc/cognis/certs/rds-global-bundle.pem"
+#: The current ADOT collector release (aws-observability/aws-otel-collector v0.49.0, July 2026).
+ADOT_COLLECTOR_IMAGE = "public.ecr.aws/aws-observability/aws-otel-collector:v0.49.0"
+#: Tag of the forwarding HTTP listener of an HTTP-only (development) stack; the tls-only policy reads it.
+HTTP_ONLY_TAG = "CognisHttpOnly"
+#: What pulling an image from ECR takes (besides ecr:GetAuthorizationToken).
+ECR_PULL_ACTIONS: tuple[str, ...] = (
+    "ecr:BatchGetImage",
+    "ecr:GetDownloadUrlForLayer",
+    "ecr:BatchCheckLayerAvailability",
+)
+_ACM_ARN = re.compile(r"^arn:[a-z-]+:acm:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):certificate/(?P<id>[0-9a-f-]{36})$")
 LIVENESS_PATH = "/health"
 READINESS_PATH = "/ready"
 
@@ -87,7 +114,10 @@ while count != 0:
 class ServiceSettings:
     """Size, scaling and edge of the API service (stack config)."""
 
-    certificate_arn: str
+    #: ACM certificate of the HTTPS listener; required unless ``http_only``.
+    certificate_arn: str | None = None
+    #: Development only: the load balancer serves plain HTTP on port 80 and has no HTTPS listener.
+    http_only: bool = False
     cpu: int = 1024
     memory: int = 2048
     desired_count: int = 2
@@ -104,7 +134,8 @@ class ServiceSettings:
     readiness_probe_interval_s: int = 30
     alb_deletion_protection: bool = False
     api_domain_name: str | None = None
-    bedrock_model_id: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
+    #: None: the runtime's default for the stack's Region (``bedrock_models.default_model_id``).
+    bedrock_model_id: str | None = None
     bedrock_extra_model_ids: tuple[str, ...] = ()
     first_tenant: str = "default"
     #: ``COGNIS_TELEMETRY`` of the API: ``emf`` writes the metrics the alarms and the dashboard read.
@@ -114,13 +145,27 @@ class ServiceSettings:
     #: Share of new traces recorded (``COGNIS_TRACE_SAMPLE_RATIO``; a caller's traceparent decides for its own).
     trace_sample_ratio: float = 1.0
     #: The collector sidecar's image (the tag AWS's ECS guide shows; pin a newer release deliberately).
-    adot_collector_image: str = "public.ecr.aws/aws-observability/aws-otel-collector:v0.30.0"
+    adot_collector_image: str = ADOT_COLLECTOR_IMAGE
     #: ``COGNIS_EMBEDDING_MODEL`` of the API; a model other than the default is fetched into the image at build.
     embedding_model: str = "all-MiniLM-L6-v2"
 
     def __post_init__(self) -> None:
-        if not self.certificate_arn.startswith("arn:") or ":acm:" not in self.certificate_arn:
-            raise ValueError("cognis:certificateArn must be an ACM certificate ARN (arn:aws:acm:...)")
+        if self.http_only and self.certificate_arn:
+            raise ValueError("cognis:httpOnly serves plain HTTP: leave cognis:certificateArn unset, or httpOnly false")
+        if not self.http_only:
+            if not self.certificate_arn:
+                raise ValueError(
+                    "cognis:certificateArn is required: the ACM certificate (in the stack's Region) of the HTTPS "
+                    "listener; a development stack without one sets cognis:httpOnly true"
+                )
+            match = _ACM_ARN.match(self.certificate_arn)
+            if not match:
+                raise ValueError(
+                    "cognis:certificateArn must be an ACM certificate ARN "
+                    "(arn:aws:acm:<region>:<account>:certificate/<id>)"
+                )
+            if set(match["id"]) <= {"0", "-"}:
+                raise ValueError(f"cognis:certificateArn {self.certificate_arn} is a placeholder, not a certificate")
         if (self.cpu, self.memory) not in _FARGATE_SIZES:
             raise ValueError(f"cognis:cpu/cognis:memory {self.cpu}/{self.memory} is not a valid Fargate size")
         if not 1 <= self.min_count <= self.desired_count <= self.max_count:
@@ -167,6 +212,40 @@ _FARGATE_SIZES = {
     *((8192, m) for m in range(16384, 61441, 4096)),
     *((16384, m) for m in range(32768, 122881, 8192)),
 }
+
+
+def resolved_model_id(settings: ServiceSettings, region: str) -> str:
+    """The configured model id, or the runtime's default for the Region (one definition, bedrock_models.py)."""
+    return settings.bedrock_model_id or bedrock_models.default_model_id(region)
+
+
+def check_model_region(model_id: str, region: str) -> None:
+    """A geographic inference profile can only be called from a Region of its geography: refuse, naming the key."""
+    geography, base = bedrock_models.split_profile(model_id)
+    if geography in (None, "global"):
+        return
+    ok = {"us": "us-", "us-gov": "us-gov-", "eu": "eu-", "ca": "ca-", "apac": "ap-", "jp": "ap-", "au": "ap-"}
+    if not region.startswith(ok.get(geography, "?")) or (geography == "us" and region.startswith("us-gov-")):
+        raise ValueError(
+            f"cognis:bedrockModelId {model_id} is a {geography} inference profile, which {region} cannot call; "
+            f"use the profile of this Region's geography or global.{base}"
+        )
+
+
+def check_certificate_location(settings: ServiceSettings, ctx: AwsContext) -> None:
+    """A load balancer uses an ACM certificate of its own account and Region."""
+    match = _ACM_ARN.match(settings.certificate_arn or "")
+    if match and (match["region"], match["account"]) != (ctx.region, ctx.account_id):
+        raise ValueError(
+            f"cognis:certificateArn {settings.certificate_arn} is in {match['region']}/{match['account']}; the load "
+            f"balancer needs a certificate of this stack's Region and account ({ctx.region}/{ctx.account_id})"
+        )
+
+
+def bedrock_model_arns(model_id: str, ctx: AwsContext) -> list[str]:
+    """Foundation model ARNs in the stack's Region (what GetFoundationModel is asked about)."""
+    base = bedrock_models.foundation_model_id(model_id)
+    return [f"arn:{ctx.partition}:bedrock:{ctx.region}::foundation-model/{base}"]
 
 
 def bedrock_resource_arns(model_id: str, ctx: AwsContext) -> list[str]:
@@ -250,6 +329,7 @@ class ServiceArgs:
     postgres_host: pulumi.Input[str]
     postgres_port: pulumi.Input[int]
     postgres_db: str
+    #: The master secret: read by the migration task only.
     postgres_secret_arn: pulumi.Input[str]
     #: Application role the pool signs in as (IAM authentication) and the cluster it lives in.
     postgres_app_user: str
@@ -271,6 +351,8 @@ class ServiceArgs:
     log_kms_key_arn: pulumi.Input[str]
     #: Task definition family (unique per stack in the account).
     family: str = "cognis-memory-api"
+    #: The Aurora instances: the migration and the service start only once they are available.
+    database_instances: Sequence[pulumi.Resource] = ()
     #: More ``COGNIS_*`` (or other) variables for the API container; they win over the defaults.
     extra_environment: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -284,16 +366,18 @@ def container_environment(args: ServiceArgs) -> list[dict[str, Any]]:
         "COGNIS_POSTGRES_HOST": args.postgres_host,
         "COGNIS_POSTGRES_PORT": pulumi.Output.from_input(args.postgres_port).apply(lambda p: str(int(p))),
         "COGNIS_POSTGRES_DB": args.postgres_db,
-        "COGNIS_POSTGRES_SECRET_ARN": args.postgres_secret_arn,
         "COGNIS_POSTGRES_APP_USER": args.postgres_app_user,
         "COGNIS_POSTGRES_IAM_AUTH": "true",
-        "COGNIS_POSTGRES_SSLMODE": "require",
+        # The migration task migrates; the API only checks the schema and never sees the owner's secret.
+        "COGNIS_POSTGRES_MIGRATE": "false",
+        "COGNIS_POSTGRES_SSLMODE": "verify-full",
+        "COGNIS_POSTGRES_SSLROOTCERT": RDS_CA_BUNDLE,
         "COGNIS_OPENSEARCH_URL": args.opensearch_url,
         "COGNIS_OPENSEARCH_AUTH": "sigv4",
         "COGNIS_REDIS_URL": args.redis_url,
         "COGNIS_RERANKER": "sagemaker" if args.reranker_endpoint_name is not None else "none",
         "COGNIS_LLM": "bedrock",
-        "COGNIS_BEDROCK_MODEL_ID": s.bedrock_model_id,
+        "COGNIS_BEDROCK_MODEL_ID": resolved_model_id(s, args.context.region),
         "COGNIS_AWS_REGION": args.context.region,
         "COGNIS_METRICS_NAMESPACE": args.metrics_namespace,
         "COGNIS_SERVICE_NAME": args.service_name,
@@ -385,6 +469,35 @@ def readiness_probe_container(args: ServiceArgs, log_group_name: pulumi.Input[st
     }
 
 
+def migration_container(args: ServiceArgs, log_group_name: pulumi.Input[str]) -> dict[str, Any]:
+    """``cognis-memory migrate`` in the API image: the schema owner's secret, nothing of the API's."""
+    env = {
+        "COGNIS_STORE": "dual",
+        "COGNIS_POSTGRES_HOST": args.postgres_host,
+        "COGNIS_POSTGRES_PORT": pulumi.Output.from_input(args.postgres_port).apply(lambda p: str(int(p))),
+        "COGNIS_POSTGRES_DB": args.postgres_db,
+        "COGNIS_POSTGRES_SECRET_ARN": args.postgres_secret_arn,
+        "COGNIS_POSTGRES_APP_USER": args.postgres_app_user,
+        "COGNIS_POSTGRES_SSLMODE": "verify-full",
+        "COGNIS_POSTGRES_SSLROOTCERT": RDS_CA_BUNDLE,
+        "COGNIS_EMBEDDING_MODEL": args.settings.embedding_model,
+        "COGNIS_AWS_REGION": args.context.region,
+        "COGNIS_TELEMETRY": "json",
+        "COGNIS_DATA_DIR": "/tmp/cognis",
+        "HF_HUB_OFFLINE": "1",
+    }
+    return {
+        "name": MIGRATION_CONTAINER_NAME,
+        "image": args.image_uri,
+        "essential": True,
+        "command": ["migrate"],
+        "environment": [{"name": k, "value": v} for k, v in sorted(env.items())],
+        "logConfiguration": _log_configuration(args, log_group_name, MIGRATION_CONTAINER_NAME),
+        "readonlyRootFilesystem": True,
+        "mountPoints": [{"sourceVolume": "tmp", "containerPath": "/tmp", "readOnly": False}],
+    }
+
+
 def collector_config(region: str) -> dict[str, Any]:
     """The collector's whole configuration: OTLP/HTTP from the task's own localhost in, X-Ray out.
     Traces only, so the task role needs X-Ray writes and nothing else."""
@@ -444,6 +557,90 @@ class Service(CognisComponent):
     log_group_name: pulumi.Output[str]
     api_keys_secret_arn: pulumi.Output[str]
 
+    def _migration(
+        self, name: str, args: ServiceArgs, cluster: aws.ecs.Cluster, log_group: aws.cloudwatch.LogGroup
+    ) -> EcsTaskRun:
+        """The migration task definition, its two roles (the only ones that read the master secret), and its run
+        in this update (again whenever the task definition changes: a new image brings new migrations)."""
+        ctx = args.context
+        trust = assume_role_policy(ctx.service_principal("ecs-tasks"), source_account=ctx.account_id)
+        task_role = aws.iam.Role(
+            f"{name}-migration-task",
+            name_prefix=physical_name(args.prefix, "migration", max_len=37) + "-",
+            description="cognis-memory schema migration task role (reads the Aurora master secret)",
+            assume_role_policy=trust,
+            tags=self.tags(f"{name}-migration-task"),
+            opts=self.child_opts(),
+        )
+        task_policy = aws.iam.RolePolicy(
+            f"{name}-migration-task",
+            role=task_role.id,
+            policy=document(
+                statement(
+                    "ReadDatabaseOwnerSecret",
+                    ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                    [args.postgres_secret_arn],
+                )
+            ),
+            opts=self.child_opts(),
+        )
+        execution_role = aws.iam.Role(
+            f"{name}-migration-execution",
+            name_prefix=physical_name(args.prefix, "migration-exec", max_len=37) + "-",
+            description="cognis-memory schema migration task execution role (image pull, logs)",
+            assume_role_policy=trust,
+            tags=self.tags(f"{name}-migration-execution"),
+            opts=self.child_opts(),
+        )
+        execution_statements = [
+            statement("EcrAuth", ["ecr:GetAuthorizationToken"], "*"),  # no resource-level permissions
+            statement(
+                "WriteLogs", ["logs:CreateLogStream", "logs:PutLogEvents"], [pulumi.Output.concat(log_group.arn, ":*")]
+            ),
+        ]
+        if args.image_repository_arn is not None:
+            execution_statements.insert(
+                1, statement("PullApiImage", list(ECR_PULL_ACTIONS), [args.image_repository_arn])
+            )
+        execution_policy = aws.iam.RolePolicy(
+            f"{name}-migration-execution",
+            role=execution_role.id,
+            policy=document(*execution_statements),
+            opts=self.child_opts(),
+        )
+        s = args.settings
+        task_definition = aws.ecs.TaskDefinition(
+            f"{name}-migration",
+            family=physical_name(args.prefix, "migration", max_len=255),
+            cpu=str(s.cpu),
+            memory=str(s.memory),
+            network_mode="awsvpc",
+            requires_compatibilities=["FARGATE"],
+            runtime_platform=aws.ecs.TaskDefinitionRuntimePlatformArgs(
+                operating_system_family="LINUX", cpu_architecture=s.cpu_architecture
+            ),
+            execution_role_arn=execution_role.arn,
+            task_role_arn=task_role.arn,
+            volumes=[aws.ecs.TaskDefinitionVolumeArgs(name="tmp")],
+            container_definitions=pulumi.Output.json_dumps([migration_container(args, log_group.name)]),
+            tags=self.tags(f"{name}-migration"),
+            opts=self.child_opts(),
+        )
+        self.migration_task_role = task_role
+        self.migration_task_definition = task_definition
+        return EcsTaskRun(
+            f"{name}-migrate",
+            cluster=cluster.arn,
+            task_definition=task_definition.arn,
+            container_name=MIGRATION_CONTAINER_NAME,
+            subnets=list(args.private_subnet_ids),
+            security_groups=[args.service_security_group_id],
+            region=ctx.region,
+            profile=ctx.profile,
+            log_stream_prefix=MIGRATION_CONTAINER_NAME,
+            opts=self.child_opts(depends_on=[task_policy, execution_policy, *args.database_instances]),
+        )
+
     def __init__(self, name: str, args: ServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("cognis:service:Service", name, args.tags, opts)
         s = args.settings
@@ -474,17 +671,23 @@ class Service(CognisComponent):
 
         # --- IAM: grant the roles exactly what they use -------------------------------------
         p = ctx.partition
+        model_id = resolved_model_id(s, ctx.region)
+        check_model_region(model_id, ctx.region)
+        check_certificate_location(s, ctx)
+        models = (model_id, *s.bedrock_extra_model_ids)
+        self.model_id = model_id
+        self.bedrock_invoke_arns = sorted({arn for m in models for arn in bedrock_resource_arns(m, ctx)})
         task_statements = [
             statement(
                 "InvokeBedrockModels",
                 ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
-                sorted(
-                    {
-                        arn
-                        for m in (s.bedrock_model_id, *s.bedrock_extra_model_ids)
-                        for arn in bedrock_resource_arns(m, ctx)
-                    }
-                ),
+                self.bedrock_invoke_arns,
+            ),
+            # The start-up lifecycle check (GetFoundationModel: Active, Legacy, end of life) of each model.
+            statement(
+                "ReadModelLifecycle",
+                ["bedrock:GetFoundationModel"],
+                sorted({arn for m in models for arn in bedrock_model_arns(m, ctx)}),
             ),
             statement(
                 "ConnectAsAppRole",
@@ -496,11 +699,6 @@ class Service(CognisComponent):
                         f"/{args.postgres_app_user}",
                     )
                 ],
-            ),
-            statement(
-                "ReadDatabaseOwnerSecretForMigrations",
-                ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                [args.postgres_secret_arn],
             ),
             statement(
                 "OpenSearchHttp",
@@ -528,11 +726,7 @@ class Service(CognisComponent):
         if args.image_repository_arn is not None:
             execution_statements.insert(
                 1,
-                statement(
-                    "PullApiImage",
-                    ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-                    [args.image_repository_arn],
-                ),
+                statement("PullApiImage", list(ECR_PULL_ACTIONS), [args.image_repository_arn]),
             )
         execution_policy = aws.iam.RolePolicy(
             f"{name}-execution",
@@ -577,33 +771,47 @@ class Service(CognisComponent):
             tags=self.tags(f"{name}-tg"),
             opts=self.child_opts(),
         )
-        https = aws.lb.Listener(
-            f"{name}-https",
-            load_balancer_arn=alb.arn,
-            port=443,
-            protocol="HTTPS",
-            ssl_policy=s.ssl_policy,
-            certificate_arn=s.certificate_arn,
-            default_actions=[aws.lb.ListenerDefaultActionArgs(type="forward", target_group_arn=target_group.arn)],
-            tags=self.tags(f"{name}-https"),
-            opts=self.child_opts(),
-        )
-        aws.lb.Listener(
-            f"{name}-http",
-            load_balancer_arn=alb.arn,
-            port=80,
-            protocol="HTTP",
-            default_actions=[
-                aws.lb.ListenerDefaultActionArgs(
-                    type="redirect",
-                    redirect=aws.lb.ListenerDefaultActionRedirectArgs(
-                        protocol="HTTPS", port="443", status_code="HTTP_301"
-                    ),
-                )
-            ],
-            tags=self.tags(f"{name}-http"),
-            opts=self.child_opts(),
-        )
+        forward = [aws.lb.ListenerDefaultActionArgs(type="forward", target_group_arn=target_group.arn)]
+        if s.http_only:
+            # Development only (cognis:httpOnly): port 80 forwards, there is no HTTPS listener. The tag is what
+            # the tls-only policy accepts a forwarding HTTP listener for.
+            listener = aws.lb.Listener(
+                f"{name}-http",
+                load_balancer_arn=alb.arn,
+                port=80,
+                protocol="HTTP",
+                default_actions=forward,
+                tags={**self.tags(f"{name}-http"), HTTP_ONLY_TAG: "true"},
+                opts=self.child_opts(),
+            )
+        else:
+            listener = aws.lb.Listener(
+                f"{name}-https",
+                load_balancer_arn=alb.arn,
+                port=443,
+                protocol="HTTPS",
+                ssl_policy=s.ssl_policy,
+                certificate_arn=s.certificate_arn,
+                default_actions=forward,
+                tags=self.tags(f"{name}-https"),
+                opts=self.child_opts(),
+            )
+            aws.lb.Listener(
+                f"{name}-http",
+                load_balancer_arn=alb.arn,
+                port=80,
+                protocol="HTTP",
+                default_actions=[
+                    aws.lb.ListenerDefaultActionArgs(
+                        type="redirect",
+                        redirect=aws.lb.ListenerDefaultActionRedirectArgs(
+                            protocol="HTTPS", port="443", status_code="HTTP_301"
+                        ),
+                    )
+                ],
+                tags=self.tags(f"{name}-http"),
+                opts=self.child_opts(),
+            )
 
         # --- cluster (its Container Insights log group first: retention and the stack's key) ----
         cluster_name = physical_name(args.prefix, "api", max_len=255)
@@ -639,6 +847,9 @@ class Service(CognisComponent):
             tags=self.tags(f"{name}-task"),
             opts=self.child_opts(),
         )
+        # --- the schema migration: a one-off task with its own roles, run before the service -----
+        migration = self._migration(name, args, cluster, log_group)
+
         service = aws.ecs.Service(
             f"{name}-service",
             cluster=cluster.arn,
@@ -672,9 +883,13 @@ class Service(CognisComponent):
                 "cacheAuthSecretVersion": args.redis_secret_version,
             },
             tags=self.tags(f"{name}-service"),
-            # Autoscaling owns the running count after creation. The roles' policies must exist
-            # before tasks start (image pull, secrets, database, Bedrock).
-            opts=self.child_opts(depends_on=[https, execution_policy, task_policy], ignore_changes=["desired_count"]),
+            # Autoscaling owns the running count after creation. Tasks start only when the roles' policies
+            # exist (image pull, secrets, database, Bedrock), the Aurora instances accept connections and the
+            # schema is migrated: otherwise a fast first deploy fails its tasks and the circuit breaker rolls back.
+            opts=self.child_opts(
+                depends_on=[listener, execution_policy, task_policy, migration, *args.database_instances],
+                ignore_changes=["desired_count"],
+            ),
         )
         scaling = aws.appautoscaling.Target(
             f"{name}-scaling",
@@ -706,13 +921,16 @@ class Service(CognisComponent):
         self.alb_zone_id = alb.zone_id
         self.alb_arn_suffix = alb.arn_suffix
         self.target_group_arn_suffix = target_group.arn_suffix
+        scheme = "http://" if s.http_only else "https://"
         self.api_url = (
-            pulumi.Output.from_input(f"https://{s.api_domain_name}")
+            pulumi.Output.from_input(f"{scheme}{s.api_domain_name}")
             if s.api_domain_name
-            else pulumi.Output.concat("https://", alb.dns_name)
+            else pulumi.Output.concat(scheme, alb.dns_name)
         )
+        self.migration_task_role_arn = self.migration_task_role.arn
         self.cluster_name = cluster.name
         self.log_group_name = log_group.name
+        self.log_group_arn = log_group.arn
         self.api_keys_secret_arn = api_keys.arn
         self.register_outputs(
             {

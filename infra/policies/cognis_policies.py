@@ -18,7 +18,10 @@ Rules:
   log groups (customer-managed KMS key), ECR (KMS), KMS keys rotate.
 * ``tls-only`` - OpenSearch HTTPS with a TLS 1.2+ policy and node-to-node encryption,
   Redis in-transit encryption required, Aurora PostgreSQL ``rds.force_ssl = 1``, load
-  balancer listeners HTTPS with a TLS 1.2+ policy or HTTP that only redirects to HTTPS.
+  balancer listeners HTTPS with a TLS 1.2+ policy or HTTP that only redirects to HTTPS (except
+  an HTTP listener tagged ``CognisHttpOnly=true``: a development stack's ``cognis:httpOnly``).
+* ``no-bind-parameters-in-logs`` - a PostgreSQL parameter group that logs statements sets
+  ``log_parameter_max_length`` and ``log_parameter_max_length_on_error`` to 0.
 * ``no-public-data-stores`` - OpenSearch inside a VPC and no anonymous access policy,
   RDS not publicly accessible, ElastiCache in a subnet group.
 * ``no-world-ingress`` - 0.0.0.0/0 or ::/0 ingress only on TCP 80/443;
@@ -135,6 +138,10 @@ _POLICY_DOCUMENTS: dict[str, tuple[str, ...]] = {
 # --- helpers --------------------------------------------------------------------------------
 
 
+#: Tag of a development stack's forwarding HTTP listener (cognis_infra.service.HTTP_ONLY_TAG).
+HTTP_ONLY_TAG = "CognisHttpOnly"
+
+
 def _get(props: Any, *path: Any) -> Any:
     """Nested lookup that tolerates missing keys, lists of one object, and non-dicts."""
     cur = props
@@ -245,12 +252,30 @@ def check_tls_only(rtype: str, props: Mapping) -> list[str]:
             policy = str(props.get("sslPolicy") or "")
             if not policy.startswith(ELB_TLS12_PREFIXES):
                 v.append(f"{protocol} listener must use a TLS 1.2+ security policy, got {policy or 'the default'}")
+        elif protocol == "HTTP" and _is_true(_get(props, "tags", HTTP_ONLY_TAG)):
+            pass  # a development stack that chose cognis:httpOnly: its port 80 forwards, and it says so
         elif protocol == "HTTP":
             for action in _as_list(props.get("defaultActions")):
                 redirect = _object(_get(action, "redirect"))
                 if _get(action, "type") != "redirect" or str(_get(redirect, "protocol") or "").upper() != "HTTPS":
                     v.append("HTTP listener may only redirect to HTTPS")
                     break
+    return v
+
+
+def check_no_bind_parameters_in_logs(rtype: str, props: Mapping) -> list[str]:
+    """A PostgreSQL parameter group that logs statements must not log their bind parameters (the data)."""
+    v: list[str] = []
+    if rtype in ("aws:rds/clusterParameterGroup:ClusterParameterGroup", "aws:rds/parameterGroup:ParameterGroup"):
+        family = str(props.get("family") or "")
+        params = {str(_get(p, "name")): str(_get(p, "value")) for p in _as_list(props.get("parameters"))}
+        logs_statements = (
+            params.get("log_min_duration_statement", "-1") != "-1" or params.get("log_statement", "none") != "none"
+        )
+        if family.startswith(("aurora-postgresql", "postgres")) and logs_statements:
+            for key in ("log_parameter_max_length", "log_parameter_max_length_on_error"):
+                if params.get(key) != "0":
+                    v.append(f"PostgreSQL statement logging must not log bind parameters: set {key} = 0")
     return v
 
 
@@ -495,7 +520,16 @@ RESOURCE_RULES: tuple[Rule, ...] = (
         "Data stores, logs, topics, images and keys are encrypted at rest.",
         check_encryption_at_rest,
     ),
-    Rule("tls-only", "Clients and nodes talk TLS 1.2+ only; HTTP only redirects to HTTPS.", check_tls_only),
+    Rule(
+        "tls-only",
+        "Clients and nodes talk TLS 1.2+ only; HTTP only redirects to HTTPS (a tagged HTTP-only dev listener aside).",
+        check_tls_only,
+    ),
+    Rule(
+        "no-bind-parameters-in-logs",
+        "PostgreSQL statement logs carry no bind parameters (the memory text).",
+        check_no_bind_parameters_in_logs,
+    ),
     Rule("no-public-data-stores", "OpenSearch, RDS and ElastiCache are private.", check_no_public_data_stores),
     Rule("no-world-ingress", "Ingress from 0.0.0.0/0 or ::/0 only on TCP 80/443.", check_no_world_ingress),
     Rule(

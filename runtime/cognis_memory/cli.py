@@ -338,6 +338,14 @@ def cmd_fetch_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from .stores.migrate import migrate_postgres
+
+    applied = asyncio.run(migrate_postgres(_settings(args)))
+    print(json.dumps({"applied": applied}))
+    return 0
+
+
 def cmd_reconcile(args: argparse.Namespace) -> int:
     async def run(svc):
         from .stores.reconcile import reconcile
@@ -554,6 +562,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("model", choices=[name for name, m in EMBEDDING_MODELS.items() if m.fetchable])
     s.set_defaults(func=cmd_fetch_model)
+
+    s = sub.add_parser(
+        "migrate",
+        parents=[common],
+        help="dual store: apply pending PostgreSQL migrations as the schema owner, then exit",
+        description=(
+            "Apply the pending schema migrations of the dual store's PostgreSQL (advisory-locked), update pgvector, "
+            "create and grant COGNIS_POSTGRES_APP_USER and record the embedding model. Needs the owner's credentials "
+            "(COGNIS_POSTGRES_DSN, or COGNIS_POSTGRES_HOST with COGNIS_POSTGRES_SECRET_ARN). A service started with "
+            'COGNIS_POSTGRES_MIGRATE=false then only checks that the schema is current. Prints {"applied": [...]}.'
+        ),
+    )
+    s.set_defaults(func=cmd_migrate)
 
     s = sub.add_parser("reconcile", parents=[common], help="dual store: report (and --repair) index drift")
     s.add_argument("--repair", action="store_true")

@@ -8,6 +8,7 @@ service settings carry the name of a recipe plus optional per-knob overrides.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -15,6 +16,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .providers.bedrock_models import default_model_id
 from .providers.embedding_models import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS, EmbeddingModel
 from .providers.registry import EMBEDDERS, LLMS, RERANKERS
 from .stores.registry import STORES
@@ -56,15 +58,36 @@ class Settings(BaseSettings):
         False, description="Sign postgres_app_user in with RDS IAM tokens (needs postgres_host and aws_region)."
     )
     postgres_pool_size: int = Field(10, description="Connections in the PostgreSQL pool.")
-    postgres_sslmode: str = Field("prefer", description="libpq sslmode; 'require' on AWS.")
+    postgres_sslmode: str = Field(
+        "prefer", description="libpq sslmode; 'verify-full' on AWS (with postgres_sslrootcert: the RDS CA bundle)."
+    )
+    postgres_sslrootcert: str | None = Field(
+        None,
+        description="CA certificates file libpq verifies the server with (sslrootcert); the API image carries "
+        "the RDS bundle at /etc/cognis/certs/rds-global-bundle.pem.",
+    )
+    postgres_migrate: bool = Field(
+        True,
+        description="Apply pending schema migrations when the store opens (as the postgres_dsn / postgres_secret_arn "
+        "owner); false: the schema must already be current (`cognis-memory migrate` runs them, e.g. as a one-off "
+        "task) and the service needs no owner credentials.",
+    )
 
     opensearch_url: str | None = Field(None, description="OpenSearch endpoint, e.g. https://vpc-...:443.")
     opensearch_auth: Literal["none", "sigv4"] = Field("none", description="'sigv4' for Amazon OpenSearch Service.")
     opensearch_index_prefix: str = Field("cognis", description="Prefix of the OpenSearch index names.")
     opensearch_timeout_s: float = Field(5.0, description="OpenSearch request timeout, seconds.")
+    opensearch_ca_certs: str | None = Field(
+        None, description="CA certificates file for https:// OpenSearch (default: the system's); always verified."
+    )
 
     redis_url: str | None = Field(None, description="redis:// or rediss:// URL of the cache; unset = no cache.")
     redis_password: SecretStr | None = Field(None, description="Redis AUTH token (ElastiCache).")
+    redis_ssl_ca_certs: str | None = Field(
+        None,
+        description="CA certificates file for rediss:// (default: the system's); the certificate and the host name "
+        "are always verified.",
+    )
     cache_ttl_s: int = Field(300, description="Lifetime of cached embeddings and results, seconds.")
 
     # --- providers ----------------------------------------------------------------------
@@ -137,8 +160,10 @@ class Settings(BaseSettings):
     reranker_timeout_ms: int = Field(1500, description="Time box of the reranking stage; on timeout it is skipped.")
 
     llm: str = Field("none", description="Extraction LLM: none (raw messages only), bedrock or openai.")
-    bedrock_model_id: str = Field(
-        "anthropic.claude-3-5-haiku-20241022-v1:0", description="Bedrock model (or inference profile) for extraction."
+    bedrock_model_id: str | None = Field(
+        None,  # filled from aws_region by _default_bedrock_model: never None after validation
+        description="Bedrock model or inference profile id for extraction; default Amazon Nova 2 Lite through its "
+        "US inference profile in a US Region, else its global one (providers/bedrock_models.py).",
     )
     openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
     openai_api_key: SecretStr | None = Field(None, description="Bearer key of that endpoint.")
@@ -257,6 +282,13 @@ class Settings(BaseSettings):
     @classmethod
     def _known_embedding_model(cls, v: str) -> str:
         return _registered(v, "embedding_model", EMBEDDING_MODELS)
+
+    @model_validator(mode="after")
+    def _default_bedrock_model(self) -> Settings:
+        if self.bedrock_model_id is None:  # unset; an explicit "" stays and is refused with llm=bedrock
+            region = self.aws_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+            self.bedrock_model_id = default_model_id(region)
+        return self
 
     @model_validator(mode="after")
     def _named_models_are_onnx(self) -> Settings:

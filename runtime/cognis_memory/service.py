@@ -36,6 +36,7 @@ from .ingest.pipeline import IngestPipeline, IngestResult, extraction_metrics
 from .ingest.worker import JobWorker
 from .prompt_block import PromptBlock, build_prompt_block
 from .providers.base import LLM, Embedder, Reranker
+from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycle, log_lifecycle
 from .retrieval.cached import CachedRetrieval
 from .retrieval.config import RetrievalConfig, get_recipe, with_knobs
 from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
@@ -83,8 +84,12 @@ class MemoryService:
         reranker: Reranker | None = None,
         telemetry: Telemetry | None = None,
         retrieval_config: RetrievalConfig | None = None,
+        model_check: BedrockModelLifecycleCheck | None = None,
     ) -> None:
         self.settings = settings
+        #: asked once at start (never fails the start); its answer is ``llm_model`` and part of ``/ready``
+        self._model_check = model_check
+        self.llm_model: ModelLifecycle | None = None
         self.stores = stores = as_bundle(store)
         self.cache = cache or NullCache()
         self._owns_telemetry = telemetry is None  # then its trace exporter is flushed and stopped on close
@@ -150,12 +155,16 @@ class MemoryService:
             llm=build_llm(settings),
             reranker=build_reranker(settings),
             telemetry=telemetry,
+            model_check=BedrockModelLifecycleCheck.from_settings(settings),
         )
 
     async def start(self, *, run_worker: bool | None = None) -> MemoryService:
         if self._started:
             return self
         await self.stores.open()
+        if self._model_check is not None:
+            self.llm_model = await asyncio.to_thread(self._model_check.check)
+            log_lifecycle(self.llm_model)
         if self.settings.run_worker if run_worker is None else run_worker:
             self.worker.start()
         self._started = True
@@ -464,3 +473,8 @@ class MemoryService:
         if self.cache.name != "none":
             checks[f"cache:{self.cache.name}"] = await self.cache.health()
         return ready, checks
+
+    def readiness_details(self) -> dict[str, Any]:
+        """What ``/ready`` says besides the checks: the extraction model's lifecycle (Legacy or past end of
+        life is said here and logged at start; it never makes the service unready)."""
+        return {"llm": self.llm_model.to_dict()} if self.llm_model is not None else {}

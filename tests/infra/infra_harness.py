@@ -41,7 +41,7 @@ MODEL_S3_URI = "s3://cognis-models-123456789012-eu-west-1/models/BAAI/bge-rerank
 BASE_CONFIG: dict[str, Any] = {
     "certificateArn": CERT_ARN,
     "rerankerModelS3Uri": MODEL_S3_URI,
-    "alarmEmail": "oncall@example.com",
+    "alarmEmail": "oncall@acme-memory.io",
     "apiKey": API_KEY,
     "cacheAuthToken": CACHE_TOKEN,
 }
@@ -178,6 +178,7 @@ def _computed(typ: str, name: str, inputs: dict) -> tuple[str, dict]:
     elif typ == "aws:elasticache/replicationGroup:ReplicationGroup":
         rid = inputs.get("replicationGroupId") or f"{name}-a1b2c3d"
         out.update(
+            memberClusters=[f"{rid}-{i:03d}" for i in range(1, int(inputs.get("numCacheClusters") or 1) + 1)],
             arn=_arn("elasticache", f"replicationgroup:{rid}"),
             primaryEndpointAddress=f"master.{rid}.abcdef.euw1.cache.amazonaws.com",
             readerEndpointAddress=f"replica.{rid}.abcdef.euw1.cache.amazonaws.com",
@@ -226,6 +227,12 @@ def _computed(typ: str, name: str, inputs: dict) -> tuple[str, dict]:
         out.update(arn=_arn("cloudwatch", f"alarm:{autoname}"))
     elif typ == "aws:appautoscaling/target:Target":
         rid = inputs.get("resourceId", name)
+    elif typ == "pulumi-python:dynamic:Resource" and "endpointConfigName" in inputs:  # SageMakerEndpoint
+        rid = inputs["name"]
+        out.update(arn=_arn("sagemaker", f"endpoint/{rid.lower()}"))
+    elif typ == "pulumi-python:dynamic:Resource" and "taskDefinition" in inputs:  # EcsTaskRun
+        rid = _arn("ecs", f"task/{name}/0123456789abcdef")
+        out.update(taskArn=rid, exitCode=0)
     out.setdefault("arn", _arn(typ.split(":")[1].split("/")[0], f"{name}"))
     out.setdefault("id", rid)
     return rid, out
@@ -254,7 +261,11 @@ class OptionsRecordingMonitor(MockMonitor):
 class CognisMocks(pulumi.runtime.Mocks):
     """Answers provider functions and records every registered resource."""
 
-    def __init__(self, endpoint_gaps: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, endpoint_gaps: dict[str, str] | None = None, running_clusters: dict[str, str] | None = None
+    ) -> None:
+        #: Aurora clusters that exist already (identifier -> engine version): none, a first deployment.
+        self.running_clusters = dict(running_clusters or {})
         self.resources: list[Res] = []
         self.calls: list[tuple[str, dict]] = []
         self.pending_options: dict[tuple[str, str], dict] = {}
@@ -300,6 +311,15 @@ class CognisMocks(pulumi.runtime.Mocks):
                 "serviceId": f"vpce-svc-{service}",
                 "owner": "amazon",
             }
+        if args.token == "aws:rds/getClusters:getClusters":
+            wanted = {v for f in args.args.get("filters") or [] for v in f.get("values", [])}
+            found = sorted(c for c in self.running_clusters if c in wanted)
+            return {"id": REGION, "clusterArns": [_arn("rds", f"cluster:{c}") for c in found],
+                    "clusterIdentifiers": found}  # fmt: skip
+        if args.token == "aws:rds/getCluster:getCluster":
+            cid = args.args["clusterIdentifier"]
+            return {"id": cid, "clusterIdentifier": cid, "engine": "aurora-postgresql",
+                    "engineVersion": self.running_clusters[cid]}  # fmt: skip
         if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
             return {
                 "id": REGION,
@@ -329,12 +349,15 @@ def run_program(
     drop: tuple[str, ...] = (),
     endpoint_gaps: dict[str, str] | None = None,
     base: dict[str, Any] | None = None,
+    running_clusters: dict[str, str] | None = None,
+    main: Path | None = None,
 ) -> ProgramRun:
-    """Run ``infra/__main__.py`` under fresh mocks with ``base`` (default ``BASE_CONFIG``) + ``overrides``."""
+    """Run ``infra/__main__.py`` (or another checkout's ``main``) under fresh mocks with ``base`` (default
+    ``BASE_CONFIG``) + ``overrides``; ``running_clusters`` are Aurora clusters that already exist."""
     config = {**(BASE_CONFIG if base is None else base), **(overrides or {})}
     for key in drop:
         config.pop(key, None)
-    mocks = CognisMocks(endpoint_gaps)
+    mocks = CognisMocks(endpoint_gaps, running_clusters)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=OptionsRecordingMonitor(mocks))
     pulumi.runtime.set_all_config(_config_values(config), [f"cognis:{k}" for k in SECRET_KEYS if k in config])
 
@@ -347,7 +370,7 @@ def run_program(
     @pulumi.runtime.test
     def program():
         with mock.patch.object(pulumi, "export", capture_export):
-            runpy.run_path(str(INFRA / "__main__.py"), run_name="__main__")
+            runpy.run_path(str(main or INFRA / "__main__.py"), run_name="__main__")
         return pulumi.Output.all(**exported).apply(resolved.update) if exported else None
 
     program()

@@ -101,7 +101,9 @@ def test_slow_log_is_delivered_to_an_encrypted_group(program, group):
 
 
 def test_task_reads_the_token_secret(program):
-    (container, _) = parse_json(program.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    (container, _) = parse_json(
+        program.one("aws:ecs/taskDefinition:TaskDefinition", "api-task")["containerDefinitions"]
+    )
     secrets = {s["name"]: s["valueFrom"] for s in container["secrets"]}
     secret = next(s for s in program.of_type("aws:secretsmanager/secret:Secret") if s.name == "cache-auth")
     assert secrets["COGNIS_REDIS_PASSWORD"] == secret.outputs["arn"]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from cognis_infra import config as stack_config
-from tests.infra.infra_harness import API_KEY, CACHE_TOKEN, REPO, parse_json, run_program
+from tests.infra.infra_harness import API_KEY, CACHE_TOKEN, CERT_ARN, REPO, parse_json, run_program
 
 EXAMPLE = REPO / "Pulumi.example.yaml"
 DEV = REPO / "Pulumi.dev.yaml"
@@ -54,7 +54,7 @@ def test_reranker_needs_its_staged_model():
 def test_reranker_can_be_disabled():
     run = run_program({"rerankerEnabled": False}, drop=("rerankerModelS3Uri",))
     assert not [r for r in run.resources if r.type.startswith("aws:sagemaker/")]
-    (container, _) = parse_json(run.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    (container, _) = parse_json(run.one("aws:ecs/taskDefinition:TaskDefinition", "api-task")["containerDefinitions"])
     env = {e["name"]: e["value"] for e in container["environment"]}
     assert env["COGNIS_RERANKER"] == "none" and "COGNIS_SAGEMAKER_ENDPOINT" not in env
     task = parse_json(next(p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "api-task")["policy"])
@@ -69,7 +69,7 @@ def test_arm64_and_sizes_from_config():
     run = run_program(
         {"cpuArchitecture": "ARM64", "cpu": 2048, "memory": 4096, "desiredCount": 3, "minCount": 3, "maxCount": 6}
     )
-    td = run.one("aws:ecs/taskDefinition:TaskDefinition")
+    td = run.one("aws:ecs/taskDefinition:TaskDefinition", "api-task")
     assert td["runtimePlatform"]["cpuArchitecture"] == "ARM64"
     assert (td["cpu"], td["memory"]) == ("2048", "4096")
     assert run.one("aws:ecs/service:Service")["desiredCount"] == 3
@@ -162,7 +162,7 @@ def test_project_and_config_namespace_agree():
 
 def test_schema_describes_and_types_every_key_the_program_reads():
     schema = _cognis_keys(_schema())
-    recorder = _RecordingConfig({**{k: v.get("default") for k, v in schema.items()}, "certificateArn": "arn:aws:acm:x",
+    recorder = _RecordingConfig({**{k: v.get("default") for k, v in schema.items()}, "certificateArn": CERT_ARN,
                                  **SECRETS, "rerankerModelS3Uri": "s3://model-bucket/p/"})  # fmt: skip
     stack_config.load(recorder, stack="schema", project="cognis")
     assert recorder.asked == set(schema), recorder.asked ^ set(schema)
@@ -176,15 +176,45 @@ def test_schema_describes_and_types_every_key_the_program_reads():
 def test_required_keys_have_no_default_and_secrets_are_marked():
     schema = _cognis_keys(_schema())
     required = {k for k, v in schema.items() if "default" not in v}
-    assert required == {"certificateArn", "apiKey", "cacheAuthToken"}
+    assert required == {"apiKey", "cacheAuthToken"}
     assert {k for k, v in schema.items() if v.get("secret")} == {"apiKey", "cacheAuthToken"}
+    # The certificate has an empty default only for httpOnly dev stacks; empty is refused otherwise (below).
+    assert schema["certificateArn"]["default"] == "" and schema["httpOnly"]["default"] is False
+
+
+@pytest.mark.parametrize(
+    "certificate, match",
+    [
+        (None, "certificateArn is required.*httpOnly"),
+        ("", "certificateArn is required"),
+        ("arn:aws:acm:eu-west-1:123456789012:certificate/00000000-0000-0000-0000-000000000000", "placeholder"),
+        ("arn:aws:iam::123456789012:server-certificate/x", "ACM certificate ARN"),
+        # the previous example profile's value: another Region than the stack's (and a placeholder)
+        ("arn:aws:acm:us-east-1:123456789012:certificate/0f0e0d0c-1111-2222-3333-444455556666", "this stack's Region"),
+        ("arn:aws:acm:eu-west-1:210987654321:certificate/0f0e0d0c-1111-2222-3333-444455556666", "account"),
+    ],
+)
+def test_a_missing_or_placeholder_certificate_fails_before_any_resource(certificate, match):
+    """No working-looking default: a forgotten certificate stops the preview, not the HTTPS listener."""
+    with pytest.raises(Exception) as info:
+        run_program({"certificateArn": certificate}, drop=("certificateArn",) if certificate is None else ())
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+def test_http_only_needs_no_certificate_and_refuses_one():
+    run = run_program({"httpOnly": True}, drop=("certificateArn",))
+    (listener,) = run.of_type("aws:lb/listener:Listener")
+    assert (listener["port"], listener["protocol"]) == (80, "HTTP")
+    assert listener["defaultActions"][0]["type"] == "forward" and listener["tags"]["CognisHttpOnly"] == "true"
+    assert run.exports["apiUrl"].startswith("http://")
+    _expect_failure({"httpOnly": True}, match="httpOnly serves plain HTTP")
 
 
 def test_schema_defaults_are_the_programs_defaults():
     """The CLI applies the schema defaults to every stack; the program falls back to its own.
     Both must give the same stack (the mocked tests exercise the program's)."""
     schema = _cognis_keys(_schema())
-    base = {"certificateArn": "arn:aws:acm:x", **SECRETS, "rerankerModelS3Uri": "s3://model-bucket/p/"}
+    base = {"certificateArn": CERT_ARN, **SECRETS, "rerankerModelS3Uri": "s3://model-bucket/p/"}
     with_defaults = {**{k: v["default"] for k, v in schema.items() if "default" in v}, **base}
     from_schema = stack_config.load(_RecordingConfig(with_defaults), stack="s", project="cognis")
     from_code = stack_config.load(_RecordingConfig(base), stack="s", project="cognis")
@@ -242,9 +272,29 @@ def test_example_profile_deploys(example_run):
     assert example_run.one("aws:opensearch/domain:Domain")["domainName"] == "cognis-example"
 
 
+def test_the_example_profile_refuses_to_deploy_with_its_placeholders():
+    """Copied without edits, the production profile stops at its first missing setting, naming it (the staged
+    model, then the certificate); with both but the example alarm address, it names that."""
+    with pytest.raises(Exception, match="rerankerModelS3Uri is required"):
+        run_program({**_profile(EXAMPLE), **SECRETS}, stack="example", base={})
+    with pytest.raises(Exception, match="certificateArn is required"):
+        run_program({**_profile(EXAMPLE), **SECRETS, "rerankerModelS3Uri": EXAMPLE_REQUIRED["rerankerModelS3Uri"]},
+                    stack="example", base={})  # fmt: skip
+    with pytest.raises(Exception, match="alarmEmail oncall@example.com is an example address"):
+        run_program({**_profile(EXAMPLE), **SECRETS, **EXAMPLE_REQUIRED}, stack="example", base={})
+
+
+#: What the example profile leaves for the operator to set (it names them; the alarm address is refused as is).
+EXAMPLE_REQUIRED = {
+    "certificateArn": CERT_ARN,
+    "rerankerModelS3Uri": "s3://cognis-models-123456789012-eu-west-1/models/BAAI/bge-reranker-v2-m3/0123abcd/",
+}
+
+
 @pytest.fixture(scope="module")
 def example_run():
-    return run_program({**_profile(EXAMPLE), **SECRETS}, stack="example", base={})
+    overrides = {**_profile(EXAMPLE), **SECRETS, **EXAMPLE_REQUIRED, "alarmEmail": "oncall@acme-memory.io"}
+    return run_program(overrides, stack="example", base={})
 
 
 @pytest.fixture(scope="module")
@@ -266,3 +316,15 @@ def test_dev_profile_is_small(dev_run):
     assert not [r for r in dev_run.resources if r.type.startswith("aws:sagemaker/")]
     assert len(dev_run.of_type("aws:rds/clusterInstance:ClusterInstance")) == 1
     assert dev_run.one("aws:ecs/service:Service")["desiredCount"] == 1
+    # plain HTTP without a certificate: the flag says so; no HTTPS listener
+    assert [(r["port"], r["protocol"]) for r in dev_run.of_type("aws:lb/listener:Listener")] == [(80, "HTTP")]
+
+
+def test_example_profile_is_the_production_profile(example_run):
+    cc = example_run.one("aws:opensearch/domain:Domain")["clusterConfig"]
+    assert (cc["dedicatedMasterEnabled"], cc["dedicatedMasterCount"]) == (True, 3)
+    assert cc["dedicatedMasterType"] == "m6g.large.search"
+    (variant,) = example_run.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration")["productionVariants"]
+    assert variant["initialInstanceCount"] == 2  # a second reranker instance
+    subscription = example_run.one("aws:sns/topicSubscription:TopicSubscription")
+    assert subscription["endpoint"] == "oncall@acme-memory.io"

@@ -63,7 +63,9 @@ def test_master_password_is_managed_by_rds_and_the_app_signs_in_with_iam(cluster
 
 
 def test_task_connects_as_the_app_role_not_the_master_user(program, cluster):
-    (container, _) = parse_json(program.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    (container, _) = parse_json(
+        program.one("aws:ecs/taskDefinition:TaskDefinition", "api-task")["containerDefinitions"]
+    )
     env = {e["name"]: e["value"] for e in container["environment"]}
     assert env["COGNIS_POSTGRES_APP_USER"] == "cognis_app" and env["COGNIS_POSTGRES_IAM_AUTH"] == "true"
     task = parse_json(
@@ -144,3 +146,36 @@ def test_component_exposes_the_managed_secret_arn():
     _, out = run_component(build)
     assert out["secret"].startswith("arn:aws:secretsmanager:") and "rds!cluster-cognis-unit-aurora" in out["secret"]
     assert out["endpoint"].startswith("cognis-unit-aurora.") and out["port"] == 5432
+
+
+def test_slow_statements_are_logged_without_their_bind_parameters(program):
+    """log_min_duration_statement stays; the parameters (memory text) never reach the exported log."""
+    params = program.one("aws:rds/clusterParameterGroup:ClusterParameterGroup")
+    values = {p["name"]: p["value"] for p in params["parameters"]}
+    assert values["log_min_duration_statement"] == "1000"
+    assert values["log_parameter_max_length"] == "0" and values["log_parameter_max_length_on_error"] == "0"
+
+
+def test_a_major_upgrade_of_a_running_cluster_is_refused_without_the_flag():
+    running = {"cognis-test-aurora": "16.6"}
+    with pytest.raises(Exception, match="auroraEngineVersion '17' would upgrade the running cluster"):
+        run_program(running_clusters=running)
+    with pytest.raises(Exception, match="cannot downgrade"):
+        run_program({"auroraEngineVersion": "16"}, running_clusters={"cognis-test-aurora": "17.5"})
+    same = run_program({"auroraEngineVersion": "16"}, running_clusters=running)  # a minor change is no upgrade
+    assert same.one(CLUSTER)["allowMajorVersionUpgrade"] is False
+
+
+def test_a_major_upgrade_is_allowed_deliberately():
+    run = run_program({"auroraAllowMajorVersionUpgrade": True}, running_clusters={"cognis-test-aurora": "16.6"})
+    cluster = run.one(CLUSTER)
+    assert cluster["engineVersion"] == "17" and cluster["allowMajorVersionUpgrade"] is True
+    # the new major line gets its own parameter group family (a new group, the cluster moves to it)
+    assert run.one("aws:rds/clusterParameterGroup:ClusterParameterGroup")["family"] == "aurora-postgresql17"
+    lookups = [a for t, a in run.calls if t == "aws:rds/getCluster:getCluster"]
+    assert lookups == [{"clusterIdentifier": "cognis-test-aurora"}]
+
+
+def test_a_first_deployment_looks_up_no_cluster(program):
+    assert not [a for t, a in program.calls if t == "aws:rds/getCluster:getCluster"]
+    assert [t for t, _ in program.calls].count("aws:rds/getClusters:getClusters") == 1

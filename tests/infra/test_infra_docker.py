@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cognis_infra.service import LIVENESS_PATH, READINESS_PATH, ServiceSettings
-from tests.infra.infra_harness import REPO
+from tests.infra.infra_harness import CERT_ARN, REPO
 
 DOCKERFILE = REPO / "Dockerfile"
 SCRIPT = REPO / "scripts" / "build_and_push_image.sh"
@@ -132,7 +132,7 @@ def test_offline_environment(stages, api):
 
 
 def test_port_and_health_check(stages, api):
-    port = ServiceSettings(certificate_arn="arn:aws:acm:r:1:certificate/x").port
+    port = ServiceSettings(certificate_arn=CERT_ARN).port
     assert api.all("EXPOSE") == [str(port)]
     (health,) = api.all("HEALTHCHECK")
     # liveness, like the task definition and the load balancer: a readiness check would restart
@@ -175,10 +175,10 @@ def test_copied_sources_exist_and_are_not_docker_ignored(stages):
     ]
     assert ignore[0] == "**", "allow-list .dockerignore"
     allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
-    for arg in stages[0].all("COPY"):
+    for arg in [a for s in stages for a in s.all("COPY") if "--from=" not in a]:
         *sources, _dest = arg.split()
         for src in sources:
-            assert src in allowed, f"{src} is excluded by .dockerignore"
+            assert src in allowed or any(src.startswith(a + "/") or src == a for a in allowed), src
             assert (REPO / src).exists(), src
     readme = tomllib.loads((REPO / "pyproject.toml").read_text())["project"].get("readme")
     assert readme in allowed  # setuptools reads it while building the wheel
@@ -241,7 +241,7 @@ IMAGE = "docker-build:index:Image"
 
 
 def _task_image(run) -> str:
-    containers = json.loads(run.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    containers = json.loads(run.one("aws:ecs/taskDefinition:TaskDefinition", "api-task")["containerDefinitions"])
     assert len({c["image"] for c in containers}) == 1  # the probe runs the same image
     return containers[0]["image"]
 
@@ -254,7 +254,8 @@ def test_pulumi_up_builds_and_pushes_the_image_the_task_runs(program):
     image = program.one(IMAGE)
     tag = "src-" + build_digest(REPO, "Dockerfile", "api", "linux/amd64")[:16]
     assert image["tags"] == [f"{repo.outputs['repositoryUrl']}:{tag}"]
-    assert image["context"] == {"location": str(REPO)} and image["dockerfile"] == {"location": str(DOCKERFILE)}
+    # relative to the working directory (the tests run from the checkout's root; Pulumi from infra/)
+    assert image["context"] == {"location": "."} and image["dockerfile"] == {"location": "Dockerfile"}
     assert image["target"] == "api" and image["platforms"] == ["linux/amd64"]
     assert not image.get("buildArgs")  # the default embedding model is in every image: nothing to fetch
     assert image["push"] is True and image["buildOnPreview"] is False
@@ -338,7 +339,7 @@ def test_another_embedding_model_is_fetched_into_the_image_the_task_runs():
     plain = "src-" + build_digest(REPO, "Dockerfile", "api", "linux/amd64")[:16]
     fetched = "src-" + build_digest(REPO, "Dockerfile", "api", "linux/amd64", "COGNIS_FETCH_MODELS=bge-small-en-v1.5")
     assert image["tags"][0].endswith(":" + fetched[:20]) and fetched[:20] != plain
-    containers = json.loads(run.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    containers = json.loads(run.one("aws:ecs/taskDefinition:TaskDefinition", "api-task")["containerDefinitions"])
     (api,) = [c for c in containers if c["name"] == "api"]
     assert {"name": "COGNIS_EMBEDDING_MODEL", "value": "bge-small-en-v1.5"} in api["environment"]
     builder = next(s for s in parse_dockerfile(DOCKERFILE.read_text()) if s.name == "builder")
@@ -346,3 +347,77 @@ def test_another_embedding_model_is_fetched_into_the_image_the_task_runs():
     assert any('cognis-memory fetch-model "$model"' in r and "${COGNIS_FETCH_MODELS}" in r for r in builder.all("RUN"))
     with pytest.raises(ValueError, match="cognis:embeddingModel"):
         run_program({"embeddingModel": "bge-large"})
+
+
+def _checkout(root: Path) -> Path:
+    """A second checkout of this repository at ``root`` (the tracked files the program and the build read)."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.split(b"\0")
+    wanted = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "runtime/", "docker/", "infra/__main__.py")
+    for raw in files:
+        rel = raw.decode()
+        if rel and rel.startswith(wanted) and (REPO / rel).is_file():
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes((REPO / rel).read_bytes())
+            target.chmod(stat.S_IMODE((REPO / rel).stat().st_mode))
+    return root
+
+
+def test_the_image_tag_and_build_inputs_are_equal_from_two_checkout_paths(tmp_path, monkeypatch):
+    """Another checkout (another path, another machine, CI) computes the same tag and hands the build the same
+    inputs, so it neither rebuilds nor pushes an existing tag into the IMMUTABLE repository."""
+    from tests.infra.infra_harness import run_program
+
+    images = []
+    for root in (tmp_path / "a" / "cognis-memory", tmp_path / "b" / "somewhere" / "else"):
+        _checkout(root)
+        monkeypatch.chdir(root / "infra")  # where Pulumi runs the program (main: infra/)
+        run = run_program(main=root / "infra" / "__main__.py")
+        images.append(run.one(IMAGE))
+    first, second = images
+    assert first["tags"] == second["tags"]
+    assert first["context"] == second["context"] == {"location": ".."}
+    assert first["dockerfile"] == second["dockerfile"] == {"location": "../Dockerfile"}
+    assert {k: v for k, v in first.inputs.items() if k != "registries"} == {
+        k: v for k, v in second.inputs.items() if k != "registries"
+    }
+    assert str(tmp_path) not in json.dumps(first.inputs)
+
+
+def test_the_tag_covers_file_modes_and_the_base_image(tmp_path):
+    """COPY keeps permission bits and the base image decides every layer: both are build inputs."""
+    from cognis_infra.registry import ImageBuild, build_digest
+
+    (tmp_path / ".dockerignore").write_text("**\n!app/\n!Dockerfile\n")
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    (tmp_path / "app").mkdir()
+    script = tmp_path / "app" / "run.sh"
+    script.write_text("echo hi\n")
+    script.chmod(0o644)
+    before = build_digest(tmp_path, "Dockerfile", "api", "linux/amd64")
+    script.chmod(0o755)
+    assert build_digest(tmp_path, "Dockerfile", "api", "linux/amd64") != before
+    plain = ImageBuild(context=tmp_path)
+    pinned = ImageBuild(context=tmp_path, base_image="python:3.12-slim-bookworm@sha256:" + "0" * 64)
+    assert pinned.build_args == {"PYTHON_IMAGE": "python:3.12-slim-bookworm@sha256:" + "0" * 64}
+    assert pinned.tag() != plain.tag()
+    # and the program hands cognis:baseImage to the build
+    from tests.infra.infra_harness import run_program
+
+    run = run_program({"baseImage": "python:3.12-slim-bookworm@sha256:" + "1" * 64})
+    assert run.one(IMAGE)["buildArgs"] == {"PYTHON_IMAGE": "python:3.12-slim-bookworm@sha256:" + "1" * 64}
+
+
+def test_the_image_carries_the_rds_ca_bundle():
+    from cryptography import x509
+
+    from cognis_infra.registry import context_files
+    from cognis_infra.service import RDS_CA_BUNDLE
+
+    base = next(s for s in parse_dockerfile(DOCKERFILE.read_text()) if s.name == "base")
+    assert f"docker/certs/rds-global-bundle.pem {RDS_CA_BUNDLE}" in base.all("COPY")
+    assert "docker/certs/rds-global-bundle.pem" in context_files(REPO)  # in the build context, hence the tag
+    certs = x509.load_pem_x509_certificates((REPO / "docker/certs/rds-global-bundle.pem").read_bytes())
+    names = {c.subject.rfc4514_string() for c in certs}
+    for region in ("us-east-1", "eu-west-1"):
+        assert any(f"Amazon RDS {region} Root CA RSA2048 G1" in n for n in names), region

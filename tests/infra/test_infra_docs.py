@@ -93,5 +93,32 @@ def test_every_aws_fact_is_cited_or_marked_unconfirmed():
         "AZs where the service is offered",
         "public IPv4",
         "CloudWatch Logs standard ingestion",
+        # issue 22
+        "modelLifecycle",
+        "2026-06-19",
+        "aws-marketplace:Subscribe",
+        "RetainAllVariantProperties",
+        "AllowMajorVersionUpgrade",
+        "log_parameter_max_length",
+        "rds-ca-rsa2048-g1",
     ):
         assert needle in text, needle
+
+
+def test_guide_covers_the_round_3_procedures():
+    """The first-use step for Bedrock models (with the CLI), the migration task, the upgrade procedure,
+    the image tag and the HTTP-only dev profile."""
+    for needle in (
+        "## Bedrock model",
+        "aws bedrock put-use-case-for-model-access",
+        "aws bedrock create-foundation-model-agreement",
+        "### Aurora major version upgrade",
+        "cognis:auroraAllowMajorVersionUpgrade true",
+        "one-off ECS task",
+        "cognis-memory migrate",
+        "### The image tag",
+        "cognis:httpOnly",
+    ):
+        assert needle in GUIDE, needle
+    assert "Bedrock -> Model access" not in GUIDE  # the retired console page
+    assert "separate migration task with its own role" not in GUIDE  # done, no longer "not included"

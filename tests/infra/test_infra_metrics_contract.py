@@ -26,7 +26,7 @@ from tests.infra.infra_harness import parse_json
 def task_env(program):
     container = next(
         c
-        for c in parse_json(program.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+        for c in parse_json(program.one("aws:ecs/taskDefinition:TaskDefinition", "api-task")["containerDefinitions"])
         if c["name"] == "api"
     )
     env = {e["name"]: e["value"] for e in container["environment"]}
@@ -64,8 +64,11 @@ def test_runtime_settings_from_the_task_environment(program, settings):
     cluster = program.one("aws:rds/cluster:Cluster").outputs
     assert settings.store == "dual"
     assert settings.postgres_host == cluster["endpoint"] and settings.postgres_port == 5432
-    assert settings.postgres_secret_arn == cluster["masterUserSecrets"][0]["secretArn"]
-    assert settings.postgres_sslmode == "require"
+    # The API never sees the owner's secret and does not migrate (the migration task does).
+    assert settings.postgres_secret_arn is None and settings.postgres_migrate is False
+    assert cluster["masterUserSecrets"][0]["secretArn"] not in json.dumps(program.one(
+        "aws:ecs/taskDefinition:TaskDefinition", "api-task")["containerDefinitions"])  # fmt: skip
+    assert settings.postgres_sslmode == "verify-full" and settings.postgres_sslrootcert.endswith(".pem")
     assert settings.opensearch_url.startswith("https://") and settings.opensearch_auth == "sigv4"
     assert settings.redis_url.startswith("rediss://")
     assert settings.reranker == "sagemaker" and settings.sagemaker_endpoint

@@ -35,6 +35,14 @@ def test_expected_alarms_exist(alarms):
         "aurora-capacity",
         "reranker-latency-p95",
         "reranker-errors",
+        # AWS's recommended OpenSearch alarms, Aurora memory, cache memory and evictions (issue 22, item 12)
+        "opensearch-yellow",
+        "opensearch-free-storage",
+        "opensearch-writes-blocked",
+        "opensearch-snapshot-failure",
+        "aurora-freeable-memory",
+        "cache-memory",
+        "cache-evictions",
     }
 
 
@@ -46,7 +54,7 @@ def test_every_alarm_notifies_the_encrypted_topic(program, alarms):
         assert alarm["okActions"] == [topic.outputs["arn"]]
         assert alarm["actionsEnabled"] is True
     sub = program.one("aws:sns/topicSubscription:TopicSubscription")
-    assert (sub["protocol"], sub["endpoint"], sub["topic"]) == ("email", "oncall@example.com", topic.outputs["arn"])
+    assert (sub["protocol"], sub["endpoint"], sub["topic"]) == ("email", "oncall@acme-memory.io", topic.outputs["arn"])
     policy = parse_json(program.one("aws:sns/topicPolicy:TopicPolicy")["policy"])
     allow = next(s for s in policy["Statement"] if s["Effect"] == "Allow")
     assert allow["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and allow["Action"] == "sns:Publish"
@@ -148,6 +156,13 @@ MISSING_DATA = {
     "aurora-capacity": "notBreaching",
     "reranker-latency-p95": "notBreaching",
     "reranker-errors": "notBreaching",
+    "opensearch-yellow": "notBreaching",
+    "opensearch-free-storage": "notBreaching",
+    "opensearch-writes-blocked": "notBreaching",
+    "opensearch-snapshot-failure": "notBreaching",
+    "aurora-freeable-memory": "notBreaching",
+    "cache-memory": "notBreaching",
+    "cache-evictions": "notBreaching",
 }
 
 
@@ -187,7 +202,7 @@ def test_aurora_capacity_near_max(program, alarms):
 
 
 def test_reranker_latency_and_errors(program, alarms):
-    endpoint = program.one("aws:sagemaker/endpoint:Endpoint").outputs["name"]
+    endpoint = program.named("reranker-endpoint").outputs["name"]
     lat, err = alarms["reranker-latency-p95"], alarms["reranker-errors"]
     for a in (lat, err):
         assert a["namespace"] == "AWS/SageMaker"
@@ -335,3 +350,60 @@ def test_readiness_widget_plots_the_probe_and_running_tasks(program, dashboard):
     assert [r[:4] for r in rows[:2]] == [[names.DEFAULT_NAMESPACE, READINESS_METRIC, names.DIM_SERVICE, SERVICE]] * 2
     assert {r[-1]["stat"] for r in rows[:2]} == {"Average", "Minimum"}
     assert rows[2][:2] == ["ECS/ContainerInsights", "RunningTaskCount"]
+
+
+@pytest.mark.parametrize(
+    "key, metric, stat, threshold, op, period, periods",
+    [
+        # AWS's recommended alarms for OpenSearch (docs/deploy.md fact 38); free storage: 25 % of a 100 GiB node
+        ("opensearch-yellow", "ClusterStatus.yellow", "Maximum", 1, "GreaterThanOrEqualToThreshold", 60, 5),
+        ("opensearch-free-storage", "FreeStorageSpace", "Minimum", 25600, "LessThanOrEqualToThreshold", 60, 1),
+        ("opensearch-writes-blocked", "ClusterIndexWritesBlocked", "Maximum", 1, "GreaterThanOrEqualToThreshold",
+         300, 1),
+        ("opensearch-snapshot-failure", "AutomatedSnapshotFailure", "Maximum", 1, "GreaterThanOrEqualToThreshold",
+         60, 1),
+    ],
+)  # fmt: skip
+def test_recommended_opensearch_alarms(alarms, key, metric, stat, threshold, op, period, periods):
+    a = alarms[key]
+    assert (a["namespace"], a["metricName"], a["statistic"]) == ("AWS/ES", metric, stat)
+    assert (a["threshold"], a["comparisonOperator"], a["period"], a["evaluationPeriods"]) == (
+        threshold, op, period, periods)  # fmt: skip
+    assert a["dimensions"] == {"DomainName": "cognis-test", "ClientId": "123456789012"}
+
+
+def test_dedicated_master_alarms_come_with_dedicated_masters(alarms):
+    assert not {k for k in alarms if k.startswith("opensearch-master")}
+    run = run_program({"opensearchDedicatedMasterType": "m6g.large.search"})
+    masters = {a["name"].removeprefix("cognis-test-"): a for a in run.of_type(ALARM)}
+    assert masters["opensearch-master-cpu"]["metricName"] == "MasterCPUUtilization"
+    assert masters["opensearch-master-cpu"]["threshold"] == 50
+    assert masters["opensearch-master-jvm-pressure"]["metricName"] == "MasterJVMMemoryPressure"
+    assert masters["opensearch-master-jvm-pressure"]["threshold"] == 95
+
+
+def test_aurora_memory_alarm_scales_with_the_acu_ceiling(alarms):
+    a = alarms["aurora-freeable-memory"]
+    assert (a["namespace"], a["metricName"], a["comparisonOperator"]) == (
+        "AWS/RDS",
+        "FreeableMemory",
+        "LessThanThreshold",
+    )
+    assert a["threshold"] == 16 * 2 * 1024**3 * 0.10  # 10 % of 16 ACU x 2 GiB
+    assert a["dimensions"] == {"DBClusterIdentifier": "cognis-test-aurora"}
+
+
+def test_cache_alarms_watch_every_node(program, alarms):
+    group = program.one("aws:elasticache/replicationGroup:ReplicationGroup").outputs
+    for key, metric in (("cache-memory", "DatabaseMemoryUsagePercentage"), ("cache-evictions", "Evictions")):
+        queries = {q["id"]: q for q in alarms[key]["metricQueries"]}
+        nodes = sorted(q["metric"]["dimensions"]["CacheClusterId"] for q in queries.values() if "metric" in q)
+        assert nodes == sorted(group["memberClusters"]) and len(nodes) == 2
+        assert all(q["metric"]["metricName"] == metric for q in queries.values() if "metric" in q)
+        assert queries["worst"]["expression"] == "MAX([n0, n1])" and queries["worst"]["returnData"] is True
+
+
+def test_example_alarm_addresses_are_refused():
+    for address in ("oncall@example.com", "ops@alerts.example.org", "me@x.test"):
+        with pytest.raises(Exception, match="example address"):
+            run_program({"alarmEmail": address})

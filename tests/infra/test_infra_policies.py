@@ -106,7 +106,7 @@ def _dev_profile() -> dict:
         ({"rerankerEnabled": False}, ("rerankerModelS3Uri",)),
         ({"image": "ghcr.io/acme/cognis-memory:1"}, ()),
         ({"natGateways": 1, "alarmEmail": None, "cacheEngine": "valkey"}, ()),
-        ("dev", ("rerankerModelS3Uri",)),
+        ("dev", ("rerankerModelS3Uri", "certificateArn")),
         ({"traces": True}, ()),
     ],
     ids=["no-reranker", "image-from-ci", "one-nat-valkey", "dev-profile", "traces-on"],
@@ -212,6 +212,18 @@ BAD_CASES = [
         "tls-only",
         lambda p: _mutate(p, LISTENER, "api-http", defaultActions=[{"type": "forward", "targetGroupArn": "tg"}]),
         "redirect",
+    ),
+    (
+        "no-bind-parameters-in-logs",
+        lambda p: _mutate(
+            p,
+            "aws:rds/clusterParameterGroup:ClusterParameterGroup",
+            parameters=[
+                {"name": "rds.force_ssl", "value": "1"},
+                {"name": "log_min_duration_statement", "value": "1000"},
+            ],
+        ),
+        "log_parameter_max_length",
     ),
     # private data stores
     ("no-public-data-stores", lambda p: _mutate(p, DOMAIN, vpcOptions=DELETE), "VPC"),

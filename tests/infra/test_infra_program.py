@@ -92,7 +92,8 @@ def _pyproject(path):
 
 def test_installed_sdks_satisfy_the_infra_package_requirements():
     reqs = [Requirement(r) for r in _pyproject(INFRA / "pyproject.toml")["project"]["dependencies"]]
-    assert {r.name for r in reqs} == {"pulumi", "pulumi-aws", "pulumi-docker-build"}  # no torch, no runtime
+    # no torch, no runtime; boto3 for the dynamic resources (the migration run, the reranker endpoint)
+    assert {r.name for r in reqs} == {"pulumi", "pulumi-aws", "pulumi-docker-build", "boto3"}
     for req in reqs:
         assert req.specifier.contains(version(req.name)), f"{req} vs installed {version(req.name)}"
     assert version("cognis-infra") == _pyproject(INFRA / "pyproject.toml")["project"]["version"]
@@ -133,3 +134,18 @@ def test_pulumi_project_points_at_the_program_and_its_own_venv():
     assert options == {"toolchain": "pip", "virtualenv": "infra/.venv"}
     assert (REPO / project["main"] / "requirements.txt").exists()
     assert "infra/.venv" in (REPO / ".gitignore").read_text() or ".venv/" in (REPO / ".gitignore").read_text()
+
+
+def test_the_default_bedrock_model_is_the_runtimes_own_file():
+    """Like the metric names: the stack reads the runtime's default model from the runtime's file."""
+    import cognis_memory.providers.bedrock_models as runtime_models
+    from cognis_infra import bedrock_models
+
+    link = INFRA / "cognis_infra" / "bedrock_models.py"
+    assert link.is_symlink() and not Path(os.readlink(link)).is_absolute()
+    assert Path(bedrock_models.__file__).resolve() == Path(runtime_models.__file__).resolve()
+    tree = ast.parse(link.read_text())
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert [(getattr(n, "module", None), [a.name for a in n.names]) for n in imports] == [
+        ("__future__", ["annotations"])
+    ]

@@ -18,7 +18,8 @@ from tests.infra.infra_harness import ACCOUNT, MODEL_S3_URI, REGION, parse_json,
 
 MODEL = "aws:sagemaker/model:Model"
 CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
-ENDPOINT = "aws:sagemaker/endpoint:Endpoint"
+#: The endpoint is a dynamic resource (sagemaker_endpoint.py): found by its resource name.
+ENDPOINT = "reranker-endpoint"
 TARGET = "aws:appautoscaling/target:Target"
 TEI_GPU = f"141502667606.dkr.ecr.{REGION}.amazonaws.com/tei:2.0.1-tei1.8.2-gpu-py310-cu122-ubuntu22.04"
 
@@ -73,7 +74,7 @@ def test_tei_batch_limit_covers_what_the_runtime_sends(program):
 
 
 def test_endpoint_is_named_after_the_stack_and_the_instance_type(program):
-    model, config, endpoint = program.one(MODEL), program.one(CONFIG), program.one(ENDPOINT)
+    model, config, endpoint = program.one(MODEL), program.one(CONFIG), program.named(ENDPOINT)
     (variant,) = config["productionVariants"]
     assert variant["variantName"] == "AllTraffic"
     assert variant["modelName"] == model.outputs["name"]
@@ -92,7 +93,7 @@ def test_endpoint_logs_go_to_a_group_the_stack_owns(program):
 
 
 def test_target_tracking_autoscaling(program):
-    endpoint = program.one(ENDPOINT)
+    endpoint = program.named(ENDPOINT)
     target = _sagemaker_target(program)
     assert target["resourceId"] == f"endpoint/{endpoint.outputs['name']}/variant/AllTraffic"
     assert target["scalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
@@ -116,7 +117,7 @@ def test_changing_the_instance_type_replaces_endpoint_config_and_scaling_target(
     """SageMaker refuses to update an autoscaled variant to another instance type. A new name makes
     the endpoint a replacement (created before the old one is deleted), the new configuration is a
     new resource, and the scaling target, keyed by the endpoint name, is replaced with it."""
-    old_ep, new_ep = program.one(ENDPOINT), bigger.one(ENDPOINT)
+    old_ep, new_ep = program.named(ENDPOINT), bigger.named(ENDPOINT)
     assert old_ep["name"] != new_ep["name"] == "cognis-test-reranker-ml-g5-2xlarge"
     assert new_ep.options["deleteBeforeReplace"] is False
     assert bigger.one(CONFIG)["productionVariants"][0]["instanceType"] == "ml.g5.2xlarge"
@@ -125,7 +126,7 @@ def test_changing_the_instance_type_replaces_endpoint_config_and_scaling_target(
     assert new_target.options["replaceOnChanges"] == ["resourceId"]
     assert new_target.options["deleteBeforeReplace"] is False
     # The API follows the new endpoint, and its permission covers both names while tasks roll over.
-    (container, _) = parse_json(bigger.one("aws:ecs/taskDefinition:TaskDefinition")["containerDefinitions"])
+    (container, _) = parse_json(bigger.one("aws:ecs/taskDefinition:TaskDefinition", "api-task")["containerDefinitions"])
     env = {e["name"]: e["value"] for e in container["environment"]}
     assert env["COGNIS_SAGEMAKER_ENDPOINT"] == new_ep.outputs["name"]
     task = parse_json(
@@ -139,7 +140,7 @@ def test_changing_the_instance_type_replaces_endpoint_config_and_scaling_target(
 def test_a_new_model_updates_the_same_endpoint():
     """Changing the model of an autoscaled variant is allowed in place: the endpoint keeps its name."""
     run = run_program({"rerankerModelS3Uri": "s3://cognis-models-123456789012-eu-west-1/models/x/y/"})
-    assert run.one(ENDPOINT)["name"] == "cognis-test-reranker-ml-g5-xlarge"
+    assert run.named(ENDPOINT)["name"] == "cognis-test-reranker-ml-g5-xlarge"
     assert run.one(MODEL)["primaryContainer"]["modelDataSource"]["s3DataSources"][0]["s3Uri"].endswith("/x/y/")
 
 
@@ -190,3 +191,75 @@ def test_settings_validation():
     with pytest.raises(ValueError, match="stage_reranker_model"):
         RerankerSettings()
     assert RerankerSettings(enabled=False).model_s3_uri is None
+
+
+def test_endpoint_updates_keep_the_running_instance_count(program):
+    """UpdateEndpoint resets variant properties to the configuration's initial count unless asked to retain
+    them; the endpoint is updated with RetainAllVariantProperties."""
+    endpoint = program.named(ENDPOINT)
+    assert endpoint.type == "pulumi-python:dynamic:Resource"
+    assert endpoint["retainAllVariantProperties"] is True
+    assert endpoint["region"] == "eu-west-1"
+
+
+def _sagemaker(responses):
+    import boto3
+    from botocore.stub import Stubber
+
+    client = boto3.client("sagemaker", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="y")
+    stub = Stubber(client)
+    for method, response, params in responses:
+        stub.add_response(method, response, params)
+    return client, stub
+
+
+def _described(config, status="InService"):
+    return {
+        "EndpointName": "cognis-test-reranker-ml-g5-xlarge",
+        "EndpointArn": "arn:aws:sagemaker:eu-west-1:123456789012:endpoint/cognis-test-reranker-ml-g5-xlarge",
+        "EndpointConfigName": config,
+        "EndpointStatus": status,
+        "CreationTime": "2026-12-01T00:00:00Z",
+        "LastModifiedTime": "2026-12-01T00:00:00Z",
+    }
+
+
+def test_a_new_configuration_is_rolled_out_with_retained_variant_properties():
+    from cognis_infra.sagemaker_endpoint import apply_endpoint
+
+    name = {"EndpointName": "cognis-test-reranker-ml-g5-xlarge"}
+    client, stub = _sagemaker([
+        ("describe_endpoint", _described("config-old"), name),
+        ("update_endpoint", {"EndpointArn": _described("x")["EndpointArn"]},
+         {**name, "EndpointConfigName": "config-new", "RetainAllVariantProperties": True}),
+        ("describe_endpoint", _described("config-new", "Updating"), name),
+        ("describe_endpoint", _described("config-new"), name),
+    ])  # fmt: skip
+    props = {"name": name["EndpointName"], "endpointConfigName": "config-new", "region": "eu-west-1"}
+    with stub:
+        out = apply_endpoint(props, client=client, poll_s=0)
+        stub.assert_no_pending_responses()
+    assert out["endpointConfigName"] == "config-new"
+
+
+def test_a_new_endpoint_is_created_and_an_unchanged_one_left_alone():
+    from botocore.exceptions import ClientError  # noqa: F401 - the stub raises it
+
+    from cognis_infra.sagemaker_endpoint import apply_endpoint
+
+    name = {"EndpointName": "cognis-test-reranker-ml-g5-xlarge"}
+    client, stub = _sagemaker([])
+    stub.add_client_error("describe_endpoint", "ValidationException", "Could not find endpoint", expected_params=name)
+    stub.add_response("create_endpoint", {"EndpointArn": _described("c")["EndpointArn"]},
+                      {**name, "EndpointConfigName": "c", "Tags": [{"Key": "Stack", "Value": "test"}]})  # fmt: skip
+    stub.add_response("describe_endpoint", _described("c"), name)
+    props = {"name": name["EndpointName"], "endpointConfigName": "c", "region": "eu-west-1", "tags": {"Stack": "test"}}
+    with stub:
+        apply_endpoint(props, client=client, poll_s=0)
+        stub.assert_no_pending_responses()
+    client, stub = _sagemaker(
+        [("describe_endpoint", _described("c"), name), ("describe_endpoint", _described("c"), name)]
+    )
+    with stub:  # same configuration: no UpdateEndpoint call at all
+        apply_endpoint(props, client=client, poll_s=0)
+        stub.assert_no_pending_responses()

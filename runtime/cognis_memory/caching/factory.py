@@ -14,4 +14,6 @@ def build_cache(settings: Settings) -> Cache:
     from .redis_cache import RedisCache
 
     password = settings.redis_password.get_secret_value() if settings.redis_password else None
-    return RedisCache(settings.redis_url, password=password, ttl_s=settings.cache_ttl_s)
+    return RedisCache(
+        settings.redis_url, password=password, ttl_s=settings.cache_ttl_s, ssl_ca_certs=settings.redis_ssl_ca_certs
+    )

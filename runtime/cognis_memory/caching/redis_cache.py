@@ -73,12 +73,16 @@ class RedisCache:
         log_interval_s: float = 60.0,
         generation_ttl_s: int | None = None,
         remembered_generations: int = 10_000,
+        ssl_ca_certs: str | None = None,
     ) -> None:
         self.ttl_s = ttl_s
         # The counter must outlive every entry written under it, or a reset could revive old entries.
         self.generation_ttl_s = generation_ttl_s or max(86_400, 10 * ttl_s)
         self.retry_after_s = retry_after_s
         self.log_interval_s = log_interval_s
+        tls: dict[str, Any] = {}
+        if url.startswith("rediss://"):  # verified: the server's certificate chain and its host name
+            tls = {"ssl_cert_reqs": "required", "ssl_check_hostname": True, "ssl_ca_certs": ssl_ca_certs}
         self._redis = Redis.from_url(
             url,
             password=password,
@@ -86,6 +90,7 @@ class RedisCache:
             socket_connect_timeout=socket_timeout_s,
             retry=Retry(NoBackoff(), 0),
             health_check_interval=0,
+            **tls,
         )
         self._down_until = 0.0
         self._last_log = 0.0

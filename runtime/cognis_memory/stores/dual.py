@@ -326,15 +326,20 @@ def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundl
     index over ``opensearch_url``, outbox drained in the background every second (registry entry ``dual``)."""
     from .factory import opensearch_client, postgres_app_dsn, postgres_dsn
 
-    owner_dsn = postgres_dsn(settings)
+    app_dsn = postgres_app_dsn(settings)
+    # Without migrating (postgres_migrate=false) and with an application role, no owner credentials are needed.
+    owner_dsn = postgres_dsn(settings) if settings.postgres_migrate or app_dsn is None else None
+    pool_dsn = app_dsn or owner_dsn
+    assert pool_dsn is not None
     postgres = PostgresStore(
-        postgres_app_dsn(settings) or owner_dsn,
+        pool_dsn,
         dim=dim,
         dim_short=dim_short,
         pool_max=max(1, settings.postgres_pool_size),
         migration_dsn=owner_dsn,
         app_role=settings.postgres_app_user,
         vector_space=settings.vector_space,
+        migrate=settings.postgres_migrate,
     )
     keyword = OpenSearchKeywordIndex(
         opensearch_client(settings),

@@ -43,6 +43,14 @@ def build_store(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
     return build(settings, dim=dim, dim_short=dim_short)
 
 
+def _tls_params(settings: Settings) -> dict[str, Any]:
+    """sslmode and, when given, the CA file libpq verifies the server certificate with."""
+    params: dict[str, Any] = {"sslmode": settings.postgres_sslmode}
+    if settings.postgres_sslrootcert:
+        params["sslrootcert"] = settings.postgres_sslrootcert
+    return params
+
+
 def postgres_dsn(settings: Settings) -> str | Callable[[], str]:
     """The libpq DSN: ``postgres_dsn`` as given, or a provider built from the host settings and
     the Secrets Manager secret. The provider re-reads the secret at most every
@@ -84,7 +92,7 @@ class AppRoleDsn:
                 "host": settings.postgres_host,
                 "port": settings.postgres_port,
                 "dbname": settings.postgres_db,
-                "sslmode": settings.postgres_sslmode,
+                **_tls_params(settings),
             }
         else:
             raise ValueError("postgres_app_user: needs COGNIS_POSTGRES_HOST or COGNIS_POSTGRES_DSN")
@@ -153,7 +161,7 @@ class SecretDsn:
                     dbname=s.postgres_db,
                     user=secret["username"],
                     password=secret["password"],
-                    sslmode=s.postgres_sslmode,
+                    **_tls_params(s),
                 )
                 self._read_at = self._clock()
             return self._dsn
@@ -190,6 +198,8 @@ def opensearch_client(settings: Settings) -> OpenSearch:
         "retry_on_timeout": False,
         "pool_maxsize": 16,
     }
+    if settings.opensearch_ca_certs:
+        kwargs["ca_certs"] = settings.opensearch_ca_certs
     if settings.opensearch_auth == "sigv4":
         import boto3
         from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection

@@ -49,7 +49,7 @@ from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .filters import postgres_filter
-from .migrations.postgres import apply_migrations
+from .migrations.postgres import apply_migrations, check_schema_current
 from .records import MEMORY_COLUMNS, POSTGRES, job_from_row, memory_from_row, message_from_row
 from .vector_space import KEY as VECTOR_SPACE_KEY
 from .vector_space import check as check_vector_space
@@ -211,11 +211,15 @@ class PostgresStore:
         migration_dsn: str | Callable[[], str] | None = None,
         app_role: str | None = None,
         vector_space: str | None = None,
+        migrate: bool = True,
     ) -> None:
         if iterative_scan not in {"relaxed_order", "strict_order", "off"}:
             raise ValueError(f"iterative_scan: unknown mode {iterative_scan!r}")
         self.dsn = dsn
         self.migration_dsn = migration_dsn if migration_dsn is not None else dsn
+        #: False: open() applies nothing and only checks that the schema is current (migrations run elsewhere,
+        #: e.g. `cognis-memory migrate` in a one-off task with the owner's credentials)
+        self.migrate_on_open = migrate
         self.app_role = app_role
         self.dim, self.dim_short = dim, dim_short
         #: the embedding model's vector space, recorded on first open and checked after (None: no check)
@@ -244,10 +248,9 @@ class PostgresStore:
         )
         await register_vector_types(conn)
 
-    async def open(self) -> None:
-        """Apply pending migrations (advisory-locked), then open the connection pool."""
-        if self._pool is not None:
-            return
+    async def migrate(self) -> list[int]:
+        """Apply pending migrations as the schema owner (advisory-locked), create and grant the application
+        role, record the vector space; the versions applied. Opens no pool."""
         try:
             owner_dsn = self.migration_dsn() if callable(self.migration_dsn) else self.migration_dsn
             async with await psycopg.AsyncConnection.connect(
@@ -255,8 +258,33 @@ class PostgresStore:
             ) as conn:
                 applied = await apply_migrations(conn, dim=self.dim, dim_short=self.dim_short, app_role=self.app_role)
                 await self._check_vector_space(conn)
-            if applied:
-                log.info("postgres: applied migrations %s", applied)
+        except psycopg.OperationalError as e:
+            raise DependencyUnavailableError("postgres", str(e)) from e
+        if applied:
+            log.info("postgres: applied migrations %s", applied)
+        return applied
+
+    async def _check_migrated(self) -> None:
+        """Without migrating: the schema must be current (as the pool's role, which may read it)."""
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self._conninfo(), autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s))
+            ) as conn:
+                await check_schema_current(conn, dim=self.dim, dim_short=self.dim_short)
+                await self._check_vector_space(conn)
+        except psycopg.OperationalError as e:
+            raise DependencyUnavailableError("postgres", str(e)) from e
+
+    async def open(self) -> None:
+        """Apply pending migrations (advisory-locked) or, with ``migrate=False``, check that none is pending;
+        then open the connection pool."""
+        if self._pool is not None:
+            return
+        if self.migrate_on_open:
+            await self.migrate()
+        else:
+            await self._check_migrated()
+        try:
             pool = AsyncConnectionPool(
                 self._conninfo,
                 min_size=self.pool_min,

@@ -18,4 +18,5 @@ async def health() -> dict[str, str]:
 @router.get("/ready", summary="Readiness: every store component reachable")
 async def ready(service: Service) -> JSONResponse:
     ok, checks = await service.readiness()
-    return JSONResponse(status_code=200 if ok else 503, content={"ready": ok, "checks": checks})
+    content = {"ready": ok, "checks": checks, **service.readiness_details()}
+    return JSONResponse(status_code=200 if ok else 503, content=content)

@@ -217,6 +217,30 @@ async def apply_migrations(
     return applied_now
 
 
+class SchemaNotMigratedError(RuntimeError):
+    """The service runs without migrating (``postgres_migrate=false``) and the schema is behind this build."""
+
+
+async def check_schema_current(conn: psycopg.AsyncConnection, *, dim: int, dim_short: int) -> None:
+    """Raise :class:`SchemaNotMigratedError` unless every migration of this build is applied; then check
+    pgvector and the vector sizes. Needs only read access (the application role has it)."""
+    wanted = [m.version for m in MIGRATIONS]
+    try:
+        cur = await conn.execute("SELECT version FROM schema_migrations")
+        done = {r[0] for r in await cur.fetchall()}
+    except psycopg.errors.UndefinedTable:
+        done = set()
+    missing = [v for v in wanted if v not in done]
+    if missing:
+        raise SchemaNotMigratedError(
+            f"the database schema lacks migrations {missing} of this build and this service does not migrate "
+            "(postgres_migrate=false): run `cognis-memory migrate` with the schema owner's credentials (on AWS the "
+            "stack's migration task does, before the service is updated; docs/deploy.md, 'Migrations')"
+        )
+    await require_pgvector(conn)
+    await check_dimensions(conn, dim=dim, dim_short=dim_short)
+
+
 async def check_dimensions(conn: psycopg.AsyncConnection, *, dim: int, dim_short: int) -> None:
     """Raise :class:`SchemaMismatchError` when the ``memories`` vectors have other sizes."""
     cur = await conn.execute(

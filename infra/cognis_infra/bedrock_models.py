@@ -1,0 +1,1 @@
+../../runtime/cognis_memory/providers/bedrock_models.py
