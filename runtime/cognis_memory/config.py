@@ -178,6 +178,13 @@ class Settings(BaseSettings):
     llm_max_tokens: int | None = Field(
         None, ge=1, description="Most tokens an llm=openai answer may take (unset: the server's default)."
     )
+    llm_update_min_similarity: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Cosine (new fact to the fact it would replace) below which an extraction model's UPDATE is "
+        "not taken and the new fact is added instead (unset: the embedding model's own, 0.40 for all-MiniLM-L6-v2).",
+    )
 
     aws_region: str | None = Field(None, description="AWS region for Bedrock, SageMaker, Secrets Manager, OpenSearch.")
 
@@ -316,6 +323,13 @@ class Settings(BaseSettings):
         if self.embedding_query_prefix is not None:
             return self.embedding_query_prefix
         return self.embedding_model_spec.query_prefix
+
+    @property
+    def resolved_update_min_similarity(self) -> float:
+        """``llm_update_min_similarity``, else the embedding model's."""
+        if self.llm_update_min_similarity is not None:
+            return self.llm_update_min_similarity
+        return self.embedding_model_spec.update_similarity
 
     @property
     def resolved_recipe_overrides(self) -> dict[str, float | int | bool]:

@@ -111,6 +111,7 @@ class MemoryService:
             memory_max_bytes=settings.memory_max_bytes,
             # longer than a synchronous extraction can take (two questions, each asked at most twice)
             sync_grace_s=max(settings.job_lease_s, 4 * settings.llm_timeout_s + 10),
+            update_min_similarity=settings.resolved_update_min_similarity,
         )
         self.retrieval = RetrievalPipeline(
             self.encoder,

@@ -163,3 +163,48 @@ async def test_a_wrong_source_is_corrected_and_a_fact_from_a_question_dropped(ma
     assert cold.source_message_ids == [r.messages[6].id] and cold.speaker == "user"  # the user's line, not [8]
     assert facts[RECORDED["facts"][0]["content"]].source_message_ids == [r.messages[0].id]
     assert cold.category is Category.HEALTH
+
+
+async def test_an_update_of_an_unrelated_fact_is_taken_as_an_add(make_service) -> None:
+    """Recorded (1.5B, llama-server): the decide answer UPDATEd the dog fact with "The user is thinking about
+    learning to bake bread" (cosine 0.16 with all-MiniLM-L6-v2). Applied, it would have retired a good
+    fact; the guard adds the new fact and leaves the dog fact current. A real update passes."""
+    first = {"facts": [{"content": "The user's dog Otis loves chasing the neighbour's cat.", "category": "relationships",
+                        "scope": "USER", "event_date": None, "sources": [1]},
+                       {"content": "The user works as a data engineer at Orbital Foods.", "category": "professional",
+                        "scope": "USER", "event_date": None, "sources": [2]}]}  # fmt: skip
+    second = {"facts": [{"content": "The user is thinking about learning to bake bread.", "category": "hobbies",
+                         "scope": "USER", "event_date": None, "sources": [1]},
+                        {"content": "The user works at Bluefin Robotics.", "category": "professional",
+                         "scope": "USER", "event_date": None, "sources": [2]}]}  # fmt: skip
+    answers = iter([first, second])
+    prompts: list[str] = []
+
+    def respond(schema: str, body: dict) -> dict:
+        if schema == "extracted_facts":
+            return next(answers)
+        prompt = body["messages"][-1]["content"]
+        prompts.append(prompt)
+        dog = next(line.split(":")[0].strip(" -") for line in prompt.splitlines() if "Otis" in line)
+        job = next(line.split(":")[0].strip(" -") for line in prompt.splitlines() if "Orbital" in line)
+        return {"decisions": [
+            {"fact": 0, "action": "UPDATE", "target": dog, "content": None, "category": None},
+            {"fact": 1, "action": "UPDATE", "target": job, "content": None, "category": None},
+        ]}  # fmt: skip
+
+    with ScriptedLLMServer(respond) as server:
+        svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "recorded"))
+        await svc.add_messages("acme", "u2", [MessageIn("My dog Otis loves chasing the neighbour's cat.", timestamp=TS),
+                                              MessageIn("I work as a data engineer at Orbital Foods.", timestamp=TS)])  # fmt: skip
+        later = TS + timedelta(days=30)
+        r = await svc.add_messages("acme", "u2", [MessageIn("I'm thinking about learning to bake bread.", timestamp=later),
+                                                  MessageIn("I just joined Bluefin Robotics!", timestamp=later)])  # fmt: skip
+    assert (r.extraction["ADD"], r.extraction["UPDATE"]) == (1, 1)
+    assert r.extraction["answers"]["overruled"] == {"update_not_similar": 1}
+    current = {
+        m.content
+        for m in await svc.stores.memories.list_memories(Owner("acme", "u2"))
+        if m.kind is MemoryKind.FACT and m.is_current
+    }
+    assert current == {"The user's dog Otis loves chasing the neighbour's cat.",
+                       "The user is thinking about learning to bake bread.", "The user works at Bluefin Robotics."}  # fmt: skip

@@ -61,7 +61,8 @@ class AnswerReport:
     ``asked``: questions (an extract or a decide call, with its possible retry); of these ``valid``
     were valid as first answered, ``repaired`` usable after repairing the first answer, ``retried``
     usable only from the second answer, ``unusable`` neither. ``calls`` counts HTTP/API calls,
-    ``seconds`` their time. ``repairs`` and ``dropped`` count what the readers did, by kind.
+    ``seconds`` their time. ``repairs`` and ``dropped`` count what the readers (and the extraction's
+    checks of the facts) did, by kind; ``overruled`` the decisions the extraction's guards changed.
     """
 
     asked: int = 0
@@ -73,6 +74,8 @@ class AnswerReport:
     seconds: float = 0.0
     repairs: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
+    #: decisions the extraction's guards changed (an UPDATE taken as an ADD, ...), by kind
+    overruled: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +88,7 @@ class AnswerReport:
             "seconds": round(self.seconds, 3),
             "repairs": dict(sorted(self.repairs.items())),
             "dropped": dict(sorted(self.dropped.items())),
+            "overruled": dict(sorted(self.overruled.items())),
         }
 
 

@@ -19,6 +19,10 @@ was drawn from, stored as said, and never rewritten by a model (a small model sh
 * a fact that is a question is not a fact (dropped, counted);
 * a fact written in the first person ("I moved to Lisbon") is kept with its speaker named in front
   ("Maya: I moved to Lisbon"), like a raw memory, so that it never reads as the assistant's words;
+* an UPDATE whose new fact is not about the same thing as its target (cosine below
+  ``update_min_similarity``, the embedding model's: 0.40 for all-MiniLM-L6-v2) is taken as an ADD: the
+  1.5B model UPDATEd "The user's dog Otis loves chasing the neighbour's cat" with "The user is thinking
+  about learning to bake bread", and a wrong UPDATE retires a good fact while a wrong ADD only adds one;
 * a second UPDATE or DELETE of a memory already changed by this answer does not replace the first
   (an UPDATE becomes an ADD: both statements are kept; a DELETE is dropped);
 * NONE for a fact shown with no similar fact is an ADD (nothing was there to be the same);
@@ -130,9 +134,12 @@ class ContextAwareExtractor:
         encoder: MatryoshkaEncoder,
         categorizer: EmbeddingCategorizer,
         context_size: int = CONTEXT_SIZE,
+        update_min_similarity: float = 0.0,
     ):
         self.llm, self.vectors, self.encoder, self.categorizer = llm, vectors, encoder, categorizer
         self.context_size = context_size
+        #: an UPDATE whose new fact is less similar than this to its target is taken as an ADD
+        self.update_min_similarity = update_min_similarity
 
     async def extract(
         self, owner: Owner, messages: list[ResolvedMessage], *, priority: Priority = Priority.INGEST
@@ -191,19 +198,22 @@ class ContextAwareExtractor:
         decided: set[int] = set()
         changed: set[str] = set()  # aliases an earlier decision of this answer already updated or deleted
         rewritten: list[CandidateFact] = []  # UPDATEs whose merged content needs its own vectors
-        guards = result.report.dropped
+        overruled = result.report.overruled
         for d in decisions:
             if d.fact in decided:
                 continue
             decided.add(d.fact)
             fact, action = facts[d.fact], d.action
             if action is Action.NONE and not shown[d.fact]:
-                guards["none_without_similar_fact"] += 1
+                overruled["none_without_similar_fact"] += 1
+                action = Action.ADD
+            if action is Action.UPDATE and not self._same_thing(fact, alias_of[d.target or ""]):
+                overruled["update_not_similar"] += 1  # a wrong UPDATE would retire a good fact: keep both
                 action = Action.ADD
             if action in (Action.UPDATE, Action.DELETE):
                 assert d.target is not None  # read_decisions turns the others into ADDs or drops them
                 if d.target in changed:
-                    guards["target_already_changed"] += 1
+                    overruled["target_already_changed"] += 1
                     if action is Action.DELETE:
                         continue
                     action = Action.ADD
@@ -296,6 +306,12 @@ class ContextAwareExtractor:
         for f, e, sh in zip(facts, full, short, strict=True):
             f.embedding, f.embedding_short = e, sh
         return facts
+
+    def _same_thing(self, fact: CandidateFact, target: Memory) -> bool:
+        """Whether an UPDATE of ``target`` by ``fact`` passes the guard (see :attr:`update_min_similarity`)."""
+        if fact.embedding is None or target.embedding is None:
+            return True
+        return float(fact.embedding @ target.embedding) >= self.update_min_similarity
 
     @staticmethod
     def _third_person(draft: FactDraft, sources: list[ResolvedMessage], report: AnswerReport) -> str:

@@ -113,10 +113,15 @@ class IngestPipeline:
         job_max_attempts: int = 5,
         memory_max_bytes: int = 32 * 1024,
         sync_grace_s: float = 300.0,
+        update_min_similarity: float = 0.0,
     ) -> None:
         self.messages, self.memories, self.jobs = messages, memories, jobs
         self.encoder, self.cache, self.categorizer, self.llm = encoder, cache, categorizer, llm
-        self.extractor = ContextAwareExtractor(llm, vectors, encoder, categorizer) if llm is not None else None
+        self.extractor = (
+            ContextAwareExtractor(llm, vectors, encoder, categorizer, update_min_similarity=update_min_similarity)
+            if llm is not None
+            else None
+        )
         self.job_max_attempts = job_max_attempts
         #: how long a synchronous request's intent job waits before a worker may take it over
         self.sync_grace_s = sync_grace_s

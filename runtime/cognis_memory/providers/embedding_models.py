@@ -1,9 +1,9 @@
 """The embedding models the ONNX embedder knows by name (``COGNIS_EMBEDDING_MODEL``), and how each is used.
 
 A model is more than its files: how its token states are pooled into one vector, the instruction
-it was trained to see before a search query, and the retrieval thresholds that depend on its
-similarity scale (the current-state stage asks "are these two statements about the same thing?"
-with a cosine, and a model whose cosines run higher needs a higher bar). Those are chosen here,
+it was trained to see before a search query, and the thresholds that depend on its similarity scale
+(the current-state stage asks "are these two statements about the same thing?" with a cosine, and so
+does the guard on an extraction model's UPDATEs; a model whose cosines run higher needs a higher bar). Those are chosen here,
 per model, by measurement (docs/benchmarks.md, "Another embedding model"); explicit settings
 (``embedding_pooling``, ``embedding_query_prefix``, ``recipe_overrides``) win over them.
 
@@ -27,6 +27,9 @@ class EmbeddingModel:
     pooling: Literal["mean", "cls"]  #: as the model was trained (its sentence-transformers 1_Pooling config)
     query_prefix: str = ""  #: put before search queries, never before messages
     recipe_overrides: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    #: the cosine below which an extraction model's UPDATE is not taken (the new fact is added instead):
+    #: a fact and the fact it replaces are about the same thing (docs/design-notes.md, "UPDATE guard")
+    update_similarity: float = 0.40
 
     def name(self) -> str:
         return str(import_module(self.files).NAME)
@@ -56,5 +59,6 @@ EMBEDDING_MODELS: dict[str, EmbeddingModel] = {
         "cls",
         query_prefix="Represent this sentence for searching relevant passages: ",
         recipe_overrides=MappingProxyType({"state_similarity": 0.70}),
+        update_similarity=0.65,
     ),
 }
