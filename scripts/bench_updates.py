@@ -122,17 +122,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     recipes = bc.selected_recipes(args.recipes)
     tmp = tempfile.mkdtemp(prefix="bench-updates-")
     llm: Any = None
+    settings: dict[str, Any] = {}
     if args.oracle:
         llm = UpdateSetOracle(histories)
-    elif args.replay:
-        llm = ReplayLLM(Path(args.replay))
     elif args.llm_url:
         llm = build_llm(Settings(llm="openai", openai_base_url=args.llm_url, openai_model=args.llm_model,
                                  llm_structured_output=args.structured_output, llm_timeout_s=args.llm_timeout,
                                  llm_max_tokens=args.llm_max_tokens))  # fmt: skip
+    if args.replay:  # with --llm-url: calls the recording does not hold go to the live model
+        llm = ReplayLLM(Path(args.replay), fallback=llm)
     if args.record and llm is not None:
         llm = RecordingLLM(llm, Path(args.record))
-    svc = bc.quality_service(Path(tmp) / "memory.db", cache=not args.no_cache, extraction_llm=llm)
+    if args.update_min_similarity is not None:
+        settings["llm_update_min_similarity"] = args.update_min_similarity
+    svc = bc.quality_service(Path(tmp) / "memory.db", cache=not args.no_cache, extraction_llm=llm, **settings)
     results: dict[str, Any] = {}
     per_question: dict[str, list] = {}
     extraction: dict[str, Any] | None = None
@@ -184,7 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     llm = p.add_mutually_exclusive_group()
     llm.add_argument("--oracle", action="store_true", help="extract with a perfect model (the set's ground truth)")
     llm.add_argument("--llm-url", default=None, help="an OpenAI-compatible endpoint: ingest with LLM extraction")
-    llm.add_argument("--replay", default=None, help="extract with the answers recorded by an earlier --record run")
+    p.add_argument(
+        "--replay",
+        default=None,
+        help="extract with the answers recorded by an earlier --record run "
+        "(with --llm-url, calls it does not hold are asked of that endpoint)",
+    )
     p.add_argument("--record", default=None, help="write every LLM call and its answer to this file (JSON lines)")
     p.add_argument("--llm-model", default="gpt-4o-mini", help="model name at --llm-url (default: %(default)s)")
     p.add_argument(
@@ -195,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--llm-timeout", type=float, default=300.0, help="LLM call timeout, s (default: %(default)s)")
     p.add_argument("--llm-max-tokens", type=int, default=1024, help="answer token limit (default: %(default)s)")
+    p.add_argument(
+        "--update-min-similarity",
+        type=float,
+        default=None,
+        help="the UPDATE guard's cosine (COGNIS_LLM_UPDATE_MIN_SIMILARITY; 0 turns the guard off)",
+    )
     p.add_argument("--label", default=None, help="name of this run's output files (updates-LABEL.json)")
     p.add_argument("--dump", default=None, help="also write the generated histories (JSON lines) to this file")
     bc.add_quality_args(p)

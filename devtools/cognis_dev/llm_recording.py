@@ -86,9 +86,14 @@ def read_recording(path: Path) -> Iterator[dict[str, Any]]:
 
 class ReplayLLM:
     """Answers calls from a recording (see the module docstring). The same call recorded more than once
-    (a retry) is answered in recorded order. ``calls`` counts the calls answered."""
+    (a retry) is answered in recorded order. ``calls`` counts the calls answered from the recording.
 
-    def __init__(self, path: Path, name: str | None = None) -> None:
+    With ``fallback`` (the live model), a call the recording does not hold is asked of it instead of
+    raising :class:`NotRecorded` (``live`` counts them): a variant of a recorded run (a guard changed,
+    so later prompts differ) then costs only the calls that differ."""
+
+    def __init__(self, path: Path, name: str | None = None, *, fallback: LLM | None = None) -> None:
+        self.fallback, self.live = fallback, 0
         self._records: dict[str, list[dict[str, Any]]] = {}
         for record in read_recording(path):
             key = call_key(record["schema"], record["system"], record["prompt"])
@@ -101,6 +106,11 @@ class ReplayLLM:
         self, *, system: str, prompt: str, response_model: type[AnswerT], schema_name: str
     ) -> AnswerT:
         queue = self._records.get(call_key(schema_name, system, prompt))
+        if not queue and self.fallback is not None:
+            self.live += 1
+            return await self.fallback.generate_structured(
+                system=system, prompt=prompt, response_model=response_model, schema_name=schema_name
+            )
         if not queue:
             raise NotRecorded(f"no recorded answer for this {schema_name} call (prompt starts {prompt[:120]!r})")
         record = queue.pop(0) if len(queue) > 1 else queue[0]
