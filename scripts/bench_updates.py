@@ -77,9 +77,14 @@ def table_row(name: str, r: dict[str, Any]) -> list[Any]:
             r["previous@1"], r["unchanged@1"]]  # fmt: skip
 
 
-def llm_summary(report: IngestReport, job_results: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the extraction LLM did over the whole ingest: per message, per answer, per decision."""
-    extractions = [b["extraction"] for b in report.batches if "answers" in b["extraction"]] + job_results
+def llm_summary(report: IngestReport, job_results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What the extraction LLM did over the whole ingest: per message, per answer, per decision. A batch
+    whose extraction was handed to its job (the LLM failed during the request) counts the job's."""
+    extractions = [
+        e for b in report.batches
+        if isinstance(e := b["extraction"] if "answers" in b["extraction"] else job_results.get(b["job"] or ""), dict)
+        and "answers" in e
+    ]  # fmt: skip
     messages = sum(b["messages"] for b in report.batches)
     answers = [e["answers"] for e in extractions]
     asked = sum(a["asked"] for a in answers)
@@ -149,7 +154,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if svc.ingest.extractor is not None:
             await svc.worker.drain(timeout_s=3600)  # extractions a failing LLM handed to jobs
             jobs = await svc.list_jobs(TENANT, limit=1000)
-            extraction = llm_summary(report, [j.result for j in jobs if isinstance(j.result.get("answers"), dict)])
+            extraction = llm_summary(report, {j.id: j.result for j in jobs})
             extraction["jobs"] = dict(Counter(j.status.value for j in jobs))
             extraction["store"] = await fact_audit(svc, histories)
             print(json.dumps(extraction, indent=1), file=sys.stderr)
