@@ -7,20 +7,25 @@
   opaque owner token (a hash of tenant and user) in an indexed column, and every keyword
   query requires that token, so the tenant/user filter is applied inside the FTS query.
   User text reaches FTS5 only as double-quoted terms, so no FTS5 syntax can be injected.
-* Vectors are float32 blobs in the memories table, searched exactly with numpy through a
-  per-user in-memory index (:mod:`.numpy_index`) that is loaded by a query selecting the
-  owner's current rows and kept in step with every write.
+* Vectors are float32 blobs in the memories table, searched with numpy through a per-user
+  in-memory index (:mod:`.numpy_index`) that is loaded by a query selecting the owner's current
+  rows and kept in step with every write; from ``ann_min_rows`` rows on, an approximate prefix
+  index (:mod:`.ann_index`, built in the background) shortlists instead of the exact scan.
+* Users with ``keyword_index_min_rows`` current memories or more get an in-memory BM25 index
+  (:mod:`.keyword_index`) that answers unfiltered keyword searches with FTS5's own scores and
+  order, touching only the query terms' postings; smaller users, and filtered searches, ask FTS5.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
+import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,9 +35,12 @@ import numpy as np
 from ..config import Settings
 from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 from ..errors import ConflictError, NotFoundError
+from .ann_index import build_prefix_ann
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .filters import owner_token, sqlite_filter
-from .numpy_index import IndexedRow, VectorIndexCache
+from .keyword_index import FtsStatistics, FtsTokenizer, UserKeywordIndex, idf
+from .numpy_index import IndexedRow, UserVectorIndex, category_code, kind_code, scope_code
+from .owner_cache import OwnerCache
 from .records import MEMORY_COLUMNS, SQLITE, job_from_row, memory_from_row, message_from_row
 from .roles import StoreBundle
 from .vector_space import KEY as VECTOR_SPACE_KEY
@@ -85,7 +93,7 @@ CREATE INDEX IF NOT EXISTS memories_owner_current ON memories (tenant_id, user_i
 CREATE INDEX IF NOT EXISTS memories_owner ON memories (tenant_id, user_id, id);
 CREATE INDEX IF NOT EXISTS memories_replaces ON memories (replaces_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    owner, content, memory_id UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2'
+    owner, content, memory_id UNINDEXED, tokenize = '{tokenize}'
 );
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -118,6 +126,15 @@ CREATE TABLE IF NOT EXISTS api_key_revocations (
     revoked_at REAL NOT NULL
 );
 """
+
+#: The FTS5 tokenizer of ``memories_fts`` (the in-memory keyword index tokenizes with the same one).
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+_SCHEMA = _SCHEMA.replace("{tokenize}", FTS_TOKENIZE)
+#: Rows read per step when a user's vector index is loaded.
+_LOAD_CHUNK = 8192
+_SCOPE_CODES = {s.value: scope_code(s) for s in Scope}
+_CATEGORY_CODES = {c.value: category_code(c) for c in Category}
+_KIND_CODES = {k.value: kind_code(k) for k in MemoryKind}
 
 _MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -153,8 +170,26 @@ def _blob(vec: np.ndarray | None) -> bytes | None:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes() if vec is not None else None
 
 
+@dataclass(slots=True)
+class _SmallUser:
+    """A user with fewer current memories than ``keyword_index_min_rows``: FTS5 answers their keyword searches."""
+
+    rows: int
+
+    @property
+    def n(self) -> int:
+        return 0
+
+
 class EmbeddedStore:
-    """SQLite + FTS5 + numpy store: supplies every role of :mod:`cognis_memory.stores.roles` itself."""
+    """SQLite + FTS5 + numpy store: supplies every role of :mod:`cognis_memory.stores.roles` itself.
+
+    ``keyword_index_min_rows``: current memories from which a user's unfiltered keyword searches use the
+    in-memory BM25 index (0: never). ``ann_min_rows``: current memories from which a user's unfiltered
+    vector searches shortlist with the approximate prefix index (0: never). ``max_cached_rows``: rows
+    held in memory by each kind of per-user index, over all users (least recently used users are
+    dropped). ``ann_threads``: threads that build an approximate index (default: every core).
+    """
 
     name = "embedded"
 
@@ -169,6 +204,9 @@ class EmbeddedStore:
         dim_short: int,
         max_cached_rows: int = 2_000_000,
         vector_space: str | None = None,
+        keyword_index_min_rows: int = 10_000,
+        ann_min_rows: int = 200_000,
+        ann_threads: int | None = None,
     ) -> None:
         self.path = Path(path)
         self.dim, self.dim_short = dim, dim_short
@@ -178,7 +216,13 @@ class EmbeddedStore:
         self._reader: sqlite3.Connection | None = None
         self._wlock = threading.RLock()
         self._rlock = threading.Lock()
-        self._vectors = VectorIndexCache(dim, dim_short, max_rows=max_cached_rows)
+        self.keyword_index_min_rows, self.ann_min_rows = keyword_index_min_rows, ann_min_rows
+        self.ann_threads = ann_threads or os.cpu_count() or 1
+        self._vectors: OwnerCache[UserVectorIndex] = OwnerCache(lambda i: i.n, max_rows=max_cached_rows)
+        self._keywords: OwnerCache[UserKeywordIndex | _SmallUser] = OwnerCache(lambda i: i.n, max_rows=max_cached_rows)
+        self._tokenizer = FtsTokenizer(FTS_TOKENIZE)
+        self._fts_stats = FtsStatistics("memories_fts")
+        self._ann_available = True
 
     # -- lifecycle ----------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -239,6 +283,8 @@ class EmbeddedStore:
             # Not under the reader lock: a search loading an index holds the index lock and then
             # takes the reader lock, so clearing inside it deadlocked a close racing a first search.
             self._vectors.clear()
+            self._keywords.clear()
+            self._fts_stats.forget_connections()
 
         await asyncio.to_thread(_close)
 
@@ -280,7 +326,8 @@ class EmbeddedStore:
 
         return _Tx()
 
-    def _insert_memory(self, conn: sqlite3.Connection, m: Memory) -> None:
+    def _insert_memory(self, conn: sqlite3.Connection, m: Memory) -> int | None:
+        """Insert one memory row (and its FTS row when current); the FTS rowid, if any."""
         if m.embedding is None or m.embedding_short is None:
             raise ValueError("embedding: memories must be embedded before they are stored")
         conn.execute(
@@ -292,26 +339,49 @@ class EmbeddedStore:
                 json.dumps(m.metadata, default=str), _blob(m.embedding), _blob(m.embedding_short),
             ),
         )  # fmt: skip
-        if m.is_current:
-            conn.execute(
-                "INSERT INTO memories_fts (owner, content, memory_id) VALUES (?, ?, ?)",
-                (owner_token(Owner(m.tenant_id, m.user_id)), m.content, m.id),
-            )
+        if not m.is_current:
+            return None
+        cur = conn.execute(
+            "INSERT INTO memories_fts (owner, content, memory_id) VALUES (?, ?, ?)",
+            (owner_token(Owner(m.tenant_id, m.user_id)), m.content, m.id),
+        )
+        return cur.lastrowid
 
-    def _index_add(self, memories: Iterable[Memory]) -> None:
-        with self._vectors.lock:
-            for m in memories:
-                if not m.is_current:
-                    continue
-                idx = self._vectors.peek(Owner(m.tenant_id, m.user_id))
+    def _index_add(self, memories: Sequence[Memory], fts_rowids: Sequence[int | None]) -> None:
+        """Bring the loaded per-user indexes up to date with new current memories (call after the commit)."""
+        self._fts_stats.changed()
+        by_owner: dict[Owner, list[tuple[Memory, int | None]]] = {}
+        for m, rowid in zip(memories, fts_rowids, strict=True):
+            if m.is_current:
+                by_owner.setdefault(Owner(m.tenant_id, m.user_id), []).append((m, rowid))
+        with self._vectors.lock, self._keywords.lock:
+            for owner, added in by_owner.items():
+                idx = self._vectors.peek(owner)
                 if idx is not None:  # not loaded yet: the loader will read it from SQLite
-                    idx.add([IndexedRow.from_memory(m)])
+                    idx.add([IndexedRow.from_memory(m) for m, _ in added])
+                self._vectors.written(owner)
+                kw = self._keywords.peek(owner)
+                if isinstance(kw, UserKeywordIndex):
+                    kw.add([(m.id, rowid, m.content) for m, rowid in added if rowid is not None])
+                elif isinstance(kw, _SmallUser):
+                    kw.rows += len(added)
+                    if kw.rows >= self.keyword_index_min_rows:
+                        self._keywords.drop(owner)  # large enough now: indexed on its next search
+                self._keywords.written(owner)
 
     def _index_remove(self, owner: Owner, memory_id: str) -> None:
-        with self._vectors.lock:
+        self._fts_stats.changed()
+        with self._vectors.lock, self._keywords.lock:
             idx = self._vectors.peek(owner)
             if idx is not None:
                 idx.remove(memory_id)
+            self._vectors.written(owner)
+            kw = self._keywords.peek(owner)
+            if isinstance(kw, UserKeywordIndex):
+                kw.remove(memory_id)
+            elif isinstance(kw, _SmallUser):
+                kw.rows -= 1
+            self._keywords.written(owner)
 
     # -- messages -----------------------------------------------------------------------
     def _save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
@@ -355,9 +425,8 @@ class EmbeddedStore:
     # -- memories -----------------------------------------------------------------------
     def _insert_memories(self, memories: Sequence[Memory]) -> None:
         with self._tx() as conn:
-            for m in memories:
-                self._insert_memory(conn, m)
-        self._index_add(memories)
+            rowids = [self._insert_memory(conn, m) for m in memories]
+        self._index_add(memories, rowids)
 
     async def insert_memories(self, memories: Sequence[Memory]) -> None:
         if memories:
@@ -380,10 +449,10 @@ class EmbeddedStore:
                 (previous_id, owner.tenant_id, owner.user_id),
             )
             conn.execute("DELETE FROM memories_fts WHERE memory_id = ?", (previous_id,))
-            self._insert_memory(conn, new)
-        with self._vectors.lock:
+            rowid = self._insert_memory(conn, new)
+        with self._vectors.lock, self._keywords.lock:
             self._index_remove(owner, previous_id)
-            self._index_add([new])
+            self._index_add([new], [rowid])
         return new
 
     async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
@@ -435,33 +504,73 @@ class EmbeddedStore:
     async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
         return await asyncio.to_thread(self._fetch, owner, list(ids))
 
-    def _load_index_rows(self, owner: Owner) -> Iterable[IndexedRow]:
-        rows = self._read(
-            "SELECT id, scope, category, kind, session_id, agent_id, event_time, message_time, embedding,"
-            " embedding_short FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1",
-            (owner.tenant_id, owner.user_id),
-        )
-        for r in rows:
-            t = r["event_time"] if r["event_time"] is not None else r["message_time"]
-            yield IndexedRow(
-                id=r["id"],
-                embedding=np.frombuffer(r["embedding"], dtype=np.float32),
-                embedding_short=np.frombuffer(r["embedding_short"], dtype=np.float32),
-                scope=Scope(r["scope"]),
-                category=Category(r["category"]),
-                kind=MemoryKind(r["kind"]),
-                session_id=r["session_id"],
-                agent_id=r["agent_id"],
-                time=t if t is not None else math.nan,
+    def _load_index_rows(self, owner: Owner) -> UserVectorIndex:
+        """The owner's current memories as a vector index, read in chunks straight into its matrices."""
+        params = (owner.tenant_id, owner.user_id)
+        with self._rlock:
+            assert self._reader is not None, "store is not open"
+            count = self._reader.execute(
+                "SELECT count(*) FROM memories WHERE is_current = 1 AND tenant_id = ? AND user_id = ?", params
+            ).fetchone()[0]
+            idx = UserVectorIndex(self.dim, self.dim_short, capacity=max(int(count), 64))
+            cur = self._reader.execute(
+                "SELECT id, scope, category, kind, session_id, agent_id, event_time, message_time, embedding,"
+                " embedding_short FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1",
+                params,
             )
+            while rows := cur.fetchmany(_LOAD_CHUNK):
+                k = len(rows)
+                idx.append_block(
+                    [r[0] for r in rows],
+                    np.frombuffer(b"".join(r[8] for r in rows), dtype=np.float32).reshape(k, self.dim),
+                    np.frombuffer(b"".join(r[9] for r in rows), dtype=np.float32).reshape(k, self.dim_short),
+                    np.fromiter((_SCOPE_CODES[r[1]] for r in rows), dtype=np.int8, count=k),
+                    np.fromiter((_CATEGORY_CODES[r[2]] for r in rows), dtype=np.int8, count=k),
+                    np.fromiter((_KIND_CODES[r[3]] for r in rows), dtype=np.int8, count=k),
+                    np.array(
+                        [r[6] if r[6] is not None else r[7] if r[7] is not None else np.nan for r in rows],
+                        dtype=np.float64,
+                    ),
+                    [r[4] for r in rows],
+                    [r[5] for r in rows],
+                )
+        return idx
+
+    def _start_ann(self, owner: Owner, idx: UserVectorIndex) -> None:
+        """Build the approximate prefix index of a large user in the background (the exact scan answers
+        meanwhile), then attach it, replaying the writes made during the build."""
+        with self._vectors.lock:
+            if idx.ann is not None or idx.ann_pending is not None or not self._ann_available:
+                return
+            keys, vectors = idx.snapshot_for_ann()
+
+        def build() -> None:
+            ann = None
+            try:
+                ann = build_prefix_ann(keys, vectors, threads=self.ann_threads)
+            finally:
+                with self._vectors.lock:
+                    if ann is None:
+                        self._ann_available = False
+                        idx.ann_pending = None
+                    elif self._vectors.peek(owner) is idx:
+                        idx.attach_ann(ann)
+                    else:
+                        idx.ann_pending = None  # dropped meanwhile; its reload builds again
+
+        threading.Thread(target=build, name="cognis-ann-build", daemon=True).start()
 
     def _vector_search(
         self, flt: SearchFilter, query: np.ndarray, query_short: np.ndarray | None, limit: int, shortlist: int
     ) -> VectorSearchResult:
         owner = flt.owner
         idx = self._vectors.get(owner, lambda: self._load_index_rows(owner))
+        if self.ann_min_rows and idx.n >= self.ann_min_rows and idx.ann is None:
+            self._start_ann(owner, idx)
         with self._vectors.lock:
             pairs, n_short, timings = idx.search(flt, query, query_short, limit, shortlist)
+        if not pairs:
+            return VectorSearchResult(hits=[], candidates_short=n_short, timings_ms=timings)
         memories = {m.id: m for m in self._fetch(owner, [p[0] for p in pairs])}
         hits = [ScoredMemory(memories[i], s) for i, s in pairs if i in memories and memories[i].is_current]
         return VectorSearchResult(hits=hits, candidates_short=n_short, timings_ms=timings)
@@ -477,6 +586,47 @@ class EmbeddedStore:
     ) -> VectorSearchResult:
         return await asyncio.to_thread(self._vector_search, flt, query, query_short, limit, shortlist)
 
+    def _load_keyword_index(self, owner: Owner) -> UserKeywordIndex | _SmallUser:
+        """The owner's keyword index, or a note that the owner is too small for one (FTS5 is cheap there)."""
+        rows = self._read(
+            "SELECT count(*) FROM memories WHERE is_current = 1 AND tenant_id = ? AND user_id = ?",
+            (owner.tenant_id, owner.user_id),
+        )[0][0]
+        if rows < self.keyword_index_min_rows:
+            return _SmallUser(int(rows))
+        found = self._read(
+            "SELECT rowid, memory_id, content FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid",
+            (f'owner : "{owner_token(owner)}"',),
+        )
+        idx = UserKeywordIndex(self._tokenizer)
+        idx.add([(r[1], int(r[0]), r[2]) for r in found])
+        return idx
+
+    def _indexed_keyword_search(self, owner: Owner, terms: list[str], limit: int) -> list[ScoredMemory] | None:
+        """An unfiltered keyword search through the owner's in-memory index; None when FTS5 must answer
+        (a small user, or a query word that FTS5 reads as a phrase)."""
+        if not self.keyword_index_min_rows:
+            return None
+        idx = self._keywords.get(owner, lambda: self._load_keyword_index(owner))
+        if not isinstance(idx, UserKeywordIndex):
+            return None
+        tokens = self._tokenizer.single_tokens(terms)
+        if tokens is None:
+            return None
+        with self._rlock:
+            assert self._reader is not None, "store is not open"
+            totals = self._fts_stats.totals(self._reader)
+            df = self._fts_stats.doc_freq(self._reader, tokens)
+        if totals.rows == 0:
+            return []
+        idfs = [idf(totals.rows, df[t]) for t in tokens]
+        with self._keywords.lock:
+            pairs = idx.search(tokens, idfs, totals.tokens / totals.rows, limit)
+        if not pairs:
+            return []
+        memories = {m.id: m for m in self._fetch(owner, [p[0] for p in pairs])}
+        return [ScoredMemory(memories[i], s) for i, s in pairs if i in memories and memories[i].is_current]
+
     def _keyword_search(self, flt: SearchFilter, text: str, limit: int) -> list[ScoredMemory]:
         terms = fts_query_terms(text)
         if not terms:
@@ -484,6 +634,8 @@ class EmbeddedStore:
         owner = flt.owner
         match = f'owner : "{owner_token(owner)}" AND content : ({" OR ".join(_quote(t) for t in terms)})'
         extra, params = sqlite_filter(flt)
+        if not extra and (indexed := self._indexed_keyword_search(owner, terms, limit)) is not None:
+            return indexed
         columns = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
         if not extra:
             # Rank inside FTS first and read only the top rows: joining before the ORDER BY made SQLite
@@ -551,7 +703,9 @@ class EmbeddedStore:
                 ).rowcount,
                 "index_documents": fts,
             }
+        self._fts_stats.changed()
         self._vectors.drop(owner)
+        self._keywords.drop(owner)
         return counts
 
     async def forget_user(self, owner: Owner) -> dict[str, int]:
@@ -669,5 +823,10 @@ def _quote(term: str) -> str:
 def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
     """The embedded store at ``resolved_sqlite_path`` (registry entry ``embedded``)."""
     return EmbeddedStore(
-        settings.resolved_sqlite_path, dim=dim, dim_short=dim_short, vector_space=settings.vector_space
+        settings.resolved_sqlite_path,
+        dim=dim,
+        dim_short=dim_short,
+        vector_space=settings.vector_space,
+        keyword_index_min_rows=settings.keyword_index_min_memories,
+        ann_min_rows=settings.ann_min_memories,
     ).roles()

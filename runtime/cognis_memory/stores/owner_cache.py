@@ -1,0 +1,94 @@
+"""Per-owner in-memory indexes, loaded on demand and evicted least recently used.
+
+The embedded store keeps, per (tenant, user), a vector index (:mod:`.numpy_index`) and, for large
+users, a keyword index (:mod:`.keyword_index`). Each kind lives in an :class:`OwnerCache` that
+bounds the rows it holds over all owners (``max_rows``): past it, the least recently used owners
+are dropped and reloaded on their next search. A loader runs *outside* the cache's lock (a large
+user's first search does not stall every other user's), and its result is kept only when no
+write reached that owner's rows while it ran (:meth:`OwnerCache.written` bumps a generation that
+the loader's start and end are compared on); otherwise the caller is told to load again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from ..domain import Owner
+
+T = TypeVar("T")
+
+
+class OwnerCache(Generic[T]):
+    """``owner -> T``, at most ``max_rows`` rows (``size(T)``) over all owners but the last one loaded."""
+
+    def __init__(self, size: Callable[[T], int], max_rows: int = 2_000_000) -> None:
+        self.max_rows = max_rows
+        self._size = size
+        self._entries: OrderedDict[Owner, T] = OrderedDict()
+        self._generation: dict[Owner, int] = {}  # owner -> the clock at its last write
+        self._clock = 0
+        self._loading = 0  # loads under way (generations are not pruned meanwhile)
+        self._lock = threading.RLock()
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by every reader and writer of a cached entry (entries are not thread-safe themselves)."""
+        return self._lock
+
+    def get(self, owner: Owner, loader: Callable[[], T]) -> T:
+        """The owner's entry, loaded by ``loader`` (outside the lock) when absent; loaded again while a
+        write to this owner lands during a load."""
+        while True:
+            with self._lock:
+                entry = self._entries.get(owner)
+                if entry is not None:
+                    self._entries.move_to_end(owner)
+                    return entry
+                start = self._generation.get(owner, 0)
+                self._loading += 1
+            try:
+                fresh = loader()
+            finally:
+                with self._lock:
+                    self._loading -= 1
+            with self._lock:
+                entry = self._entries.get(owner)
+                if entry is not None:  # another thread loaded it meanwhile
+                    self._entries.move_to_end(owner)
+                    return entry
+                if self._generation.get(owner, 0) == start:
+                    self._entries[owner] = fresh
+                    self._evict()
+                    return fresh
+
+    def peek(self, owner: Owner) -> T | None:
+        """The loaded entry of this owner, without loading it."""
+        with self._lock:
+            return self._entries.get(owner)
+
+    def written(self, owner: Owner) -> None:
+        """A write reached this owner's rows (call with :attr:`lock` held, after updating the entry)."""
+        with self._lock:
+            self._clock += 1
+            self._generation[owner] = self._clock
+            if not self._loading and len(self._generation) > 4 * max(len(self._entries), 1024):
+                self._generation = {o: g for o, g in self._generation.items() if o in self._entries}
+
+    def drop(self, owner: Owner) -> None:
+        with self._lock:
+            self._entries.pop(owner, None)
+            self.written(owner)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._generation.clear()
+
+    def _evict(self) -> None:
+        total = sum(self._size(e) for e in self._entries.values())
+        while total > self.max_rows and len(self._entries) > 1:
+            _, old = self._entries.popitem(last=False)
+            total -= self._size(old)
