@@ -10,9 +10,10 @@ two stages with an exact prefix scan), on the synthetic vectors of ``bench_commo
 query embeddings of synthetic questions.
 
 Candidates: ``exact`` (numpy), ``usearch`` (HNSW, float32 and int8 vectors), ``faiss-hnsw``
-(``IndexHNSWFlat``, inner product) and ``faiss-ivf`` (``IndexIVFFlat``), and ``hnswlib`` when it is
-installed (it has no wheel for this platform, so it is measured only where it was built). Each is
-skipped when its library is missing.
+(``IndexHNSWFlat``, inner product) and ``faiss-ivf`` (``IndexIVFFlat``), ``hnswlib`` when it is
+installed (it has no wheel for this platform, so it is measured only where it was built), and
+``runtime``: the index the embedded store builds (``stores/ann_index.py``). Each is skipped when
+its library is missing.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_ann.py --n 200000
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_ann.py --n 1000000 --candidates exact,usearch
@@ -143,6 +144,22 @@ class Hnswlib(Candidate):
         return self.index.knn_query(qs[None, :], k=k, num_threads=1)[0][0].astype(np.int64)
 
 
+class Runtime(Candidate):
+    """What the embedded store builds (``stores/ann_index.py``), searched as the store searches it."""
+
+    name = "runtime (faiss HNSW, M16, efC128, ef256)"
+
+    def build(self, short: np.ndarray, threads: int) -> None:
+        from cognis_memory.stores.ann_index import build_prefix_ann
+
+        index = build_prefix_ann(np.arange(short.shape[0], dtype=np.int64), short, threads=threads)
+        assert index is not None, "faiss is not installed"
+        self.index = index
+
+    def shortlist(self, qs: np.ndarray, k: int) -> np.ndarray:
+        return self.index.search(qs, k)
+
+
 def candidates(names: list[str], shortlist: int) -> list[Candidate]:
     ef = max(shortlist, 64)
     table: dict[str, list[Candidate]] = {
@@ -151,8 +168,15 @@ def candidates(names: list[str], shortlist: int) -> list[Candidate]:
         "faiss-hnsw": [FaissHNSW(16, 128, ef)],
         "faiss-ivf": [FaissIVF(1024, 16)],
         "hnswlib": [Hnswlib(16, 128, ef)],
+        "runtime": [Runtime()],
     }
-    libraries = {"usearch": "usearch", "faiss-hnsw": "faiss", "faiss-ivf": "faiss", "hnswlib": "hnswlib"}
+    libraries = {
+        "usearch": "usearch",
+        "faiss-hnsw": "faiss",
+        "faiss-ivf": "faiss",
+        "hnswlib": "hnswlib",
+        "runtime": "faiss",
+    }
     out: list[Candidate] = []
     for n in names:
         if n in libraries:
@@ -219,7 +243,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=200_000, help="memories of the one user")
-    p.add_argument("--candidates", default="exact,usearch,faiss-hnsw,faiss-ivf,hnswlib")
+    p.add_argument("--candidates", default="exact,usearch,faiss-hnsw,faiss-ivf,hnswlib,runtime")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--shortlist", type=int, default=200)
     p.add_argument("--dim-short", type=int, default=128)

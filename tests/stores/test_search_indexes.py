@@ -154,7 +154,7 @@ async def _wait_for_ann(store: EmbeddedStore, owner: Owner) -> None:
 
 
 async def test_the_approximate_prefix_index_finds_what_the_exact_scan_finds_and_follows_writes(tmp_path: Path) -> None:
-    pytest.importorskip("usearch")
+    pytest.importorskip("faiss")
     rng = np.random.default_rng(8)
     path = tmp_path / "m.db"
     ann = await _store(path, ann_min_rows=300)

@@ -10,7 +10,7 @@
 * Vectors are float32 blobs in the memories table, searched with numpy through a per-user
   in-memory index (:mod:`.numpy_index`) that is loaded by a query selecting the owner's current
   rows and kept in step with every write; from ``ann_min_rows`` rows on, an approximate prefix
-  index (:mod:`.ann_index`, built in the background) shortlists instead of the exact scan.
+  index (:mod:`.ann_index`, faiss HNSW built in the background) shortlists instead of the exact scan.
 * Users with ``keyword_index_min_rows`` current memories or more get an in-memory BM25 index
   (:mod:`.keyword_index`) that answers unfiltered keyword searches with FTS5's own scores and
   order, touching only the query terms' postings; smaller users, and filtered searches, ask FTS5.
@@ -23,6 +23,7 @@ import json
 import os
 import re
 import sqlite3
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -130,13 +131,14 @@ CREATE TABLE IF NOT EXISTS api_key_revocations (
 #: The FTS5 tokenizer of ``memories_fts`` (the in-memory keyword index tokenizes with the same one).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 _SCHEMA = _SCHEMA.replace("{tokenize}", FTS_TOKENIZE)
-#: Rows read per step when a user's vector index is loaded.
-_LOAD_CHUNK = 8192
+#: Rows read per step when a user's vector or keyword index is loaded.
+_LOAD_CHUNK = 16384
 _SCOPE_CODES = {s.value: scope_code(s) for s in Scope}
 _CATEGORY_CODES = {c.value: category_code(c) for c in Category}
 _KIND_CODES = {k.value: kind_code(k) for k in MemoryKind}
 
 _MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
+_COLUMNS_WITHOUT_VECTORS = ", ".join(c for c in MEMORY_COLUMNS if c not in ("embedding", "embedding_short"))
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Words too common to help BM25 that would make an OR query match most of a user's rows.
 STOP_WORDS = frozenset(
@@ -490,15 +492,28 @@ class EmbeddedStore:
     async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
         return await asyncio.to_thread(self._get_chain, owner, memory_id)
 
-    def _fetch(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
+    def _fetch(self, owner: Owner, ids: Sequence[str], *, vectors_from: UserVectorIndex | None = None) -> list[Memory]:
+        """Memories by id, in the order of ``ids``. With ``vectors_from`` (the owner's loaded vector index: the
+        hits of a search) their vectors are copied from its matrices instead of read and decoded from the
+        rows' blobs (the same float32 values; a row the index no longer holds is read whole)."""
         if not ids:
             return []
         q = ",".join("?" * len(ids))
+        columns = _MEMORY_COLUMNS if vectors_from is None else _COLUMNS_WITHOUT_VECTORS
         rows = self._read(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
+            f"SELECT {columns} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
             (owner.tenant_id, owner.user_id, *ids),
         )
         by_id = {r["id"]: memory_from_row(r, SQLITE) for r in rows}
+        if vectors_from is not None:
+            with self._vectors.lock:
+                for m in by_id.values():
+                    row = vectors_from.row_of.get(m.id)
+                    if row is not None:
+                        m.embedding, m.embedding_short = vectors_from.full[row].copy(), vectors_from.short[row].copy()
+            missing = [i for i, m in by_id.items() if m.embedding is None]
+            if missing:
+                by_id.update((m.id, m) for m in self._fetch(owner, missing))
         return [by_id[i] for i in ids if i in by_id]
 
     async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
@@ -521,7 +536,7 @@ class EmbeddedStore:
             while rows := cur.fetchmany(_LOAD_CHUNK):
                 k = len(rows)
                 idx.append_block(
-                    [r[0] for r in rows],
+                    [sys.intern(r[0]) for r in rows],  # one string per id, shared with the keyword index
                     np.frombuffer(b"".join(r[8] for r in rows), dtype=np.float32).reshape(k, self.dim),
                     np.frombuffer(b"".join(r[9] for r in rows), dtype=np.float32).reshape(k, self.dim_short),
                     np.fromiter((_SCOPE_CODES[r[1]] for r in rows), dtype=np.int8, count=k),
@@ -531,8 +546,8 @@ class EmbeddedStore:
                         [r[6] if r[6] is not None else r[7] if r[7] is not None else np.nan for r in rows],
                         dtype=np.float64,
                     ),
-                    [r[4] for r in rows],
-                    [r[5] for r in rows],
+                    [r[4] if r[4] is None else sys.intern(r[4]) for r in rows],  # a session's rows share one string
+                    [r[5] if r[5] is None else sys.intern(r[5]) for r in rows],
                 )
         return idx
 
@@ -540,7 +555,7 @@ class EmbeddedStore:
         """Build the approximate prefix index of a large user in the background (the exact scan answers
         meanwhile), then attach it, replaying the writes made during the build."""
         with self._vectors.lock:
-            if idx.ann is not None or idx.ann_pending is not None or not self._ann_available:
+            if (idx.ann is not None and not idx.ann.stale) or idx.ann_pending is not None or not self._ann_available:
                 return
             keys, vectors = idx.snapshot_for_ann()
 
@@ -565,13 +580,13 @@ class EmbeddedStore:
     ) -> VectorSearchResult:
         owner = flt.owner
         idx = self._vectors.get(owner, lambda: self._load_index_rows(owner))
-        if self.ann_min_rows and idx.n >= self.ann_min_rows and idx.ann is None:
+        if self.ann_min_rows and idx.n >= self.ann_min_rows and (idx.ann is None or idx.ann.stale):
             self._start_ann(owner, idx)
         with self._vectors.lock:
             pairs, n_short, timings = idx.search(flt, query, query_short, limit, shortlist)
         if not pairs:
             return VectorSearchResult(hits=[], candidates_short=n_short, timings_ms=timings)
-        memories = {m.id: m for m in self._fetch(owner, [p[0] for p in pairs])}
+        memories = {m.id: m for m in self._fetch(owner, [p[0] for p in pairs], vectors_from=idx)}
         hits = [ScoredMemory(memories[i], s) for i, s in pairs if i in memories and memories[i].is_current]
         return VectorSearchResult(hits=hits, candidates_short=n_short, timings_ms=timings)
 
@@ -594,12 +609,22 @@ class EmbeddedStore:
         )[0][0]
         if rows < self.keyword_index_min_rows:
             return _SmallUser(int(rows))
-        found = self._read(
-            "SELECT rowid, memory_id, content FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid",
-            (f'owner : "{owner_token(owner)}"',),
-        )
         idx = UserKeywordIndex(self._tokenizer)
-        idx.add([(r[1], int(r[0]), r[2]) for r in found])
+        with self._rlock:
+            assert self._reader is not None, "store is not open"
+            cur = self._reader.execute(
+                "SELECT rowid, memory_id, content FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid",
+                (f'owner : "{owner_token(owner)}"',),
+            )
+        while True:
+            # in chunks: the texts of a step are freed before the next one is read
+            with self._rlock:
+                rows = cur.fetchmany(_LOAD_CHUNK)
+            if not rows:
+                break
+            idx.add([(r[1], int(r[0]), r[2]) for r in rows])
+            del rows
+        idx.compact()
         return idx
 
     def _indexed_keyword_search(self, owner: Owner, terms: list[str], limit: int) -> list[ScoredMemory] | None:
@@ -624,7 +649,7 @@ class EmbeddedStore:
             pairs = idx.search(tokens, idfs, totals.tokens / totals.rows, limit)
         if not pairs:
             return []
-        memories = {m.id: m for m in self._fetch(owner, [p[0] for p in pairs])}
+        memories = {m.id: m for m in self._fetch(owner, [p[0] for p in pairs], vectors_from=self._vectors.peek(owner))}
         return [ScoredMemory(memories[i], s) for i, s in pairs if i in memories and memories[i].is_current]
 
     def _keyword_search(self, flt: SearchFilter, text: str, limit: int) -> list[ScoredMemory]:

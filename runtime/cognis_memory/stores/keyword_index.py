@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -51,37 +52,36 @@ class FtsTokenizer:
         self._cache_words = cache_words
 
     def _instances(self, texts: Sequence[str]) -> list[tuple[str, str]]:
-        """(token, comma-separated positions in ``texts``, once per instance, ascending) per token."""
-        c = self._conn
-        c.execute("DROP TABLE IF EXISTS temp.v")
-        c.execute("DROP TABLE IF EXISTS temp.t")
-        c.execute(f"CREATE VIRTUAL TABLE temp.t USING fts5(content, tokenize = '{self._tokenize}')")
-        c.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(temp, t, 'instance')")
-        c.execute("BEGIN")
-        c.executemany("INSERT INTO temp.t(rowid, content) VALUES (?, ?)", enumerate(texts))
-        c.execute("COMMIT")
-        rows = c.execute("SELECT term, group_concat(doc) FROM temp.v GROUP BY term").fetchall()
-        c.execute("DROP TABLE temp.v")
-        c.execute("DROP TABLE temp.t")
-        return rows
+        """(token, comma-separated positions in ``texts``, once per instance, ascending) per token.
+        A database of its own, closed afterwards: an in-memory database keeps the pages it grew to."""
+        c = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            c.execute(f"CREATE VIRTUAL TABLE t USING fts5(content, tokenize = '{self._tokenize}')")
+            c.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+            c.execute("BEGIN")
+            c.executemany("INSERT INTO t(rowid, content) VALUES (?, ?)", enumerate(texts))
+            c.execute("COMMIT")
+            return c.execute("SELECT term, group_concat(doc) FROM v GROUP BY term").fetchall()
+        finally:
+            c.close()
 
     def postings(self, texts: Sequence[str]) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], np.ndarray]:
-        """Per token: the positions in ``texts`` that hold it (int32, ascending) and how often (float64);
-        and the number of tokens of each text."""
+        """Per token: the positions in ``texts`` that hold it (int32, ascending) and how often (float32,
+        exact for counts); and the number of tokens of each text."""
         if not texts:
             return {}, np.zeros(0, dtype=np.float64)
-        with self._lock:
-            rows = self._instances(texts)
+        rows = self._instances(texts)
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        sizes = np.zeros(len(texts), dtype=np.int64)
+        every: list[np.ndarray] = []
         for token, docs in rows:
-            d = np.array(docs.split(","), dtype=np.int32)
-            np.add.at(sizes, d, 1)
+            d = np.fromstring(docs, dtype=np.int32, sep=",")
+            every.append(d)
             if d.size > 1 and (d[1:] == d[:-1]).any():
                 u, counts = np.unique(d, return_counts=True)
-                out[token] = (u.astype(np.int32), counts.astype(np.float64))
+                out[sys.intern(token)] = (u.astype(np.int32), counts.astype(np.float32))
             else:
-                out[token] = (d, np.ones(d.size, dtype=np.float64))
+                out[sys.intern(token)] = (d, np.ones(d.size, dtype=np.float32))
+        sizes = np.bincount(np.concatenate(every), minlength=len(texts)) if every else np.zeros(len(texts))
         return out, sizes.astype(np.float64)
 
     def single_tokens(self, words: Sequence[str]) -> list[str] | None:
@@ -205,7 +205,7 @@ def idf(rows: int, hits: int) -> float:
 
 
 class _Postings:
-    """One token's postings: slots (int32) and term frequencies (float64), appended in chunks."""
+    """One token's postings: slots (int32) and term frequencies (float32), appended in chunks."""
 
     __slots__ = ("slots", "tf", "_pending")
 
@@ -250,6 +250,7 @@ class UserKeywordIndex:
         base = len(self.ids)
         postings, sizes = self.tokenizer.postings([r[2] for r in rows])
         for i, (memory_id, _, _) in enumerate(rows):
+            memory_id = sys.intern(memory_id)  # the vector index holds the same string
             self.ids.append(memory_id)
             self.slot_of[memory_id] = base + i
         self.rowid = np.concatenate([self.rowid, np.array([r[1] for r in rows], dtype=np.int64)])
@@ -262,6 +263,11 @@ class UserKeywordIndex:
                 self.postings[token] = _Postings(slots, tf)
             else:
                 p.append(slots, tf)
+
+    def compact(self) -> None:
+        """Join every token's appended postings now (after a bulk load) rather than at its first query."""
+        for p in self.postings.values():
+            p.arrays()
 
     def remove(self, memory_id: str) -> None:
         slot = self.slot_of.pop(memory_id, None)
@@ -280,7 +286,8 @@ class UserKeywordIndex:
             p = self.postings.get(token)
             if p is None:
                 continue
-            slots, tf = p.arrays()
+            slots, tf32 = p.arrays()
+            tf = tf32.astype(np.float64)  # FTS5 computes in double precision
             scores[slots] += w * ((tf * (K1 + 1.0)) / (tf + norm[slots]))
             matched[slots] = True
         if self.dead:

@@ -51,8 +51,12 @@ class PrefixAnn(Protocol):
 
     def remove(self, key: int) -> None: ...
 
+    @property
+    def stale(self) -> bool:
+        """Whether it should be built again (too many of its keys were removed)."""
+
     def search(self, query: np.ndarray, k: int) -> np.ndarray:
-        """The keys of (about) the ``k`` best rows."""
+        """The keys of (about) the ``k`` best rows, best first (-1 pads; removed keys may come back)."""
 
 
 @dataclass(slots=True)
@@ -290,7 +294,7 @@ class UserVectorIndex:
             if rows is None and self.ann is not None and shortlist < n:
                 keys = self.ann.search(query_short, shortlist)
                 cand = self.row_of_key[keys[(keys >= 0) & (keys < self.next_key)]]
-                cand = cand[cand >= 0]
+                cand = cand[cand >= 0][:shortlist]  # removed memories map to no row
             else:
                 short = self.short[:n] if rows is None else self.short[rows]
                 s = short @ query_short

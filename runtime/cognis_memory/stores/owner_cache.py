@@ -11,6 +11,8 @@ the loader's start and end are compared on); otherwise the caller is told to loa
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -19,6 +21,16 @@ from typing import Generic, TypeVar
 from ..domain import Owner
 
 T = TypeVar("T")
+
+
+def release_free_memory() -> None:
+    """Hand the heap pages freed by a load back to the system (glibc's ``malloc_trim``): a load reads a
+    user's rows through short-lived buffers, and without this the process keeps their pages resident."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc
+            pass
 
 
 class OwnerCache(Generic[T]):
@@ -54,6 +66,7 @@ class OwnerCache(Generic[T]):
             finally:
                 with self._lock:
                     self._loading -= 1
+            release_free_memory()
             with self._lock:
                 entry = self._entries.get(owner)
                 if entry is not None:  # another thread loaded it meanwhile
