@@ -181,3 +181,28 @@ async def test_the_approximate_prefix_index_finds_what_the_exact_scan_finds_and_
     assert hits[0].memory.id == newer.id and late.id not in {h.memory.id for h in hits}
     await ann.close()
     await exact.close()
+
+
+async def test_a_graph_with_a_quarter_of_its_keys_removed_is_built_again(tmp_path: Path) -> None:
+    pytest.importorskip("faiss")
+    rng = np.random.default_rng(9)
+    store = await _store(tmp_path / "m.db", ann_min_rows=200)
+    owner = Owner("t", "u")
+    mems = [make_memory(owner, f"m {i}", rng) for i in range(400)]
+    await store.insert_memories(mems)
+    flt = SearchFilter(owner=owner)
+    q = unit(rng.normal(size=DIM))
+    await store.vector_search(flt, q, short_of(q), limit=10, shortlist=100)
+    await _wait_for_ann(store, owner)
+    first = store._vectors.peek(owner).ann
+    for m in mems[:150]:
+        await store.write_version(owner, m.id, m.next_version(content=m.content + " v2"))
+    assert first.stale
+    await store.vector_search(flt, q, short_of(q), limit=10, shortlist=100)
+    deadline = time.monotonic() + 60
+    while store._vectors.peek(owner).ann is first:
+        assert time.monotonic() < deadline, "the graph was not built again"
+        await asyncio.sleep(0.05)
+    again = store._vectors.peek(owner).ann
+    assert again.removed == 0 and len(again) == 400
+    await store.close()
