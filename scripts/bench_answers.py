@@ -165,14 +165,33 @@ def sample(items: list[Item], n: int, seed: int | None, *, key: Any) -> list[Ite
 
 # --------------------------------------------------------------------------------------
 # models
-def llm_overrides(kind: str, url: str | None, model: str | None, api_key: str | None, bedrock_id: str | None,
-                  region: str | None, timeout: float, flag: str) -> dict[str, Any]:  # fmt: skip
+def llm_overrides(
+    kind: str,
+    *,
+    url: str | None,
+    model: str | None,
+    api_key: str | None,
+    bedrock_id: str | None,
+    region: str | None,
+    timeout: float,
+    structured_output: str,
+    max_tokens: int | None,
+    flag: str,
+) -> dict[str, Any]:
     """The :class:`Settings` fields that make ``build_llm`` build this model (``flag`` names the options
-    in the error when one is missing)."""
+    in the error when one is missing). An OpenAI-compatible model's answers are capped at ``max_tokens``
+    (a small local model can otherwise run on until the timeout); Bedrock keeps its provider's cap."""
     if kind == "openai":
         if not url or not model:
             raise SystemExit(f"--{flag}-url and --{flag}-model are required for an OpenAI-compatible endpoint")
-        out: dict[str, Any] = {"llm": "openai", "openai_base_url": url, "openai_model": model, "llm_timeout_s": timeout}
+        out: dict[str, Any] = {
+            "llm": "openai",
+            "openai_base_url": url,
+            "openai_model": model,
+            "llm_timeout_s": timeout,
+            "llm_structured_output": structured_output,
+            "llm_max_tokens": max_tokens,
+        }
         if api_key:
             out["openai_api_key"] = api_key
         return out
@@ -186,32 +205,41 @@ def llm_overrides(kind: str, url: str | None, model: str | None, api_key: str | 
 
 
 def answerer_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return llm_overrides(args.llm, args.llm_url, args.llm_model, args.llm_api_key, args.bedrock_model_id,
-                         args.aws_region, args.llm_timeout, "llm")  # fmt: skip
+    return llm_overrides(
+        args.llm,
+        url=args.llm_url,
+        model=args.llm_model,
+        api_key=args.llm_api_key,
+        bedrock_id=args.bedrock_model_id,
+        region=args.aws_region,
+        timeout=args.llm_timeout,
+        structured_output=args.structured_output,
+        max_tokens=args.max_tokens,
+        flag="llm",
+    )
 
 
 def judge_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Each judge option defaults to the answerer's."""
     return llm_overrides(
         args.judge or args.llm,
-        args.judge_url or args.llm_url,
-        args.judge_model or args.llm_model,
-        args.judge_api_key or args.llm_api_key,
-        args.judge_bedrock_model_id or args.bedrock_model_id,
-        args.judge_aws_region or args.aws_region,
-        args.judge_timeout or args.llm_timeout,
-        "judge",
+        url=args.judge_url or args.llm_url,
+        model=args.judge_model or args.llm_model,
+        api_key=args.judge_api_key or args.llm_api_key,
+        bedrock_id=args.judge_bedrock_model_id or args.bedrock_model_id,
+        region=args.judge_aws_region or args.aws_region,
+        timeout=args.judge_timeout or args.llm_timeout,
+        structured_output=args.judge_structured_output or args.structured_output,
+        max_tokens=args.max_tokens,
+        flag="judge",
     )
 
 
-def build_model(overrides: dict[str, Any], max_tokens: int | None) -> Any:
-    """The project's provider for these settings (``providers.factory.build_llm``), answers capped at
-    ``max_tokens`` (a small local model can otherwise run on until the timeout)."""
+def build_model(overrides: dict[str, Any]) -> Any:
+    """The project's provider for these settings (``providers.factory.build_llm``)."""
     llm = build_llm(Settings(**overrides))
     if llm is None:  # pragma: no cover - the overrides always name a provider
         raise SystemExit("no LLM configured")
-    if max_tokens and hasattr(llm, "max_tokens"):
-        llm.max_tokens = max_tokens
     return llm
 
 
@@ -339,12 +367,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         tmp = tempfile.mkdtemp(prefix=f"bench-answers-{args.dataset}-")
         db_path = Path(tmp) / "memory.db"
-    service_settings: dict[str, Any] = dict(answer_settings) if args.extract else {"llm": "none"}
+    # extraction answers are longer than the answers here: the service keeps its own token cap
+    service_settings = {k: v for k, v in answer_settings.items() if k != "llm_max_tokens"}
+    if not args.extract:
+        service_settings = {"llm": "none"}
     if args.dataset == "longmemeval":
         service_settings["embedding_threads"] = args.threads
     svc = bc.quality_service(db_path, cache=not args.no_cache, **service_settings)
-    answerer = build_model(answer_settings, args.max_tokens)
-    judge = answerer if judge_settings == answer_settings else build_model(judge_settings, args.max_tokens)
+    answerer = build_model(answer_settings)
+    judge = answerer if judge_settings == answer_settings else build_model(judge_settings)
     tally = ExtractionTally(svc)
     try:
         await svc.start(run_worker=False)
@@ -393,6 +424,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "concurrency": args.concurrency,
             "seed": args.seed,
             "max_tokens": args.max_tokens,
+            "structured_output": args.structured_output,
             "sessions": args.sessions,
         },
         "ingest": stats,
@@ -433,7 +465,18 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--bedrock-model-id", default=None, help="Bedrock model id or inference profile (--llm bedrock)")
     m.add_argument("--aws-region", default=None, help="AWS region of Bedrock")
     m.add_argument("--llm-timeout", type=float, default=120.0, help="seconds per call (default: %(default)s)")
-    m.add_argument("--max-tokens", type=int, default=512, help="answer token cap of both models (default: %(default)s)")
+    m.add_argument(
+        "--max-tokens",
+        type=int,
+        default=512,
+        help="answer token cap of an OpenAI-compatible answerer and judge (default: %(default)s)",
+    )
+    m.add_argument(
+        "--structured-output",
+        choices=["auto", "json_schema", "json_object", "prompt"],
+        default="auto",
+        help="how an OpenAI-compatible model is asked for JSON (llm_structured_output; default: %(default)s)",
+    )
     j = common.add_argument_group("judge model (each option defaults to the answering model's)")
     j.add_argument("--judge", choices=["openai", "bedrock"], default=None)
     j.add_argument("--judge-url", default=None)
@@ -442,6 +485,7 @@ def parser() -> argparse.ArgumentParser:
     j.add_argument("--judge-bedrock-model-id", default=None)
     j.add_argument("--judge-aws-region", default=None)
     j.add_argument("--judge-timeout", type=float, default=None)
+    j.add_argument("--judge-structured-output", choices=["auto", "json_schema", "json_object", "prompt"], default=None)
     r = common.add_argument_group("retrieval and run")
     r.add_argument("--context-tokens", type=int, default=1500, help="prompt block budget (default: %(default)s)")
     r.add_argument("--limit", type=int, default=20, help="search hits the block is built from (default: %(default)s)")

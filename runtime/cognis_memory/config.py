@@ -223,7 +223,13 @@ class Settings(BaseSettings):
     job_max_attempts: int = Field(
         5,
         description="Ingest job attempts that end in an unusable LLM answer (or another error) before dead-letter; "
-        "attempts that found the LLM unreachable do not count (the job waits for it).",
+        "attempts that found the LLM unreachable do not count (the job waits for it, see job_max_wait_s).",
+    )
+    job_max_wait_s: float = Field(
+        86400.0,
+        ge=0,
+        description="How long a job waits for an unreachable LLM, seconds since it was enqueued, before such "
+        "attempts count toward job_max_attempts (and the dead letters); 0: they always count.",
     )
     job_backoff_s: float = Field(2.0, description="First retry delay; doubles per attempt.")
     job_max_backoff_s: float = Field(

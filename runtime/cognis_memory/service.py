@@ -129,6 +129,7 @@ class MemoryService:
             self.telemetry,
             backoff_s=settings.job_backoff_s,
             max_backoff_s=settings.job_max_backoff_s,
+            max_wait_s=settings.job_max_wait_s,
             lease_s=settings.job_lease_s,
             concurrency=settings.worker_concurrency,
         )

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from cognis_memory.domain import JobStatus
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from tests.api.conftest import KEY_A, KEY_A_READ, KEY_B, TENANT_A, add, build_env, listing, search
 from tests.llm_server import ScriptedLLMServer
@@ -47,6 +48,9 @@ async def test_health_ready_docs_and_openapi_need_no_key(api_env):
         assert set(spec["paths"]) == ROUTES
         # the documented error shape is the one the API answers with
         assert set(spec["components"]["schemas"]["ErrorDetail"]["properties"]) == {"code", "message", "field"}
+        # the jobs filter the inspector offers comes from here: every job status, and pending
+        statuses = set(spec["components"]["schemas"]["JobStatusFilter"]["enum"])
+        assert statuses == {s.value for s in JobStatus} | {"pending"}
 
 
 async def test_ready_answers_503_when_the_store_is_down(tmp_path, embedder):

@@ -212,8 +212,19 @@ def _unusable_completion() -> Reply:
     return Reply(200, json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}))
 
 
+def schema_of(body: dict[str, Any]) -> str:
+    """Which answer a request asks for: the json_schema name, or (json_object mode) the schema's fields."""
+    fmt = body["response_format"]
+    if fmt["type"] == "json_schema":
+        return str(fmt["json_schema"]["name"])
+    fields = frozenset(fmt["schema"]["properties"])
+    known = {frozenset({"answer"}): sc.ANSWER_SCHEMA, frozenset({"correct", "reason"}): sc.VERDICT_SCHEMA}
+    return known.get(fields, "other")
+
+
 def scripted(script: dict[str, tuple[Any, Any]]) -> Any:
-    def respond(schema: str, body: dict[str, Any]) -> dict[str, Any]:
+    def respond(_: str, body: dict[str, Any]) -> dict[str, Any]:
+        schema = schema_of(body)
         prompt = body["messages"][-1]["content"]
         if schema not in (sc.ANSWER_SCHEMA, sc.VERDICT_SCHEMA):  # the service's extraction (--extract)
             raise Reply(503, '{"error": {"message": "extraction is down"}}')
@@ -266,9 +277,10 @@ def test_locomo_end_to_end(tmp_path: Path) -> None:
     assert "| all      | 5         | 0.660 | 0.750     | 1            | 1           |" in stdout
 
     # every answer call got the context block and the question's date; the judge is the judge model
-    answers = [r for r in requests if r["response_format"]["json_schema"]["name"] == sc.ANSWER_SCHEMA]
-    verdicts = [r for r in requests if r["response_format"]["json_schema"]["name"] == sc.VERDICT_SCHEMA]
+    answers = [r for r in requests if schema_of(r) == sc.ANSWER_SCHEMA]
+    verdicts = [r for r in requests if schema_of(r) == sc.VERDICT_SCHEMA]
     assert len(answers) == 5 and len(verdicts) == 4  # no judge call for the failed answer
+    assert {r["max_tokens"] for r in requests} == {512} and {r["temperature"] for r in requests} == {0.0}
     assert {r["model"] for r in answers} == {"answerer"} and {r["model"] for r in verdicts} == {"judge"}
     rabbit = next(r["messages"][-1]["content"] for r in answers if "Orla's rabbit" in r["messages"][-1]["content"])
     assert "<memories>" in rabbit and "Pebble last weekend" in rabbit
@@ -355,11 +367,18 @@ def test_longmemeval_end_to_end(tmp_path: Path) -> None:
     with ScriptedLLMServer(scripted(LONGMEMEVAL_SCRIPT)) as server:
         out, stdout = run_script(
             "longmemeval", "--data", str(data), "--llm-url", server.base_url, "--llm-model", "m", "--no-cache",
-            "--concurrency", "2", "--extract", "--per-question", "--out", str(tmp_path),
+            "--concurrency", "2", "--extract", "--structured-output", "json_object", "--per-question",
+            "--out", str(tmp_path),
         )  # fmt: skip
-        extraction_calls = [r for r in server.requests if r["response_format"]["json_schema"]["name"] not in
-                            (sc.ANSWER_SCHEMA, sc.VERDICT_SCHEMA)]  # fmt: skip
-        verdicts = {_between(p, "<question>", "</question>"): p for p in server.prompts(sc.VERDICT_SCHEMA)}
+        requests = list(server.requests)
+    extraction_calls = [r for r in requests if schema_of(r) == "other"]
+    verdicts = {
+        _between(p, "<question>", "</question>"): p
+        for p in (r["messages"][-1]["content"] for r in requests if schema_of(r) == sc.VERDICT_SCHEMA)
+    }
+    # --structured-output reaches every model, the service's extraction included; no token cap on extraction
+    assert {r["response_format"]["type"] for r in requests} == {"json_object"}
+    assert all("max_tokens" not in r for r in extraction_calls)
 
     assert out["questions"] == 3 and out["f1"] is None  # LongMemEval is judged only
     assert out["judge_accuracy"] == pytest.approx(2 / 3, abs=1e-4) and out["answer_failures"] == 0

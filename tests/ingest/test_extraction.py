@@ -7,6 +7,7 @@ and decides ADD / UPDATE / DELETE / NONE by looking at the aliases the pipeline 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -259,6 +260,26 @@ async def test_an_unreachable_llm_makes_the_job_wait_without_using_up_its_attemp
     assert job.status is JobStatus.DONE and job.result["ADD"] == 1 and job.result["waits"] == 7
     assert [f.content for f in await _facts(svc, Owner("acme", "dana"))] == ["Dana has a dog named Pixel"]
     assert await svc.list_jobs("acme", status="pending") == []
+
+
+async def test_a_job_waits_for_the_llm_only_up_to_job_max_wait_s(make_service, llm_server, captured_telemetry) -> None:
+    """Past job_max_wait_s since it was enqueued, an unreachable LLM counts attempts and dead-letters the job."""
+    svc = await make_service(
+        llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"),
+        job_max_attempts=2,
+        job_backoff_s=0.0,
+        job_max_wait_s=1.0,
+    )
+    llm_server.policy["fail"] = True
+    r = await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS)], background=True)
+    job = await svc.worker.run_once()
+    assert job is not None and job.status is JobStatus.FAILED and job.attempts == 0 and job.result["waits"] == 1
+    await asyncio.sleep(1.1)  # the outage outlasts the wait
+    first, second = await svc.worker.run_once(), await svc.worker.run_once()
+    assert first is not None and first.status is JobStatus.FAILED and first.attempts == 1
+    assert second is not None and second.status is JobStatus.DEAD and "llm" in second.last_error
+    assert len(dead_letter_metrics(captured_telemetry)) == 1
+    assert [j.id for j in await svc.list_jobs("acme", status="dead")] == [r.job.id]
 
 
 async def test_unusable_answers_retry_with_backoff_then_dead_letter(

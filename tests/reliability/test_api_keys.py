@@ -336,7 +336,8 @@ def test_real_serve_rotation_revocation_and_dead_letters(tmp_path, monkeypatch, 
     monkeypatch.setenv("COGNIS_DATA_DIR", data)
     with ScriptedLLMServer(failing_llm) as llm:
         env = {"COGNIS_DATA_DIR": data, "COGNIS_LLM": "openai", "COGNIS_OPENAI_BASE_URL": llm.base_url,
-               "COGNIS_OPENAI_MODEL": "scripted", "COGNIS_JOB_MAX_ATTEMPTS": "1"}  # fmt: skip
+               "COGNIS_OPENAI_MODEL": "scripted", "COGNIS_JOB_MAX_ATTEMPTS": "1",
+               "COGNIS_JOB_MAX_WAIT_S": "0"}  # an outage dead-letters at once  # fmt: skip
         first_keys, second_keys = f"{old}={tenant},{spare}={tenant}", f"{new}={tenant},{spare}={tenant}"
         first = ServeProcess({**env, "COGNIS_API_KEYS": first_keys}, log_path=tmp_path / "a.log")
         try:

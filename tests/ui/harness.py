@@ -63,8 +63,9 @@ def serve(tmp: Path) -> Iterator[Server]:
     """The real server on 127.0.0.1 (embedded store in ``tmp``), stopped on exit.
 
     Its extraction LLM is an OpenAI-compatible URL where nothing listens, with one attempt per
-    job: messages posted in ``async`` mode are stored and searchable at once, and their
-    extraction jobs end up dead with the connection error, as on a day the LLM is down.
+    job and no waiting for the LLM: messages posted in ``async`` mode are stored and searchable at
+    once, and their extraction jobs end up dead with the connection error, as after an outage
+    longer than ``COGNIS_JOB_MAX_WAIT_S``.
     """
     from cognis_dev.processes import free_port, stop, wait_for_http
 
@@ -79,6 +80,7 @@ def serve(tmp: Path) -> Iterator[Server]:
         "COGNIS_OPENAI_BASE_URL": f"http://127.0.0.1:{llm_port}/v1",
         "COGNIS_LLM_TIMEOUT_S": "2",
         "COGNIS_JOB_MAX_ATTEMPTS": "1",
+        "COGNIS_JOB_MAX_WAIT_S": "0",
     }
     log = tmp / "server.log"
     with open(log, "w", encoding="utf-8") as out:

@@ -10,6 +10,7 @@ that every entry point shares them.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -124,6 +125,17 @@ class MessageOut(BaseModel):
     @classmethod
     def of(cls, m: Message, created: bool) -> MessageOut:
         return cls(id=m.id, client_message_id=m.client_message_id, created=created, timestamp=m.timestamp)
+
+
+class JobStatusFilter(StrEnum):
+    """What ``GET /v1/jobs`` may list: one job status, or ``pending`` (queued, running, or failed and due again)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    DEAD = "dead"
+    PENDING = "pending"
 
 
 class JobOut(BaseModel):

@@ -8,9 +8,12 @@ Two kinds of failure are told apart:
 * **the LLM (or another dependency) is unreachable** (:class:`DependencyUnavailableError`: a
   timeout, a 5xx, throttling, a configuration problem): nothing is wrong with the job, so the
   attempt does not count; the job waits, retried after ``backoff_s * 2**(waits-1)`` seconds, at most
-  ``max_backoff_s``, until the LLM answers again, however long the outage (``result.waits`` counts
-  them; the jobs listing shows the job ``failed`` with its ``last_error`` and ``next_attempt_at``).
-  No message is left without extraction when an outage ends.
+  ``max_backoff_s``, until the LLM answers again (``result.waits`` counts them; the jobs listing shows
+  the job ``failed`` with its ``last_error`` and ``next_attempt_at``). No message is left without
+  extraction when an outage ends. A job older than ``max_wait_s`` waits no longer: from then on an
+  unreachable LLM counts as a failed attempt like any other, so an outage nobody ends (a revoked model
+  access, a wrong endpoint) ends in the dead letters where an operator sees it, not in a queue that
+  only grows.
 * **anything else** (no usable LLM answer even after repair and a second question, a bug): the
   attempt counts; it is retried after ``backoff_s * 2**(attempts-1)`` seconds, at most
   ``max_backoff_s``, and after ``max_attempts`` the job goes to the dead-letter state (``dead``),
@@ -39,13 +42,14 @@ class JobWorker:
         *,
         backoff_s: float = 2.0,
         max_backoff_s: float = 300.0,
+        max_wait_s: float = 86400.0,
         lease_s: float = 300.0,
         poll_s: float = 0.5,
         concurrency: int = 1,
     ) -> None:
         self.pipeline, self.telemetry = pipeline, telemetry
         self.backoff_s, self.lease_s, self.poll_s, self.concurrency = backoff_s, lease_s, poll_s, concurrency
-        self.max_backoff_s = max_backoff_s
+        self.max_backoff_s, self.max_wait_s = max_backoff_s, max_wait_s
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -69,25 +73,13 @@ class JobWorker:
             job.status, job.last_error = JobStatus.DONE, None
             for metric, count in extraction_metrics(result).items():
                 self.telemetry.emit_count(metric, count)
-        except DependencyUnavailableError as exc:  # the LLM is away: wait for it, the attempt does not count
-            job.attempts = max(0, job.attempts - 1)
-            job.result = {**(job.result if isinstance(job.result, dict) else {}), "waits": waits + 1}
-            job.last_error = f"{type(exc).__name__}: {exc}"[:2000]
-            job.status = JobStatus.FAILED
-            job.next_attempt_at = utcnow() + timedelta(seconds=self._delay(waits + 1))
-            self.telemetry.emit_count(names.EXTRACTIONS_DEFERRED)
-            self.telemetry.log_error("ingest_job_waits", request_id=job.id, error=exc, waits=waits + 1)
+        except DependencyUnavailableError as exc:
+            if not self._may_wait(job):
+                self._count_failure(job, exc)
+            else:  # the LLM is away: wait for it, the attempt does not count
+                self._wait(job, exc, waits)
         except Exception as exc:  # any other failure is recorded on the job and retried, then dead-lettered
-            job.last_error = f"{type(exc).__name__}: {exc}"[:2000]
-            if isinstance(exc, LLMOutputError):
-                self.telemetry.emit_count(names.LLM_ANSWERS_UNUSABLE)
-            if job.attempts >= job.max_attempts:
-                job.status = JobStatus.DEAD
-                self.telemetry.emit_count(names.JOBS_DEAD_LETTERED)
-            else:
-                job.status = JobStatus.FAILED
-                job.next_attempt_at = utcnow() + timedelta(seconds=self._delay(job.attempts))
-            self.telemetry.log_error("ingest_job_failed", request_id=job.id, error=exc, attempts=job.attempts)
+            self._count_failure(job, exc)
         job.updated_at = utcnow()
         if await jobs.get_job(Owner(job.tenant_id, job.user_id), job.id) is None:
             return job  # deleted while it ran (the user was forgotten): do not write it back
@@ -96,6 +88,33 @@ class JobWorker:
             names.EVENT_INGEST, rec, request_id=job.id, job_status=job.status.value, attempts=job.attempts
         )
         return job
+
+    def _may_wait(self, job: Job) -> bool:
+        """Whether a job that found a dependency unavailable may still wait for it without counting."""
+        return (utcnow() - job.created_at).total_seconds() < self.max_wait_s
+
+    def _wait(self, job: Job, exc: Exception, waits: int) -> None:
+        """Put the job back without using up an attempt, due again after the backoff of ``waits + 1``."""
+        job.attempts = max(0, job.attempts - 1)
+        job.result = {**(job.result if isinstance(job.result, dict) else {}), "waits": waits + 1}
+        job.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+        job.status = JobStatus.FAILED
+        job.next_attempt_at = utcnow() + timedelta(seconds=self._delay(waits + 1))
+        self.telemetry.emit_count(names.EXTRACTIONS_DEFERRED)
+        self.telemetry.log_error("ingest_job_waits", request_id=job.id, error=exc, waits=waits + 1)
+
+    def _count_failure(self, job: Job, exc: Exception) -> None:
+        """Record a failed attempt: retried after the backoff, dead-lettered after ``max_attempts``."""
+        job.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+        if isinstance(exc, LLMOutputError):
+            self.telemetry.emit_count(names.LLM_ANSWERS_UNUSABLE)
+        if job.attempts >= job.max_attempts:
+            job.status = JobStatus.DEAD
+            self.telemetry.emit_count(names.JOBS_DEAD_LETTERED)
+        else:
+            job.status = JobStatus.FAILED
+            job.next_attempt_at = utcnow() + timedelta(seconds=self._delay(job.attempts))
+        self.telemetry.log_error("ingest_job_failed", request_id=job.id, error=exc, attempts=job.attempts)
 
     def _delay(self, failures: int) -> float:
         """Seconds before the next attempt after ``failures`` failures in a row (exponential, capped)."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from ..auth import ReadKey
 from ..deps import Service
-from ..schemas import JobListOut, JobOut
+from ..schemas import JobListOut, JobOut, JobStatusFilter
 
 router = APIRouter(tags=["jobs"])
 
@@ -29,9 +29,9 @@ async def job_status(user_id: str, job_id: str, key: ReadKey, service: Service):
 async def list_jobs(
     key: ReadKey,
     service: Service,
-    status: Literal["queued", "running", "done", "failed", "dead", "pending"] | None = None,
+    status: JobStatusFilter | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     after: str | None = None,
 ):
-    page = await service.list_jobs(key.tenant_id, status=status, limit=limit, after=after)
+    page = await service.list_jobs(key.tenant_id, status=status.value if status else None, limit=limit, after=after)
     return JobListOut(jobs=[JobOut.of(j) for j in page], next_after=page[-1].id if len(page) == limit else None)

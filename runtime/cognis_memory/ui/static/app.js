@@ -144,7 +144,7 @@ async function loadEnums() {
     const schemas = (await res.json()).components.schemas;
     const values = (name) => (schemas[name] && schemas[name].enum) || [];
     state.enums = {
-      category: values("Category"), scope: values("Scope"), kind: values("MemoryKind"), jobStatus: values("JobStatus"),
+      category: values("Category"), scope: values("Scope"), kind: values("MemoryKind"), jobStatus: values("JobStatusFilter"),
     };
   } catch {
     state.enums = { category: [], scope: [], kind: [], jobStatus: [] };
