@@ -61,6 +61,10 @@ async def test_the_keyword_index_answers_what_fts5_answers_through_writes(tmp_pa
         return real_search(self, *a, **kw)
 
     monkeypatch.setattr(UserKeywordIndex, "search", counting)
+    for owner in (alice, bob):  # the first search starts the background builds
+        await indexed.keyword_search(SearchFilter(owner=owner), "cooking", limit=5)
+    assert indexed.join_index_builds(60)
+    used = 0
 
     async def same_answers() -> None:
         for owner in (alice, bob):
@@ -82,6 +86,8 @@ async def test_the_keyword_index_answers_what_fts5_answers_through_writes(tmp_pa
     for m in current[:20]:
         await indexed.write_version(alice, m.id, m.next_version(content=m.content + " cooking museum"))
     await indexed.forget_user(bob)
+    await indexed.keyword_search(SearchFilter(owner=bob), "cooking", limit=5)  # bob: nothing left to index
+    assert indexed.join_index_builds(60)
     await same_answers()
     assert used > first
     await indexed.close()
@@ -99,12 +105,51 @@ async def test_a_filtered_keyword_search_and_a_small_user_are_answered_by_fts5(t
     await store.keyword_search(SearchFilter(owner=large, session_id="s1"), "cooking", limit=5)
     assert store._keywords.peek(large) is None  # a filtered search never builds the index
     await store.keyword_search(SearchFilter(owner=large), "cooking", limit=5)
+    assert store.join_index_builds(60)
     assert isinstance(store._keywords.peek(large), UserKeywordIndex)
     # the small user grows past the threshold: indexed from the next search on
     await store.insert_memories([make_memory(small, t, rng) for t in _texts(rng, 90)])
     await store.keyword_search(SearchFilter(owner=small), "cooking", limit=5)
+    assert store.join_index_builds(60)
     assert isinstance(store._keywords.peek(small), UserKeywordIndex)
     await store.close()
+
+
+async def test_fts5_answers_while_the_keyword_index_is_built_and_writes_meanwhile_reach_it(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import threading
+
+    rng = np.random.default_rng(10)
+    path = tmp_path / "m.db"
+    store = await _store(path, keyword_index_min_rows=100)
+    plain = await _store(path, keyword_index_min_rows=0)
+    owner = Owner("t", "u")
+    flt = SearchFilter(owner=owner)
+    await store.insert_memories([make_memory(owner, t, rng) for t in _texts(rng, 300)])
+    release, loading = threading.Event(), threading.Event()
+    real_load = EmbeddedStore._load_keyword_index
+
+    def held(self, o):  # type: ignore[no-untyped-def]
+        loading.set()
+        assert release.wait(60)
+        return real_load(self, o)
+
+    monkeypatch.setattr(EmbeddedStore, "_load_keyword_index", held)
+    first = _pairs(await store.keyword_search(flt, "cooking museum", limit=20))
+    assert loading.wait(60)
+    assert store._keywords.peek(owner) is None  # still building: FTS5 answered
+    assert first == _pairs(await plain.keyword_search(flt, "cooking museum", limit=20))
+    late = make_memory(owner, "cooking museum cooking museum", rng)
+    await store.insert_memories([late])  # lands during the build: the build is read again
+    release.set()
+    assert store.join_index_builds(60)
+    assert isinstance(store._keywords.peek(owner), UserKeywordIndex)
+    got = _pairs(await store.keyword_search(flt, "cooking museum", limit=20))
+    assert got == _pairs(await plain.keyword_search(flt, "cooking museum", limit=20))
+    assert got[0][0] == late.id
+    await store.close()
+    await plain.close()
 
 
 def test_the_tokenizer_gives_fts5s_tokens_and_refuses_phrases() -> None:

@@ -14,12 +14,15 @@
 * Users with ``keyword_index_min_rows`` current memories or more get an in-memory BM25 index
   (:mod:`.keyword_index`) that answers unfiltered keyword searches with FTS5's own scores and
   order, touching only the query terms' postings; smaller users, and filtered searches, ask FTS5.
+  The index is built in a background thread on the user's first keyword search (FTS5 answers
+  until it is there, with the same answers), so the first search after a start is not held up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -46,6 +49,8 @@ from .records import MEMORY_COLUMNS, SQLITE, job_from_row, memory_from_row, mess
 from .roles import StoreBundle
 from .vector_space import KEY as VECTOR_SPACE_KEY
 from .vector_space import check as check_vector_space
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -225,6 +230,10 @@ class EmbeddedStore:
         self._tokenizer = FtsTokenizer(FTS_TOKENIZE)
         self._fts_stats = FtsStatistics("memories_fts")
         self._ann_available = True
+        #: background index builds under way: keyword indexes by owner, and every build thread (ANN too)
+        self._keyword_builds: set[Owner] = set()
+        self._build_threads: list[threading.Thread] = []
+        self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -273,9 +282,28 @@ class EmbeddedStore:
             )
 
     async def open(self) -> None:
+        self._closed = False
         await asyncio.to_thread(self._open_sync)
 
+    def _background(self, target: Any, name: str) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        with self._keywords.lock:
+            self._build_threads = [b for b in self._build_threads if b.is_alive()]
+            self._build_threads.append(t)
+        t.start()
+
+    def join_index_builds(self, timeout_s: float | None = None) -> bool:
+        """Wait for the background index builds under way (keyword indexes, approximate prefix indexes);
+        True when none is left running. For benchmarks and tests: searches never need to wait."""
+        with self._keywords.lock:
+            threads = list(self._build_threads)
+        for t in threads:
+            t.join(timeout_s)
+        return not any(t.is_alive() for t in threads)
+
     async def close(self) -> None:
+        self._closed = True
+
         def _close() -> None:
             with self._wlock, self._rlock:
                 for conn in (self._writer, self._reader):
@@ -573,7 +601,7 @@ class EmbeddedStore:
                     else:
                         idx.ann_pending = None  # dropped meanwhile; its reload builds again
 
-        threading.Thread(target=build, name="cognis-ann-build", daemon=True).start()
+        self._background(build, "cognis-ann-build")
 
     def _vector_search(
         self, flt: SearchFilter, query: np.ndarray, query_short: np.ndarray | None, limit: int, shortlist: int
@@ -602,37 +630,83 @@ class EmbeddedStore:
         return await asyncio.to_thread(self._vector_search, flt, query, query_short, limit, shortlist)
 
     def _load_keyword_index(self, owner: Owner) -> UserKeywordIndex | _SmallUser:
-        """The owner's keyword index, or a note that the owner is too small for one (FTS5 is cheap there)."""
+        """The owner's keyword index, or a note that the owner is too small for one (FTS5 is cheap there).
+        Read through a connection of its own: a build runs beside searches, and a statement left open
+        on the shared reader would hold every search on the snapshot of its start."""
+        if self._closed or self._reader is None:
+            raise RuntimeError("store is not open")
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT count(*) FROM memories WHERE is_current = 1 AND tenant_id = ? AND user_id = ?",
+                (owner.tenant_id, owner.user_id),
+            ).fetchone()[0]
+            if rows < self.keyword_index_min_rows:
+                return _SmallUser(int(rows))
+            idx = UserKeywordIndex(self._tokenizer)
+            cur = conn.execute(
+                "SELECT rowid, memory_id, content FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid",
+                (f'owner : "{owner_token(owner)}"',),
+            )
+            # in chunks: the texts of a step are freed before the next one is read
+            while rows := cur.fetchmany(_LOAD_CHUNK):
+                idx.add([(r[1], int(r[0]), r[2]) for r in rows])
+                del rows
+        finally:
+            conn.close()
+        idx.compact()
+        return idx
+
+    def _start_keyword_build(self, owner: Owner) -> None:
+        """Build a large owner's keyword index in a background thread; FTS5 answers the owner's keyword
+        searches meanwhile (the same answers). A write that lands during the build makes the cache
+        load it again (:meth:`OwnerCache.get`)."""
+        with self._keywords.lock:
+            if owner in self._keyword_builds:
+                return
+            self._keyword_builds.add(owner)
+
+        def build() -> None:
+            try:
+                self._keywords.get(owner, lambda: self._load_keyword_index(owner))
+                if self._closed:
+                    self._keywords.drop(owner)
+            except Exception:
+                if not self._closed:  # a store closed under the build is not an error
+                    log.exception("building the keyword index of a user failed; FTS5 answers its searches")
+            finally:
+                with self._keywords.lock:
+                    self._keyword_builds.discard(owner)
+
+        self._background(build, "cognis-keyword-build")
+
+    def _keyword_index(self, owner: Owner) -> UserKeywordIndex | _SmallUser | None:
+        """The owner's loaded keyword index (or its small-user note); None while a large owner's index
+        is built in the background."""
+        idx = self._keywords.loaded(owner)
+        if idx is not None:
+            return idx
+        with self._keywords.lock:
+            if owner in self._keyword_builds:
+                return None
         rows = self._read(
             "SELECT count(*) FROM memories WHERE is_current = 1 AND tenant_id = ? AND user_id = ?",
             (owner.tenant_id, owner.user_id),
         )[0][0]
-        if rows < self.keyword_index_min_rows:
-            return _SmallUser(int(rows))
-        idx = UserKeywordIndex(self._tokenizer)
-        with self._rlock:
-            assert self._reader is not None, "store is not open"
-            cur = self._reader.execute(
-                "SELECT rowid, memory_id, content FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid",
-                (f'owner : "{owner_token(owner)}"',),
-            )
-        while True:
-            # in chunks: the texts of a step are freed before the next one is read
-            with self._rlock:
-                rows = cur.fetchmany(_LOAD_CHUNK)
-            if not rows:
-                break
-            idx.add([(r[1], int(r[0]), r[2]) for r in rows])
-            del rows
-        idx.compact()
-        return idx
+        if rows >= self.keyword_index_min_rows:
+            self._start_keyword_build(owner)
+            return None
+        # a write between the count and this entry leaves the count a little short: the threshold is
+        # then crossed a few writes late, which changes no answer
+        return self._keywords.get(owner, lambda: _SmallUser(int(rows)))
 
     def _indexed_keyword_search(self, owner: Owner, terms: list[str], limit: int) -> list[ScoredMemory] | None:
         """An unfiltered keyword search through the owner's in-memory index; None when FTS5 must answer
-        (a small user, or a query word that FTS5 reads as a phrase)."""
+        (a small user, a large user whose index is still being built, or a query word that FTS5 reads
+        as a phrase)."""
         if not self.keyword_index_min_rows:
             return None
-        idx = self._keywords.get(owner, lambda: self._load_keyword_index(owner))
+        idx = self._keyword_index(owner)
         if not isinstance(idx, UserKeywordIndex):
             return None
         tokens = self._tokenizer.single_tokens(terms)

@@ -22,6 +22,10 @@ from ..domain import Owner
 
 T = TypeVar("T")
 
+#: Loads of at least this many rows hand freed heap pages back: a trim walks the whole heap (5-10 ms
+#: with the model loaded, measured), which a small user's load (kilobytes of buffers) does not repay.
+TRIM_MIN_ROWS = 20_000
+
 
 def release_free_memory() -> None:
     """Hand the heap pages freed by a load back to the system (glibc's ``malloc_trim``): a load reads a
@@ -66,7 +70,8 @@ class OwnerCache(Generic[T]):
             finally:
                 with self._lock:
                     self._loading -= 1
-            release_free_memory()
+            if self._size(fresh) >= TRIM_MIN_ROWS:
+                release_free_memory()
             with self._lock:
                 entry = self._entries.get(owner)
                 if entry is not None:  # another thread loaded it meanwhile
@@ -76,6 +81,14 @@ class OwnerCache(Generic[T]):
                     self._entries[owner] = fresh
                     self._evict()
                     return fresh
+
+    def loaded(self, owner: Owner) -> T | None:
+        """The loaded entry of this owner (now the most recently used), without loading it."""
+        with self._lock:
+            entry = self._entries.get(owner)
+            if entry is not None:
+                self._entries.move_to_end(owner)
+            return entry
 
     def peek(self, owner: Owner) -> T | None:
         """The loaded entry of this owner, without loading it."""
