@@ -24,6 +24,12 @@ those of a server that just started:
   over the owner's rows, ids only, no join). The prefix matrix of the floor is made by the
   script, not by the store.
 
+Where the user's approximate prefix index answers (``ann_min_memories``), the recall@10 of the
+vector stage against the exact scan is measured too: the same searches run again with the index
+detached. ``--cold-serve`` measures only the cold start as an operator sees it: ``cognis-memory
+serve`` started on the store, and the wall time from its start to the first answered search over
+HTTP (with ``--compare-with``, alternately with the other runtime).
+
 ``--compare-with TREE`` measures every store twice per round, alternately: once with this
 checkout's runtime and once with the runtime of TREE (another checkout, e.g. a worktree of
 ``main``: its ``runtime/`` and ``devtools/`` go first on ``PYTHONPATH``), ``--rounds`` times,
@@ -32,6 +38,8 @@ and prints the ratios round by round (after / before), so the machine's load dri
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_search.py --sizes 10000,100000 --db /tmp/bench-search
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_search.py --sizes 100000 --layouts one_user \\
         --db /tmp/bench-search --compare-with /work/wt-base --rounds 3
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_search.py --sizes 100000 --layouts one_user \
+        --db /tmp/bench-search --cold-serve --compare-with /work/wt-base --rounds 3
 
 The last stdout line is one JSON object.
 """
@@ -153,16 +161,33 @@ async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> di
     t0 = time.perf_counter()
     await svc.search(TENANT, picked[0], "what did I say about the museum?")
     first_ms = (time.perf_counter() - t0) * 1000
-    # a very large user's approximate index is built in the background after the first search: measure
-    # the searches once it is there (stores without one have no such attribute)
+    # a large user's keyword index and a very large user's approximate index are built in the background
+    # after the first search: measure the searches once they are there (a runtime without background
+    # builds has no join_index_builds; one without an approximate index no ann_pending)
     t0 = time.perf_counter()
+    join = getattr(svc.stores.vectors, "join_index_builds", None)
+    if join is not None:
+        await asyncio.to_thread(join)
+    builds_s = round(time.perf_counter() - t0, 1)
     cache = getattr(svc.stores.vectors, "_vectors", None)
     idx = cache.peek(Owner(TENANT, picked[0])) if hasattr(cache, "peek") else None
     while getattr(idx, "ann_pending", None) is not None:
         await asyncio.sleep(0.5)
-    ann_build_s = round(time.perf_counter() - t0, 1) if getattr(idx, "ann", None) is not None else None
+    ann_build_s = (
+        round(time.perf_counter() - t0, 1) if getattr(idx, "ann", None) is not None else None
+    )  # from the first search
     for q in queries[:3]:
         await svc.search(TENANT, picked[0], q + " warm")
+    # every other user's first search (its indexes loaded): timed apart, so that the searches below are
+    # those of a server whose users were seen before (their indexes stay cached up to max_cached_rows)
+    first_user_wall = []
+    for u in dict.fromkeys(picked[1:]):
+        if u != picked[0]:
+            w0 = time.perf_counter()
+            await svc.search(TENANT, u, queries[0] + " warm")
+            first_user_wall.append((time.perf_counter() - w0) * 1000)
+    if join is not None:
+        await asyncio.to_thread(join)
     svc.telemetry.take()
 
     whole_cpu, whole_wall = [], []
@@ -203,6 +228,28 @@ async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> di
             stage["fact_channel"].append(ms)
         ms, _ = await _acpu_ms(svc.stores.keywords.keyword_search(flt, kw, limit=cfg.bm25_k))
         stage["keyword"].append(ms)
+
+    # recall@10 of the vector stage against the exact scan, where an approximate index shortlists (the
+    # same search run twice: with the index, and with the index detached so the prefix scan is exact)
+    recall: list[float] = []
+    vs = svc.stores.vectors
+
+    async def top10(flt: SearchFilter, full: np.ndarray, short: np.ndarray) -> set[str]:
+        r = await vs.vector_search(flt, full, short, limit=10, shortlist=cfg.shortlist)
+        return {h.memory.id for h in r.hits}
+
+    if getattr(idx, "ann", None) is not None:
+        for u, text, _kw in explained:
+            full = enc.encode([enc.query_text(text)])[0][0]
+            short = full[: enc.dim_short] / np.linalg.norm(full[: enc.dim_short])
+            flt = SearchFilter(owner=Owner(TENANT, u))
+            approx = await top10(flt, full, short)
+            ann, idx.ann = idx.ann, None
+            try:
+                exact = await top10(flt, full, short)
+            finally:
+                idx.ann = ann
+            recall.append(len(approx & exact) / max(1, len(exact)))
 
     # the floor: embedding + bare prefix scan + bare FTS5 top-k, on the same texts
     conn = sqlite3.connect(db)
@@ -251,7 +298,10 @@ async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> di
         "queries": len(queries),
         "start_s": round(started_s, 2),
         "first_search_ms": round(first_ms, 1),
+        "first_search_other_users_wall": summary(first_user_wall) if first_user_wall else None,
         "ann_build_wait_s": ann_build_s,
+        "background_builds_wait_s": builds_s,
+        "ann_recall_at_10": round(sum(recall) / len(recall), 4) if recall else None,
         "rss_idle_mib": rss_idle,
         "rss_after_mib": rss_after,
         "rss_per_100k_mib": round(
@@ -283,6 +333,44 @@ def _measure_in_subprocess(
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+API_KEY = "bench-search-key"
+
+
+def cold_serve(tree: Path | None, db: Path, user: str, port: int) -> dict[str, Any]:
+    """``cognis-memory serve`` started on the store at ``db`` (no worker), then one search for ``user``
+    sent every 20 ms until one is answered: the wall time from the process's start to that answer (the
+    interpreter, the model, the store opened, the server up, the user's indexes loaded or built)."""
+    import httpx
+
+    env = dict(os.environ, COGNIS_API_KEYS=f"{API_KEY}={TENANT}", COGNIS_RUN_WORKER="false",
+               COGNIS_SQLITE_PATH=str(db), COGNIS_DATA_DIR=str(db.parent), COGNIS_TELEMETRY="off")  # fmt: skip
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(tree / "runtime"), str(tree / "devtools"), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-c", "import sys; from cognis_memory.cli import main; sys.exit(main())",
+           "serve", "--port", str(port)]  # fmt: skip
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {API_KEY}"},
+                          timeout=600) as client:  # fmt: skip
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"serve exited with {proc.returncode} ({tree or 'this tree'})")
+                try:
+                    t1 = time.perf_counter()
+                    r = client.post(f"/v1/users/{user}/search", json={"query": "what did I say about the museum?"})
+                except httpx.TransportError:
+                    time.sleep(0.02)
+                    continue
+                r.raise_for_status()
+                done = time.perf_counter()
+                return {"serve_to_first_answer_s": round(done - t0, 2), "server_up_s": round(t1 - t0, 2),
+                        "first_search_ms": round((done - t1) * 1000, 1)}  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 def _row(r: dict[str, Any]) -> list[Any]:
     s = r["stages_cpu"]
     return [
@@ -291,13 +379,13 @@ def _row(r: dict[str, Any]) -> list[Any]:
         s["keyword"]["p50"], r["after_fusion_cpu_p50"], r["speaker_probes"], r["floor_total_cpu"]["p50"],
         r["floor_cpu"]["prefix_scan"]["p50"], r["floor_cpu"]["fts_topk"]["p50"],
         round(r["search_cpu"]["p50"] / r["floor_total_cpu"]["p50"], 2), r["first_search_ms"], r["rss_idle_mib"],
-        r["rss_after_mib"], r["rss_per_100k_mib"], f"{r['load_avg'][0]:.1f}",
+        r["rss_after_mib"], r["rss_per_100k_mib"], r.get("ann_recall_at_10") or "-", f"{r['load_avg'][0]:.1f}",
     ]  # fmt: skip
 
 
 HEADERS = ["memories", "layout", "CPU p50", "CPU p95", "wall p50", "wall p95", "embed", "vector", "facts", "keyword",
            "after fusion", "probes", "floor p50", "floor scan", "floor FTS", "x floor", "first search ms",
-           "RSS idle", "RSS after", "RSS/100k", "load"]  # fmt: skip
+           "RSS idle", "RSS after", "RSS/100k", "ANN recall@10", "load"]  # fmt: skip
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -305,12 +393,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     layouts = [x for x in args.layouts.split(",") if x]
     out = Path(args.out)
-    rows, compare = [], []
+    rows, compare, cold = [], [], []
     for n in sizes:
         for layout in layouts:
             db = store_path(root, n, layout, args.per_user)
             info = await build(db, n, layout, args.per_user, args.vocab)
             print(f"store {db}: {info}", file=sys.stderr)
+            if args.cold_serve:
+                owner = owners_of(n, layout, args.per_user)[0]
+                for rnd in range(args.rounds):
+                    for label, tree in (("after", None), ("before", args.compare_with)):
+                        if label == "before" and not tree:
+                            continue
+                        c = cold_serve(Path(tree) if tree else None, db, owner, args.port)
+                        c.update(round=rnd + 1, tree=label, memories=n, layout=layout, load=os.getloadavg()[0])
+                        cold.append(c)
+                        print(f"cold serve {label} {n} {layout}: {c}", file=sys.stderr)
+                continue
             if args.compare_with:
                 for rnd in range(args.rounds):
                     after = _measure_in_subprocess(None, db, n, layout, args)
@@ -327,6 +426,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         payload["rows"] = rows
         payload["table_markdown"] = bc.fmt_table(HEADERS, [_row(r) for r in rows])
         print(payload["table_markdown"])
+    if cold:
+        payload["cold_serve"] = cold
+        payload["cold_serve_table_markdown"] = bc.fmt_table(
+            ["round", "memories", "layout", "runtime", "serve to first answer s", "server up s", "first search ms",
+             "load"],
+            [[c["round"], c["memories"], c["layout"], c["tree"], c["serve_to_first_answer_s"], c["server_up_s"],
+              c["first_search_ms"], f"{c['load']:.1f}"] for c in cold],
+        )  # fmt: skip
+        print(payload["cold_serve_table_markdown"])
     if compare:
         table = bc.fmt_table(
             ["round", "memories", "layout", "before CPU p50", "after", "ratio", "before CPU p95", "after", "ratio",
@@ -349,7 +457,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         payload["compare_table_markdown"] = table
         print(table)
     bc.write_json(out / "search.json", payload)
-    return {"out": str(out / "search.json"), "rows": len(rows), "compared": len(compare)}
+    return {"out": str(out / "search.json"), "rows": len(rows), "compared": len(compare), "cold_serve": len(cold)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -362,6 +470,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", default=str(bc.REPO / "bench-results" / "search-stores"), help="where the stores are kept")
     p.add_argument("--compare-with", default=None, metavar="TREE", help="another checkout: measure its runtime too")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds with --compare-with")
+    p.add_argument(
+        "--cold-serve",
+        action="store_true",
+        help="only the cold start of `serve`: from its start to the first answered search (HTTP)",
+    )
+    p.add_argument("--port", type=int, default=18731, help="port of --cold-serve's server")
     p.add_argument("--measure", default=None, metavar="DB", help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(bc.REPO / "bench-results"))
     args = p.parse_args(argv)
