@@ -251,3 +251,32 @@ async def test_a_graph_with_a_quarter_of_its_keys_removed_is_built_again(tmp_pat
     again = store._vectors.peek(owner).ann
     assert again.removed == 0 and len(again) == 400
     await store.close()
+
+
+def test_one_load_per_owner_at_a_time_and_a_write_during_it_loads_again() -> None:
+    import threading
+
+    from cognis_memory.stores.owner_cache import OwnerCache
+
+    cache: OwnerCache[list[int]] = OwnerCache(len)
+    owner = Owner("t", "u")
+    calls, release, started = [], threading.Event(), threading.Event()
+
+    def loader() -> list[int]:
+        calls.append(1)
+        started.set()
+        assert release.wait(60)
+        return [len(calls)]
+
+    got: list[list[int]] = []
+    threads = [threading.Thread(target=lambda: got.append(cache.get(owner, loader))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    assert started.wait(60)
+    with cache.lock:
+        cache.written(owner)  # a write lands while the rows are read: that load is not kept
+    release.set()
+    for t in threads:
+        t.join(60)
+    assert len(calls) == 2  # the first load, discarded, and one more: the waiting callers did not load
+    assert got == [[2], [2], [2]] and all(g is got[0] for g in got)

@@ -138,6 +138,8 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 _SCHEMA = _SCHEMA.replace("{tokenize}", FTS_TOKENIZE)
 #: Rows read per step when a user's vector or keyword index is loaded.
 _LOAD_CHUNK = 16384
+#: how much lower the priority of a background index build is than the process's (a nice increment)
+BACKGROUND_NICE = 10
 _SCOPE_CODES = {s.value: scope_code(s) for s in Scope}
 _CATEGORY_CODES = {c.value: category_code(c) for c in Category}
 _KIND_CODES = {k.value: kind_code(k) for k in MemoryKind}
@@ -286,7 +288,20 @@ class EmbeddedStore:
         await asyncio.to_thread(self._open_sync)
 
     def _background(self, target: Any, name: str) -> None:
-        t = threading.Thread(target=target, name=name, daemon=True)
+        def run() -> None:
+            # background work yields the CPU to searches: the thread runs at a lower priority (Linux
+            # schedules threads one by one; elsewhere this is skipped)
+            try:
+                os.setpriority(
+                    os.PRIO_PROCESS,
+                    threading.get_native_id(),
+                    min(os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE, 19),
+                )
+            except (AttributeError, OSError):
+                pass
+            target()
+
+        t = threading.Thread(target=run, name=name, daemon=True)
         with self._keywords.lock:
             self._build_threads = [b for b in self._build_threads if b.is_alive()]
             self._build_threads.append(t)

@@ -6,7 +6,8 @@ bounds the rows it holds over all owners (``max_rows``): past it, the least rece
 are dropped and reloaded on their next search. A loader runs *outside* the cache's lock (a large
 user's first search does not stall every other user's), and its result is kept only when no
 write reached that owner's rows while it ran (:meth:`OwnerCache.written` bumps a generation that
-the loader's start and end are compared on); otherwise the caller is told to load again.
+the loader's start and end are compared on); otherwise the caller is told to load again. One
+load per owner runs at a time: a second caller waits for it rather than reading the rows twice.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class OwnerCache(Generic[T]):
         self._generation: dict[Owner, int] = {}  # owner -> the clock at its last write
         self._clock = 0
         self._loading = 0  # loads under way (generations are not pruned meanwhile)
+        self._inflight: dict[Owner, threading.Event] = {}  # owner -> set when its load under way ends
         self._lock = threading.RLock()
 
     @property
@@ -56,31 +58,42 @@ class OwnerCache(Generic[T]):
 
     def get(self, owner: Owner, loader: Callable[[], T]) -> T:
         """The owner's entry, loaded by ``loader`` (outside the lock) when absent; loaded again while a
-        write to this owner lands during a load."""
+        write to this owner lands during a load. One load per owner at a time: a caller that finds the
+        owner's load under way (the fact channel's search beside the main one, say) waits for it
+        instead of reading the same rows again."""
         while True:
             with self._lock:
                 entry = self._entries.get(owner)
                 if entry is not None:
                     self._entries.move_to_end(owner)
                     return entry
-                start = self._generation.get(owner, 0)
-                self._loading += 1
+                pending = self._inflight.get(owner)
+                if pending is None:
+                    done = self._inflight[owner] = threading.Event()
+                    start = self._generation.get(owner, 0)
+                    self._loading += 1
+            if pending is not None:
+                pending.wait()
+                continue
             try:
                 fresh = loader()
+                if self._size(fresh) >= TRIM_MIN_ROWS:
+                    release_free_memory()
+                with self._lock:
+                    entry = self._entries.get(owner)
+                    if entry is not None:  # put there meanwhile (a load that began before a clear)
+                        self._entries.move_to_end(owner)
+                        return entry
+                    if self._generation.get(owner, 0) == start:
+                        self._entries[owner] = fresh
+                        self._evict()
+                        return fresh
             finally:
                 with self._lock:
                     self._loading -= 1
-            if self._size(fresh) >= TRIM_MIN_ROWS:
-                release_free_memory()
-            with self._lock:
-                entry = self._entries.get(owner)
-                if entry is not None:  # another thread loaded it meanwhile
-                    self._entries.move_to_end(owner)
-                    return entry
-                if self._generation.get(owner, 0) == start:
-                    self._entries[owner] = fresh
-                    self._evict()
-                    return fresh
+                    if self._inflight.get(owner) is done:
+                        del self._inflight[owner]
+                done.set()
 
     def loaded(self, owner: Owner) -> T | None:
         """The loaded entry of this owner (now the most recently used), without loading it."""
