@@ -147,7 +147,7 @@ class Hnswlib(Candidate):
 class Runtime(Candidate):
     """What the embedded store builds (``stores/ann_index.py``), searched as the store searches it."""
 
-    name = "runtime (faiss HNSW, M16, efC128, ef256)"
+    name = "runtime (faiss HNSW, M16, efC128, ef1024)"
 
     def build(self, short: np.ndarray, threads: int) -> None:
         from cognis_memory.stores.ann_index import build_prefix_ann

@@ -24,8 +24,9 @@ from ..domain import Owner
 T = TypeVar("T")
 
 #: Loads of at least this many rows hand freed heap pages back: a trim walks the whole heap (5-10 ms
-#: with the model loaded, measured), which a small user's load (kilobytes of buffers) does not repay.
-TRIM_MIN_ROWS = 20_000
+#: with the model loaded, measured), which a small user's load (a few megabytes of buffers, reused by
+#: the next load) does not repay; a 10,000-row user's load and keyword build left about 13 MiB resident.
+TRIM_MIN_ROWS = 5_000
 
 
 def release_free_memory() -> None:
