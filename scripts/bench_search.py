@@ -30,8 +30,8 @@ detached. ``--cold-serve`` measures only the cold start as an operator sees it: 
 serve`` started on the store, and the wall time from its start to the first answered search over
 HTTP (with ``--compare-with``, alternately with the other runtime).
 
-``--compare-with TREE`` measures every store twice per round, alternately: once with this
-checkout's runtime and once with the runtime of TREE (another checkout, e.g. a worktree of
+``--compare-with TREE`` measures every store twice per round, alternately (the two take turns going
+first): once with this checkout's runtime and once with the runtime of TREE (another checkout, e.g. a worktree of
 ``main``: its ``runtime/`` and ``devtools/`` go first on ``PYTHONPATH``), ``--rounds`` times,
 and prints the ratios round by round (after / before), so the machine's load drifts under both.
 
@@ -336,6 +336,13 @@ def _measure_in_subprocess(
 API_KEY = "bench-search-key"
 
 
+def _order(rnd: int, other: str | None) -> list[tuple[str, str | None]]:
+    """Which runtime goes first in round ``rnd``: they take turns, so that neither always meets the
+    store's file colder in the page cache (the first search of a user reads it)."""
+    pair: list[tuple[str, str | None]] = [("after", None)] + ([("before", other)] if other else [])
+    return pair if rnd % 2 == 0 else pair[::-1]
+
+
 def cold_serve(tree: Path | None, db: Path, user: str, port: int) -> dict[str, Any]:
     """``cognis-memory serve`` started on the store at ``db`` (no worker), then one search for ``user``
     sent every 20 ms until one is answered: the wall time from the process's start to that answer (the
@@ -402,9 +409,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if args.cold_serve:
                 owner = owners_of(n, layout, args.per_user)[0]
                 for rnd in range(args.rounds):
-                    for label, tree in (("after", None), ("before", args.compare_with)):
-                        if label == "before" and not tree:
-                            continue
+                    for label, tree in _order(rnd, args.compare_with):
                         c = cold_serve(Path(tree) if tree else None, db, owner, args.port)
                         c.update(round=rnd + 1, tree=label, memories=n, layout=layout, load=os.getloadavg()[0])
                         cold.append(c)
@@ -412,8 +417,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             if args.compare_with:
                 for rnd in range(args.rounds):
-                    after = _measure_in_subprocess(None, db, n, layout, args)
-                    before = _measure_in_subprocess(Path(args.compare_with), db, n, layout, args)
+                    got = {label: _measure_in_subprocess(Path(tree) if tree else None, db, n, layout, args)
+                           for label, tree in _order(rnd, args.compare_with)}  # fmt: skip
+                    after, before = got["after"], got["before"]
                     compare.append({"round": rnd + 1, "before": before, "after": after})
                     print(f"round {rnd + 1} {n} {layout}: CPU p50 {before['search_cpu']['p50']} -> "
                           f"{after['search_cpu']['p50']} ms", file=sys.stderr)  # fmt: skip
