@@ -208,3 +208,57 @@ async def test_an_update_of_an_unrelated_fact_is_taken_as_an_add(make_service) -
     }
     assert current == {"The user's dog Otis loves chasing the neighbour's cat.",
                        "The user is thinking about learning to bake bread.", "The user works at Bluefin Robotics."}  # fmt: skip
+
+
+async def test_an_updates_merged_text_that_repeats_the_old_or_another_memory_keeps_the_new_fact(make_service) -> None:
+    """Recorded (1.5B, llama-server, update set): UPDATE answers whose ``content`` was not the merged fact but
+    a listed memory's own text: the target's ("Tomas started a new TV series about detectives." as the
+    update of that very memory) or another memory's (a keto-diet memory as the content of a job update).
+    Stored as given, the new version states the old value, or something else, as current. The fact's own
+    text is kept instead (counted under ``overruled``); a merged text that says the fact is used."""
+    first = {"facts": [{"content": "The user works as a data engineer at Orbital Foods.", "category": "professional",
+                        "scope": "USER", "event_date": None, "sources": [1]},
+                       {"content": "The user follows a keto diet.", "category": "dietary",
+                        "scope": "USER", "event_date": None, "sources": [2]},
+                       {"content": "The user lives in Porto.", "category": "personal_details",
+                        "scope": "USER", "event_date": None, "sources": [3]}]}  # fmt: skip
+    second = {"facts": [{"content": "The user works at Bluefin Robotics.", "category": "professional",
+                         "scope": "USER", "event_date": None, "sources": [1]},
+                        {"content": "The user went vegan.", "category": "dietary",
+                         "scope": "USER", "event_date": None, "sources": [2]},
+                        {"content": "The user moved to Lisbon.", "category": "personal_details",
+                         "scope": "USER", "event_date": None, "sources": [3]}]}  # fmt: skip
+    answers = iter([first, second])
+
+    def respond(schema: str, body: dict) -> dict:
+        if schema == "extracted_facts":
+            return next(answers)
+        prompt = body["messages"][-1]["content"]
+
+        def alias(word: str) -> str:
+            return next(line.split(":")[0].strip(" -") for line in prompt.splitlines() if word in line and "-" in line)
+
+        return {"decisions": [
+            {"fact": 0, "action": "UPDATE", "target": alias("Orbital"),
+             "content": "The user works as a data engineer at Orbital Foods.", "category": None},  # the target's text
+            {"fact": 1, "action": "UPDATE", "target": alias("keto"),
+             "content": "The user lives in Porto.", "category": None},  # another memory's text
+            {"fact": 2, "action": "UPDATE", "target": alias("Porto"),
+             "content": "The user lives in Lisbon.", "category": None},  # a merge that says the fact
+        ]}  # fmt: skip
+
+    with ScriptedLLMServer(respond) as server:
+        svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "recorded"))
+        await svc.add_messages("acme", "u3", [MessageIn(t, timestamp=TS) for t in (
+            "I work as a data engineer at Orbital Foods.", "I'm on a keto diet.", "I live in Porto.")])  # fmt: skip
+        later = TS + timedelta(days=30)
+        r = await svc.add_messages("acme", "u3", [MessageIn(t, timestamp=later) for t in (
+            "I just joined Bluefin Robotics!", "I went vegan last month.", "We moved to Lisbon.")])  # fmt: skip
+    assert r.extraction["UPDATE"] == 3
+    assert r.extraction["answers"]["overruled"] == {"update_content_is_the_target": 1, "update_content_not_the_fact": 1}
+    current = {
+        m.content
+        for m in await svc.stores.memories.list_memories(Owner("acme", "u3"))
+        if m.kind is MemoryKind.FACT and m.is_current
+    }
+    assert current == {"The user works at Bluefin Robotics.", "The user went vegan.", "The user lives in Lisbon."}

@@ -197,7 +197,7 @@ class ContextAwareExtractor:
             decisions = []
         decided: set[int] = set()
         changed: set[str] = set()  # aliases an earlier decision of this answer already updated or deleted
-        rewritten: list[CandidateFact] = []  # UPDATEs whose merged content needs its own vectors
+        rewritten: list[tuple[int, CandidateFact]] = []  # (operation, the fact it merged): new vectors needed
         overruled = result.report.overruled
         for d in decisions:
             if d.fact in decided:
@@ -221,7 +221,11 @@ class ContextAwareExtractor:
                     changed.add(d.target)
             if action is Action.UPDATE:
                 assert d.target is not None
-                if d.content and d.content != fact.content:
+                if d.content and _same_text(d.content, alias_of[d.target].content):
+                    # the "merged" text repeats the memory being replaced: the new fact is what is true now
+                    overruled["update_content_is_the_target"] += 1
+                elif d.content and d.content != fact.content:
+                    rewritten.append((len(result.operations), fact))
                     fact = CandidateFact(
                         content=d.content,
                         category=d.category or fact.category,
@@ -229,7 +233,6 @@ class ContextAwareExtractor:
                         event_time=fact.event_time,
                         sources=fact.sources,
                     )
-                    rewritten.append(fact)
                 result.operations.append(Operation(action, fact, alias_of[d.target]))
             elif action is Action.DELETE:
                 assert d.target is not None
@@ -237,9 +240,16 @@ class ContextAwareExtractor:
             else:  # ADD, or NONE (kept so that it is counted)
                 result.operations.append(Operation(action, fact))
         if rewritten:
-            full, short = await self.encoder.encode_async([f.content for f in rewritten], priority)
-            for f, e, s in zip(rewritten, full, short, strict=True):
+            merged = [result.operations[k].fact for k, _ in rewritten]
+            full, short = await self.encoder.encode_async([f.content for f in merged], priority)
+            for (k, original), f, e, s in zip(rewritten, merged, full, short, strict=True):
                 f.embedding, f.embedding_short = e, s
+                if original.embedding is not None and float(original.embedding @ e) < self.update_min_similarity:
+                    # the merged text no longer says what the fact says (a small model copied another
+                    # listed memory): storing it would make a wrong value current; the fact's own text is kept
+                    overruled["update_content_not_the_fact"] += 1
+                    op = result.operations[k]
+                    result.operations[k] = Operation(op.action, original, op.target)
         for i, f in enumerate(facts):  # candidates the LLM forgot are added rather than lost
             if i not in decided:
                 result.operations.append(Operation(Action.ADD, f))
@@ -341,3 +351,8 @@ def _cited(numbers: list[int], similarity: np.ndarray, report: AnswerReport) -> 
         report.repairs["source_corrected"] += 1
         return [best]
     return numbers
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Whether two texts are the same once case, spacing and a final full stop are ignored."""
+    return " ".join(a.lower().rstrip(". ").split()) == " ".join(b.lower().rstrip(". ").split())
