@@ -147,7 +147,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await svc.start(run_worker=False)
         t0 = time.perf_counter()
-        report = await ingest(svc, histories)
+        report = await ingest(svc, histories, concurrency=args.concurrency)
         n_turns = sum(len(h.turns) for h in histories)
         print(f"ingested {n_turns} turns of {len(histories)} users in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)  # fmt: skip
@@ -214,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the UPDATE guard's cosine (COGNIS_LLM_UPDATE_MIN_SIMILARITY; 0 turns the guard off)",
     )
+    p.add_argument("--concurrency", type=int, default=1,
+                   help="users ingested at once (a local LLM server with as many --parallel slots; default: 1)")
     p.add_argument("--label", default=None, help="name of this run's output files (updates-LABEL.json)")
     p.add_argument("--dump", default=None, help="also write the generated histories (JSON lines) to this file")
     bc.add_quality_args(p)
