@@ -16,7 +16,6 @@ answers from this set's ground truth). The runtime knows nothing of these templa
 from __future__ import annotations
 
 import asyncio
-
 import random
 import time
 from collections.abc import Sequence
