@@ -112,8 +112,12 @@ DECIDE_SYSTEM = (
     "Give one decision per new fact."
 )
 
-#: a fact that starts in the first person was copied from the message rather than restated
-_FIRST_PERSON = re.compile(r"^\W*(I|I'm|I've|I'd|I'll|My|Me|Mine|Myself|We|We're|We've|Our)\b", re.IGNORECASE)
+#: A first-person word anywhere in a fact (copied from the message rather than restated): besides facts that
+#: start with "I" or "My", the 1.5B model copied lines such as "Today [9 May 2023] was my first day at Bluefin
+#: Robotics!", whose "my" is as ambiguous. Case-sensitive, so that "US" and "ME" are not pronouns.
+_FIRST_PERSON = re.compile(r"\b(I|[Mm]y|[Mm]e|[Mm]ine|[Mm]yself|[Ww]e|[Oo]ur|[Oo]urs|[Oo]urselves)\b")
+#: ... unless the fact names its subject first ("The user is getting a cold, I think.": the speaker's hedge).
+_NAMES_THE_USER = re.compile(r"^\W*(the\s+)?user\b", re.IGNORECASE)
 
 
 def numbered_transcript(messages: list[ResolvedMessage]) -> tuple[str, list[ResolvedMessage]]:
@@ -325,11 +329,16 @@ class ContextAwareExtractor:
 
     @staticmethod
     def _third_person(draft: FactDraft, sources: list[ResolvedMessage], report: AnswerReport) -> str:
-        """The fact's text; one written in the first person ("I moved to Lisbon", "My dog is Otis") gets its
-        speaker in front ("Maya: I moved to Lisbon"), like a raw memory."""
+        """The fact's text; one written in the first person ("I moved to Lisbon", "Today was my first day at
+        Bluefin") gets its speaker in front ("Maya: I moved to Lisbon"), like a raw memory."""
         content = draft.content
         speaker = sources[0].speaker if sources else ""
-        if speaker and _FIRST_PERSON.match(content):
+        if (
+            speaker
+            and _FIRST_PERSON.search(content)
+            and not _NAMES_THE_USER.match(content)
+            and not content.lower().startswith(speaker.lower())
+        ):
             report.repairs["first_person"] += 1
             return f"{speaker}: {content}"
         return content
