@@ -93,9 +93,11 @@ def llm_summary(report: IngestReport, job_results: dict[str, dict[str, Any]]) ->
     }
     repairs: Counter[str] = Counter()
     dropped: Counter[str] = Counter()
+    overruled: Counter[str] = Counter()
     for a in answers:
         repairs.update(a["repairs"])
         dropped.update(a["dropped"])
+        overruled.update(a.get("overruled", {}))
     seconds = sum(a["seconds"] for a in answers)
     return {
         "messages": messages,
@@ -115,6 +117,7 @@ def llm_summary(report: IngestReport, job_results: dict[str, dict[str, Any]]) ->
         "ingest_seconds_per_message": round(sum(b["seconds"] for b in report.batches) / messages, 3) if messages else 0,
         "repairs": dict(repairs.most_common()),
         "dropped": dict(dropped.most_common()),
+        "overruled": dict(overruled.most_common()),
     }
 
 
@@ -147,7 +150,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await svc.start(run_worker=False)
         t0 = time.perf_counter()
-        report = await ingest(svc, histories)
+        report = await ingest(svc, histories, concurrency=args.concurrency)
         n_turns = sum(len(h.turns) for h in histories)
         print(f"ingested {n_turns} turns of {len(histories)} users in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)  # fmt: skip
@@ -213,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         help="the UPDATE guard's cosine (COGNIS_LLM_UPDATE_MIN_SIMILARITY; 0 turns the guard off)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="users ingested at once (a local LLM server with as many --parallel slots; default: 1)",
     )
     p.add_argument("--label", default=None, help="name of this run's output files (updates-LABEL.json)")
     p.add_argument("--dump", default=None, help="also write the generated histories (JSON lines) to this file")

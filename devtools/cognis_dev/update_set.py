@@ -15,6 +15,7 @@ answers from this set's ground truth). The runtime knows nothing of these templa
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Sequence
@@ -343,35 +344,44 @@ class IngestReport:
     batches: list[dict[str, Any]] = field(default_factory=list)
 
 
-async def ingest(svc: MemoryService, histories: list[UserHistory], *, tenant: str = TENANT) -> IngestReport:
+async def ingest(
+    svc: MemoryService, histories: list[UserHistory], *, tenant: str = TENANT, concurrency: int = 1
+) -> IngestReport:
     """Every turn one message (speaker = the user's name on user turns of named users), one request
-    per session (synchronous mode: with an extraction LLM, its facts are written before the next)."""
+    per session (synchronous mode: with an extraction LLM, its facts are written before the next).
+    ``concurrency`` users are ingested at once (each user's sessions in order): a local LLM server with
+    as many slots answers them side by side. Users share nothing, so the stored result is the same."""
     report = IngestReport()
-    for h in histories:
-        report.maps[h.user_id] = {}
-        by_session: dict[str, list[Turn]] = {}
-        for t in h.turns:
-            by_session.setdefault(t.session, []).append(t)
-        for turns in by_session.values():
-            msgs = [
-                MessageIn(
-                    content=t.content,
-                    role=t.role,
-                    speaker=h.name if (h.name and t.role == "user") else None,
-                    timestamp=datetime.fromisoformat(t.time),
-                    session_id=t.session,
-                    client_message_id=t.id,
-                )
-                for t in turns
-            ]
-            t0 = time.perf_counter()
-            res = await svc.add_messages(tenant, h.user_id, msgs)
-            report.batches.append(
-                {"user": h.user_id, "messages": len(msgs), "seconds": time.perf_counter() - t0,
-                 "extraction": dict(res.extraction), "job": res.job.id if res.job else None}
-            )  # fmt: skip
-            for t, m in zip(turns, res.messages, strict=True):
-                report.maps[h.user_id][m.id] = t.id
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one_user(h: UserHistory) -> None:
+        async with gate:
+            report.maps[h.user_id] = {}
+            by_session: dict[str, list[Turn]] = {}
+            for t in h.turns:
+                by_session.setdefault(t.session, []).append(t)
+            for turns in by_session.values():
+                msgs = [
+                    MessageIn(
+                        content=t.content,
+                        role=t.role,
+                        speaker=h.name if (h.name and t.role == "user") else None,
+                        timestamp=datetime.fromisoformat(t.time),
+                        session_id=t.session,
+                        client_message_id=t.id,
+                    )
+                    for t in turns
+                ]
+                t0 = time.perf_counter()
+                res = await svc.add_messages(tenant, h.user_id, msgs)
+                report.batches.append(
+                    {"user": h.user_id, "messages": len(msgs), "seconds": time.perf_counter() - t0,
+                     "extraction": dict(res.extraction), "job": res.job.id if res.job else None}
+                )  # fmt: skip
+                for t, m in zip(turns, res.messages, strict=True):
+                    report.maps[h.user_id][m.id] = t.id
+
+    await asyncio.gather(*(one_user(h) for h in histories))
     return report
 
 

@@ -69,7 +69,7 @@ def _omp(args: argparse.Namespace) -> str | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     server = LocalLLMServer(args.model, kind=args.kind, port=args.port, n_ctx=args.n_ctx, threads=args.threads,
-                            seed=args.seed, start_timeout=args.start_timeout, omp_wait_policy=_omp(args))  # fmt: skip
+                            parallel=args.parallel, seed=args.seed, start_timeout=args.start_timeout, omp_wait_policy=_omp(args))  # fmt: skip
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -170,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--model", default=SMALL_MODEL, choices=models)
     serve.add_argument("--kind", default="llama-cpp-python", choices=kinds)
     serve.add_argument("--port", type=int, default=None, help="default: a free port")
-    serve.add_argument("--n-ctx", type=int, default=4096)
+    serve.add_argument("--n-ctx", type=int, default=4096, help="context of one request (of each slot)")
+    serve.add_argument("--parallel", type=int, default=1, help="llama-server slots: requests answered side by side")
     serve.add_argument("--threads", type=int, default=2)
     serve.add_argument("--seed", type=int, default=1234)
     serve.add_argument("--start-timeout", type=float, default=180.0)

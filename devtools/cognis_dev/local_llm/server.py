@@ -30,7 +30,9 @@ class LocalLLMServer(LocalServer):
         model: a name from :data:`cognis_dev.local_llm.CATALOGUE` (default: the 0.5B model).
         kind: ``"llama-cpp-python"`` or ``"llama-server"``.
         port: TCP port (default: a free one).
-        n_ctx: context length in tokens (one slot: the whole context is available to one request).
+        n_ctx: context length in tokens of one request (each slot's).
+        parallel: requests answered side by side (``llama-server`` only: its ``--parallel`` slots, with
+            ``n_ctx`` each; llama-cpp-python's server answers one at a time).
         threads: CPU threads for generation and prompt processing.
         seed: the sampling seed (fixed, so that runs repeat).
         extra_args: appended to the server's command line.
@@ -55,6 +57,7 @@ class LocalLLMServer(LocalServer):
         port: int | None = None,
         *,
         n_ctx: int = 4096,
+        parallel: int = 1,
         threads: int = 2,
         seed: int = DEFAULT_SEED,
         extra_args: Sequence[str] = (),
@@ -66,6 +69,8 @@ class LocalLLMServer(LocalServer):
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown server kind {kind!r}; known: {', '.join(KINDS)}")
+        if parallel != 1 and kind != "llama-server":
+            raise ValueError("parallel slots are a llama-server option")
         if model not in CATALOGUE:
             raise ValueError(f"unknown model {model!r}; known: {', '.join(sorted(CATALOGUE))}")
         super().__init__(
@@ -74,7 +79,7 @@ class LocalLLMServer(LocalServer):
         self.name = kind  # the temp dir is /tmp/cognis-<kind>-XXXX, the log <kind>.log
         self.kind = kind
         self.model = model
-        self.n_ctx = n_ctx
+        self.n_ctx, self.parallel = n_ctx, parallel
         self.threads = threads
         self.seed = seed
         self.extra_args = list(extra_args)
@@ -123,9 +128,9 @@ class LocalLLMServer(LocalServer):
                    "--n_threads_batch", str(self.threads), "--seed", str(self.seed)]  # fmt: skip
         else:
             cmd = [str(self.executable), "--model", str(self.model_file), "--alias", self.model,
-                   "--host", "127.0.0.1", "--port", str(self.port), "--ctx-size", str(self.n_ctx),
+                   "--host", "127.0.0.1", "--port", str(self.port), "--ctx-size", str(self.n_ctx * self.parallel),
                    "--threads", str(self.threads), "--threads-batch", str(self.threads), "--seed", str(self.seed),
-                   "--parallel", "1", "--no-webui"]  # fmt: skip
+                   "--parallel", str(self.parallel), "--no-webui"]  # fmt: skip
         return cmd + self.extra_args
 
     def _command(self) -> Sequence[str]:

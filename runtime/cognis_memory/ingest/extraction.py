@@ -112,8 +112,12 @@ DECIDE_SYSTEM = (
     "Give one decision per new fact."
 )
 
-#: a fact that starts in the first person was copied from the message rather than restated
-_FIRST_PERSON = re.compile(r"^\W*(I|I'm|I've|I'd|I'll|My|Me|Mine|Myself|We|We're|We've|Our)\b", re.IGNORECASE)
+#: A first-person word anywhere in a fact (copied from the message rather than restated): besides facts that
+#: start with "I" or "My", the 1.5B model copied lines such as "Today [9 May 2023] was my first day at Bluefin
+#: Robotics!", whose "my" is as ambiguous. Case-sensitive, so that "US" and "ME" are not pronouns.
+_FIRST_PERSON = re.compile(r"\b(I|[Mm]y|[Mm]e|[Mm]ine|[Mm]yself|[Ww]e|[Oo]ur|[Oo]urs|[Oo]urselves)\b")
+#: ... unless the fact names its subject first ("The user is getting a cold, I think.": the speaker's hedge).
+_NAMES_THE_USER = re.compile(r"^\W*(the\s+)?user\b", re.IGNORECASE)
 
 
 def numbered_transcript(messages: list[ResolvedMessage]) -> tuple[str, list[ResolvedMessage]]:
@@ -197,7 +201,7 @@ class ContextAwareExtractor:
             decisions = []
         decided: set[int] = set()
         changed: set[str] = set()  # aliases an earlier decision of this answer already updated or deleted
-        rewritten: list[CandidateFact] = []  # UPDATEs whose merged content needs its own vectors
+        rewritten: list[tuple[int, CandidateFact]] = []  # (operation, the fact it merged): new vectors needed
         overruled = result.report.overruled
         for d in decisions:
             if d.fact in decided:
@@ -221,7 +225,11 @@ class ContextAwareExtractor:
                     changed.add(d.target)
             if action is Action.UPDATE:
                 assert d.target is not None
-                if d.content and d.content != fact.content:
+                if d.content and _same_text(d.content, alias_of[d.target].content):
+                    # the "merged" text repeats the memory being replaced: the new fact is what is true now
+                    overruled["update_content_is_the_target"] += 1
+                elif d.content and d.content != fact.content:
+                    rewritten.append((len(result.operations), fact))
                     fact = CandidateFact(
                         content=d.content,
                         category=d.category or fact.category,
@@ -229,7 +237,6 @@ class ContextAwareExtractor:
                         event_time=fact.event_time,
                         sources=fact.sources,
                     )
-                    rewritten.append(fact)
                 result.operations.append(Operation(action, fact, alias_of[d.target]))
             elif action is Action.DELETE:
                 assert d.target is not None
@@ -237,9 +244,16 @@ class ContextAwareExtractor:
             else:  # ADD, or NONE (kept so that it is counted)
                 result.operations.append(Operation(action, fact))
         if rewritten:
-            full, short = await self.encoder.encode_async([f.content for f in rewritten], priority)
-            for f, e, s in zip(rewritten, full, short, strict=True):
+            merged = [result.operations[k].fact for k, _ in rewritten]
+            full, short = await self.encoder.encode_async([f.content for f in merged], priority)
+            for (k, original), f, e, s in zip(rewritten, merged, full, short, strict=True):
                 f.embedding, f.embedding_short = e, s
+                if original.embedding is not None and float(original.embedding @ e) < self.update_min_similarity:
+                    # the merged text no longer says what the fact says (a small model copied another
+                    # listed memory): storing it would make a wrong value current; the fact's own text is kept
+                    overruled["update_content_not_the_fact"] += 1
+                    op = result.operations[k]
+                    result.operations[k] = Operation(op.action, original, op.target)
         for i, f in enumerate(facts):  # candidates the LLM forgot are added rather than lost
             if i not in decided:
                 result.operations.append(Operation(Action.ADD, f))
@@ -315,11 +329,16 @@ class ContextAwareExtractor:
 
     @staticmethod
     def _third_person(draft: FactDraft, sources: list[ResolvedMessage], report: AnswerReport) -> str:
-        """The fact's text; one written in the first person ("I moved to Lisbon", "My dog is Otis") gets its
-        speaker in front ("Maya: I moved to Lisbon"), like a raw memory."""
+        """The fact's text; one written in the first person ("I moved to Lisbon", "Today was my first day at
+        Bluefin") gets its speaker in front ("Maya: I moved to Lisbon"), like a raw memory."""
         content = draft.content
         speaker = sources[0].speaker if sources else ""
-        if speaker and _FIRST_PERSON.match(content):
+        if (
+            speaker
+            and _FIRST_PERSON.search(content)
+            and not _NAMES_THE_USER.match(content)
+            and not content.lower().startswith(speaker.lower())
+        ):
             report.repairs["first_person"] += 1
             return f"{speaker}: {content}"
         return content
@@ -341,3 +360,8 @@ def _cited(numbers: list[int], similarity: np.ndarray, report: AnswerReport) -> 
         report.repairs["source_corrected"] += 1
         return [best]
     return numbers
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Whether two texts are the same once case, spacing and a final full stop are ignored."""
+    return " ".join(a.lower().rstrip(". ").split()) == " ".join(b.lower().rstrip(". ").split())
