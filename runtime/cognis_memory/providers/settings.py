@@ -10,14 +10,11 @@ environment variable (``"llm=openai requires openai_base_url (COGNIS_OPENAI_BASE
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from .embedding_models import DEFAULT_EMBEDDING_MODEL
-
-if TYPE_CHECKING:
-    from ..config import Settings
 
 
 def env_name(setting: str) -> str:
@@ -38,7 +35,9 @@ class ProviderSettings(BaseModel):
     required: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, choice: str) -> Self:
+    def from_settings(cls, settings: BaseModel, *, choice: str) -> Self:
+        """Read from the service settings (``cognis_memory.config.Settings``, typed here as the pydantic model
+        it is: this module is imported by the settings' own validation, through :mod:`.registry`)."""
         source = settings.model_dump()
         for name in cls.required:
             alias = str(cls.model_fields[name].validation_alias)

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
@@ -36,6 +34,7 @@ from ..telemetry.recorder import StageRecorder
 from .config import RETRIEVAL_STAGES, RetrievalConfig
 from .fusion import weighted_rrf
 from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names, without_state_words
+from .search_types import SearchHit, SearchQuery, SearchResponse
 from .speakers import SpeakerDirectory
 from .stages import PHASES, Phase, SearchState, StageResources, load_stages
 
@@ -49,38 +48,6 @@ CANDIDATE_STAGES: tuple[str, ...] = (
 def stage_names(registry: Mapping[str, str] = RETRIEVAL_STAGES) -> tuple[str, ...]:
     """Every stage a search can time (``<name>_ms``, the ``Stage`` dimension of ``StageLatency``), in order."""
     return CANDIDATE_STAGES + tuple(registry)
-
-
-@dataclass(slots=True)
-class SearchQuery:
-    """A search: its text, what it may see (``filter``, the owner included) and how to answer."""
-
-    filter: SearchFilter
-    text: str
-    limit: int = 10
-    include_history: bool = False
-    explain: bool = False
-    now: datetime | None = None
-
-    @property
-    def owner(self) -> Owner:
-        return self.filter.owner
-
-
-@dataclass(slots=True)
-class SearchHit:
-    memory: Memory
-    score: float
-    scores: dict[str, float] = field(default_factory=dict)
-    history: list[Memory] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class SearchResponse:
-    hits: list[SearchHit]
-    analysis: QueryAnalysis
-    degraded: list[str] = field(default_factory=list)
-    explain: dict[str, Any] | None = None
 
 
 def fact_filter(flt: SearchFilter) -> SearchFilter | None:

@@ -38,7 +38,7 @@ from .config import RetrievalConfig
 from .query_analysis import QueryAnalysis
 
 if TYPE_CHECKING:
-    from .pipeline import SearchHit, SearchQuery
+    from .search_types import SearchHit, SearchQuery
 
 Phase = Literal["fused", "final", "ranking", "hits"]
 PHASES: tuple[Phase, ...] = ("fused", "final", "ranking", "hits")

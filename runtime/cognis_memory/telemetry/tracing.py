@@ -23,7 +23,7 @@ import contextlib
 import random
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanKind, Tracer
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from .recorder import StageRecorder
 
 #: Instrumentation scope name of every span this package makes.
 SCOPE = "cognis_memory"
@@ -41,6 +40,14 @@ ENUM_FIELDS = frozenset({"cache", "job_status"})
 PREFIX = "cognis."
 
 OTEL_MISSING = "COGNIS_TRACES=otlp needs OpenTelemetry: pip install 'cognis-memory[otel]'"
+
+
+class RecordedOperation(Protocol):
+    """What a span reads of an operation's recorder (``telemetry.recorder.StageRecorder``): its fields and
+    degraded reasons. A protocol, so that the recorder, which opens stage spans, is not imported here."""
+
+    fields: dict[str, Any]
+    degraded: list[str]
 
 
 class Tracing:
@@ -79,7 +86,7 @@ class Tracing:
         self.provider.shutdown()
 
     @contextlib.contextmanager
-    def operation(self, name: str, rec: StageRecorder, **attributes: Any) -> Iterator[Span]:
+    def operation(self, name: str, rec: RecordedOperation, **attributes: Any) -> Iterator[Span]:
         """The span of one memory operation, current while the body runs (so stage spans nest in it);
         on exit it gets the recorder's counts and degraded reasons, and ``error.type`` on failure."""
         from opentelemetry.trace import SpanKind
@@ -124,7 +131,7 @@ def time_prefixed_ids() -> Any:
     return TimePrefixedIds()
 
 
-def recorder_attributes(rec: StageRecorder) -> dict[str, Any]:
+def recorder_attributes(rec: RecordedOperation) -> dict[str, Any]:
     """A recorder's fields as span attributes: numbers and booleans, enumerated strings only."""
     out: dict[str, Any] = {}
     for key, value in rec.fields.items():
