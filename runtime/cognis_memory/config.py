@@ -41,6 +41,18 @@ class Settings(BaseSettings):
     store: str = Field("embedded", description="Which store backs the service.")
     data_dir: Path = Field(Path(".cognis"), description="Directory of the embedded store's SQLite file.")
     sqlite_path: Path | None = Field(None, description="Explicit SQLite file (default: <data_dir>/memory.db).")
+    keyword_index_min_memories: int = Field(
+        10_000,
+        ge=0,
+        description="Embedded store: a user with at least this many current memories gets an in-memory BM25 index "
+        "(FTS5's scores and order, only the query terms' postings read); 0 turns it off.",
+    )
+    ann_min_memories: int = Field(
+        200_000,
+        ge=0,
+        description="Embedded store: a user with at least this many current memories gets an approximate (HNSW) "
+        "prefix index, built in the background, for unfiltered vector searches; 0 turns it off.",
+    )
 
     postgres_dsn: SecretStr | None = Field(None, description="libpq DSN of the PostgreSQL system of record.")
     postgres_host: str | None = Field(None, description="PostgreSQL host (used with postgres_secret_arn).")

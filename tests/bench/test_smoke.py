@@ -21,8 +21,9 @@ LONGMEMEVAL = ROOT.parent / "shared" / "data" / "longmemeval_s_dev100.json.gz"
 pytestmark = pytest.mark.slow
 
 
-def run_script(name: str, *args: str, timeout: int = 240) -> dict:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+def run_script(name: str, *args: str, timeout: int = 240, env: dict[str, str] | None = None) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           **(env or {})}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / name), *args],
         capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,
@@ -100,3 +101,43 @@ def test_bench_scale_smoke(tmp_path: Path) -> None:
     assert (tmp_path / "scale.json").is_file() and (tmp_path / "scale_latency.png").is_file()
     modes = {(r["rotation"], r["prefix"], r["mode"]) for r in out["prefix_study"]}
     assert (False, 32, "two_stage") in modes and (True, 128, "two_stage") in modes
+
+
+def test_bench_search_smoke(tmp_path: Path) -> None:
+    # tiny thresholds so that the keyword index and the approximate prefix index (and its recall) are used
+    env = {"COGNIS_KEYWORD_INDEX_MIN_MEMORIES": "100", "COGNIS_ANN_MIN_MEMORIES": "300"}
+    common = ["--sizes", "400", "--per-user", "100", "--vocab", "120", "--db", str(tmp_path / "stores")]
+    out = run_script(
+        "bench_search.py", *common, "--layouts", "one_user,many_users", "--queries", "5",
+        "--compare-with", str(ROOT), "--rounds", "1", "--out", str(tmp_path), env=env,
+    )  # fmt: skip
+    assert out["compared"] == 2
+    data = json.loads((tmp_path / "search.json").read_text())
+    for c in data["compare"]:
+        for side in ("before", "after"):
+            r = c[side]
+            for key in ("search_cpu", "stages_cpu", "floor_total_cpu", "first_search_ms", "rss_per_100k_mib"):
+                assert key in r, key
+            assert r["search_cpu"]["p50"] > 0 and r["floor_total_cpu"]["p50"] > 0
+    one = next(c["after"] for c in data["compare"] if c["after"]["layout"] == "one_user")
+    assert one["ann_recall_at_10"] is not None and 0 <= one["ann_recall_at_10"] <= 1
+    many = next(c["after"] for c in data["compare"] if c["after"]["layout"] == "many_users")
+    assert many["first_search_other_users_wall"]["p50"] > 0
+    cold = run_script(
+        "bench_search.py", *common, "--layouts", "one_user", "--cold-serve", "--rounds", "1", "--port", "18757",
+        "--out", str(tmp_path / "cold"), env=env,
+    )  # fmt: skip
+    assert cold["cold_serve"] == 1
+    row = json.loads((tmp_path / "cold" / "search.json").read_text())["cold_serve"][0]
+    assert row["serve_to_first_answer_s"] >= row["server_up_s"] > 0
+
+
+def test_bench_ann_smoke(tmp_path: Path) -> None:
+    pytest.importorskip("faiss")
+    out = run_script(
+        "bench_ann.py", "--n", "2000", "--candidates", "exact,faiss-hnsw,runtime", "--queries", "5", "--vocab", "120",
+        "--shortlist", "50", "--out", str(tmp_path),
+    )  # fmt: skip
+    rows = {r["candidate"]: r for r in out["rows"]}
+    assert rows["exact"]["recall@10"] == 1.0
+    assert all(0 <= r["recall@10"] <= 1 and r["cpu_p50_ms"] >= 0 for r in rows.values()) and len(rows) == 3

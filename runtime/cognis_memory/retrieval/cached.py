@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from ..caching.result_cache import Cache
+from ..caching.result_cache import Cache, NullCache
 from ..domain import utcnow
 from ..serialization import memory_from_dict, memory_to_dict
 from ..telemetry.recorder import StageRecorder
@@ -30,6 +30,8 @@ class CachedRetrieval:
         return self.pipeline.analyze(q, config)
 
     async def search(self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None) -> SearchResponse:
+        if isinstance(self.cache, NullCache):  # no cache configured: no key to make, no answer to serialise
+            return await self.pipeline.search(q, rec, config)
         key = None if q.explain else search_cache_key(q, config or self.pipeline.config)
         if key is not None:
             cached = await self.cache.get_search(q.owner, key)

@@ -22,6 +22,8 @@ def dedup_indices(vectors: Sequence[np.ndarray | None], threshold: float) -> lis
         return list(range(len(vectors)))
     mat = np.stack([v for _, v in present]).astype(np.float32, copy=False)
     sims = mat @ mat.T  # one matrix product instead of one per candidate
+    if not np.triu(sims >= threshold, 1).any():  # the usual case: no pair is that close, nothing to walk
+        return list(range(len(vectors)))
     dropped: set[int] = set()
     kept_rows: list[int] = []
     for row, i in enumerate(with_vec):

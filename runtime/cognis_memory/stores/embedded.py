@@ -7,20 +7,29 @@
   opaque owner token (a hash of tenant and user) in an indexed column, and every keyword
   query requires that token, so the tenant/user filter is applied inside the FTS query.
   User text reaches FTS5 only as double-quoted terms, so no FTS5 syntax can be injected.
-* Vectors are float32 blobs in the memories table, searched exactly with numpy through a
-  per-user in-memory index (:mod:`.numpy_index`) that is loaded by a query selecting the
-  owner's current rows and kept in step with every write.
+* Vectors are float32 blobs in the memories table, searched with numpy through a per-user
+  in-memory index (:mod:`.numpy_index`) that is loaded by a query selecting the owner's current
+  rows and kept in step with every write; from ``ann_min_rows`` rows on, an approximate prefix
+  index (:mod:`.ann_index`, faiss HNSW built in the background) shortlists instead of the exact scan.
+* Users with ``keyword_index_min_rows`` current memories or more get an in-memory BM25 index
+  (:mod:`.keyword_index`) that answers unfiltered keyword searches with FTS5's own scores and
+  order, touching only the query terms' postings; smaller users, and filtered searches, ask FTS5.
+  The index is built in a background thread on the user's first keyword search (FTS5 answers
+  until it is there, with the same answers), so the first search after a start is not held up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
+import logging
+import os
 import re
 import sqlite3
+import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,13 +39,18 @@ import numpy as np
 from ..config import Settings
 from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 from ..errors import ConflictError, NotFoundError
+from .ann_index import build_prefix_ann
 from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .filters import owner_token, sqlite_filter
-from .numpy_index import IndexedRow, VectorIndexCache
+from .keyword_index import FtsStatistics, FtsTokenizer, UserKeywordIndex, idf
+from .numpy_index import IndexedRow, UserVectorIndex, category_code, kind_code, scope_code
+from .owner_cache import OwnerCache
 from .records import MEMORY_COLUMNS, SQLITE, job_from_row, memory_from_row, message_from_row
 from .roles import StoreBundle
 from .vector_space import KEY as VECTOR_SPACE_KEY
 from .vector_space import check as check_vector_space
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -85,7 +99,7 @@ CREATE INDEX IF NOT EXISTS memories_owner_current ON memories (tenant_id, user_i
 CREATE INDEX IF NOT EXISTS memories_owner ON memories (tenant_id, user_id, id);
 CREATE INDEX IF NOT EXISTS memories_replaces ON memories (replaces_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    owner, content, memory_id UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2'
+    owner, content, memory_id UNINDEXED, tokenize = '{tokenize}'
 );
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -119,7 +133,19 @@ CREATE TABLE IF NOT EXISTS api_key_revocations (
 );
 """
 
+#: The FTS5 tokenizer of ``memories_fts`` (the in-memory keyword index tokenizes with the same one).
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+_SCHEMA = _SCHEMA.replace("{tokenize}", FTS_TOKENIZE)
+#: Rows read per step when a user's vector or keyword index is loaded.
+_LOAD_CHUNK = 16384
+#: how much lower the priority of a background index build is than the process's (a nice increment)
+BACKGROUND_NICE = 10
+_SCOPE_CODES = {s.value: scope_code(s) for s in Scope}
+_CATEGORY_CODES = {c.value: category_code(c) for c in Category}
+_KIND_CODES = {k.value: kind_code(k) for k in MemoryKind}
+
 _MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
+_COLUMNS_WITHOUT_VECTORS = ", ".join(c for c in MEMORY_COLUMNS if c not in ("embedding", "embedding_short"))
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Words too common to help BM25 that would make an OR query match most of a user's rows.
 STOP_WORDS = frozenset(
@@ -153,8 +179,26 @@ def _blob(vec: np.ndarray | None) -> bytes | None:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes() if vec is not None else None
 
 
+@dataclass(slots=True)
+class _SmallUser:
+    """A user with fewer current memories than ``keyword_index_min_rows``: FTS5 answers their keyword searches."""
+
+    rows: int
+
+    @property
+    def n(self) -> int:
+        return 0
+
+
 class EmbeddedStore:
-    """SQLite + FTS5 + numpy store: supplies every role of :mod:`cognis_memory.stores.roles` itself."""
+    """SQLite + FTS5 + numpy store: supplies every role of :mod:`cognis_memory.stores.roles` itself.
+
+    ``keyword_index_min_rows``: current memories from which a user's unfiltered keyword searches use the
+    in-memory BM25 index (0: never). ``ann_min_rows``: current memories from which a user's unfiltered
+    vector searches shortlist with the approximate prefix index (0: never). ``max_cached_rows``: rows
+    held in memory by each kind of per-user index, over all users (least recently used users are
+    dropped). ``ann_threads``: threads that build an approximate index (default: every core).
+    """
 
     name = "embedded"
 
@@ -169,6 +213,9 @@ class EmbeddedStore:
         dim_short: int,
         max_cached_rows: int = 2_000_000,
         vector_space: str | None = None,
+        keyword_index_min_rows: int = 10_000,
+        ann_min_rows: int = 200_000,
+        ann_threads: int | None = None,
     ) -> None:
         self.path = Path(path)
         self.dim, self.dim_short = dim, dim_short
@@ -178,7 +225,17 @@ class EmbeddedStore:
         self._reader: sqlite3.Connection | None = None
         self._wlock = threading.RLock()
         self._rlock = threading.Lock()
-        self._vectors = VectorIndexCache(dim, dim_short, max_rows=max_cached_rows)
+        self.keyword_index_min_rows, self.ann_min_rows = keyword_index_min_rows, ann_min_rows
+        self.ann_threads = ann_threads or os.cpu_count() or 1
+        self._vectors: OwnerCache[UserVectorIndex] = OwnerCache(lambda i: i.n, max_rows=max_cached_rows)
+        self._keywords: OwnerCache[UserKeywordIndex | _SmallUser] = OwnerCache(lambda i: i.n, max_rows=max_cached_rows)
+        self._tokenizer = FtsTokenizer(FTS_TOKENIZE)
+        self._fts_stats = FtsStatistics("memories_fts")
+        self._ann_available = True
+        #: background index builds under way: keyword indexes by owner, and every build thread (ANN too)
+        self._keyword_builds: set[Owner] = set()
+        self._build_threads: list[threading.Thread] = []
+        self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -227,9 +284,41 @@ class EmbeddedStore:
             )
 
     async def open(self) -> None:
+        self._closed = False
         await asyncio.to_thread(self._open_sync)
 
+    def _background(self, target: Any, name: str) -> None:
+        def run() -> None:
+            # background work yields the CPU to searches: the thread runs at a lower priority (Linux
+            # schedules threads one by one; elsewhere this is skipped)
+            try:
+                os.setpriority(
+                    os.PRIO_PROCESS,
+                    threading.get_native_id(),
+                    min(os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE, 19),
+                )
+            except (AttributeError, OSError):
+                pass
+            target()
+
+        t = threading.Thread(target=run, name=name, daemon=True)
+        with self._keywords.lock:
+            self._build_threads = [b for b in self._build_threads if b.is_alive()]
+            self._build_threads.append(t)
+        t.start()
+
+    def join_index_builds(self, timeout_s: float | None = None) -> bool:
+        """Wait for the background index builds under way (keyword indexes, approximate prefix indexes);
+        True when none is left running. For benchmarks and tests: searches never need to wait."""
+        with self._keywords.lock:
+            threads = list(self._build_threads)
+        for t in threads:
+            t.join(timeout_s)
+        return not any(t.is_alive() for t in threads)
+
     async def close(self) -> None:
+        self._closed = True
+
         def _close() -> None:
             with self._wlock, self._rlock:
                 for conn in (self._writer, self._reader):
@@ -239,6 +328,8 @@ class EmbeddedStore:
             # Not under the reader lock: a search loading an index holds the index lock and then
             # takes the reader lock, so clearing inside it deadlocked a close racing a first search.
             self._vectors.clear()
+            self._keywords.clear()
+            self._fts_stats.forget_connections()
 
         await asyncio.to_thread(_close)
 
@@ -280,7 +371,8 @@ class EmbeddedStore:
 
         return _Tx()
 
-    def _insert_memory(self, conn: sqlite3.Connection, m: Memory) -> None:
+    def _insert_memory(self, conn: sqlite3.Connection, m: Memory) -> int | None:
+        """Insert one memory row (and its FTS row when current); the FTS rowid, if any."""
         if m.embedding is None or m.embedding_short is None:
             raise ValueError("embedding: memories must be embedded before they are stored")
         conn.execute(
@@ -292,26 +384,49 @@ class EmbeddedStore:
                 json.dumps(m.metadata, default=str), _blob(m.embedding), _blob(m.embedding_short),
             ),
         )  # fmt: skip
-        if m.is_current:
-            conn.execute(
-                "INSERT INTO memories_fts (owner, content, memory_id) VALUES (?, ?, ?)",
-                (owner_token(Owner(m.tenant_id, m.user_id)), m.content, m.id),
-            )
+        if not m.is_current:
+            return None
+        cur = conn.execute(
+            "INSERT INTO memories_fts (owner, content, memory_id) VALUES (?, ?, ?)",
+            (owner_token(Owner(m.tenant_id, m.user_id)), m.content, m.id),
+        )
+        return cur.lastrowid
 
-    def _index_add(self, memories: Iterable[Memory]) -> None:
-        with self._vectors.lock:
-            for m in memories:
-                if not m.is_current:
-                    continue
-                idx = self._vectors.peek(Owner(m.tenant_id, m.user_id))
+    def _index_add(self, memories: Sequence[Memory], fts_rowids: Sequence[int | None]) -> None:
+        """Bring the loaded per-user indexes up to date with new current memories (call after the commit)."""
+        self._fts_stats.changed()
+        by_owner: dict[Owner, list[tuple[Memory, int | None]]] = {}
+        for m, rowid in zip(memories, fts_rowids, strict=True):
+            if m.is_current:
+                by_owner.setdefault(Owner(m.tenant_id, m.user_id), []).append((m, rowid))
+        with self._vectors.lock, self._keywords.lock:
+            for owner, added in by_owner.items():
+                idx = self._vectors.peek(owner)
                 if idx is not None:  # not loaded yet: the loader will read it from SQLite
-                    idx.add([IndexedRow.from_memory(m)])
+                    idx.add([IndexedRow.from_memory(m) for m, _ in added])
+                self._vectors.written(owner)
+                kw = self._keywords.peek(owner)
+                if isinstance(kw, UserKeywordIndex):
+                    kw.add([(m.id, rowid, m.content) for m, rowid in added if rowid is not None])
+                elif isinstance(kw, _SmallUser):
+                    kw.rows += len(added)
+                    if kw.rows >= self.keyword_index_min_rows:
+                        self._keywords.drop(owner)  # large enough now: indexed on its next search
+                self._keywords.written(owner)
 
     def _index_remove(self, owner: Owner, memory_id: str) -> None:
-        with self._vectors.lock:
+        self._fts_stats.changed()
+        with self._vectors.lock, self._keywords.lock:
             idx = self._vectors.peek(owner)
             if idx is not None:
                 idx.remove(memory_id)
+            self._vectors.written(owner)
+            kw = self._keywords.peek(owner)
+            if isinstance(kw, UserKeywordIndex):
+                kw.remove(memory_id)
+            elif isinstance(kw, _SmallUser):
+                kw.rows -= 1
+            self._keywords.written(owner)
 
     # -- messages -----------------------------------------------------------------------
     def _save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
@@ -355,9 +470,8 @@ class EmbeddedStore:
     # -- memories -----------------------------------------------------------------------
     def _insert_memories(self, memories: Sequence[Memory]) -> None:
         with self._tx() as conn:
-            for m in memories:
-                self._insert_memory(conn, m)
-        self._index_add(memories)
+            rowids = [self._insert_memory(conn, m) for m in memories]
+        self._index_add(memories, rowids)
 
     async def insert_memories(self, memories: Sequence[Memory]) -> None:
         if memories:
@@ -380,10 +494,10 @@ class EmbeddedStore:
                 (previous_id, owner.tenant_id, owner.user_id),
             )
             conn.execute("DELETE FROM memories_fts WHERE memory_id = ?", (previous_id,))
-            self._insert_memory(conn, new)
-        with self._vectors.lock:
+            rowid = self._insert_memory(conn, new)
+        with self._vectors.lock, self._keywords.lock:
             self._index_remove(owner, previous_id)
-            self._index_add([new])
+            self._index_add([new], [rowid])
         return new
 
     async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
@@ -421,48 +535,101 @@ class EmbeddedStore:
     async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
         return await asyncio.to_thread(self._get_chain, owner, memory_id)
 
-    def _fetch(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
+    def _fetch(self, owner: Owner, ids: Sequence[str], *, vectors_from: UserVectorIndex | None = None) -> list[Memory]:
+        """Memories by id, in the order of ``ids``. With ``vectors_from`` (the owner's loaded vector index: the
+        hits of a search) their vectors are copied from its matrices instead of read and decoded from the
+        rows' blobs (the same float32 values; a row the index no longer holds is read whole)."""
         if not ids:
             return []
         q = ",".join("?" * len(ids))
+        columns = _MEMORY_COLUMNS if vectors_from is None else _COLUMNS_WITHOUT_VECTORS
         rows = self._read(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
+            f"SELECT {columns} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
             (owner.tenant_id, owner.user_id, *ids),
         )
         by_id = {r["id"]: memory_from_row(r, SQLITE) for r in rows}
+        if vectors_from is not None:
+            with self._vectors.lock:
+                for m in by_id.values():
+                    row = vectors_from.row_of.get(m.id)
+                    if row is not None:
+                        m.embedding, m.embedding_short = vectors_from.full[row].copy(), vectors_from.short[row].copy()
+            missing = [i for i, m in by_id.items() if m.embedding is None]
+            if missing:
+                by_id.update((m.id, m) for m in self._fetch(owner, missing))
         return [by_id[i] for i in ids if i in by_id]
 
     async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
         return await asyncio.to_thread(self._fetch, owner, list(ids))
 
-    def _load_index_rows(self, owner: Owner) -> Iterable[IndexedRow]:
-        rows = self._read(
-            "SELECT id, scope, category, kind, session_id, agent_id, event_time, message_time, embedding,"
-            " embedding_short FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1",
-            (owner.tenant_id, owner.user_id),
-        )
-        for r in rows:
-            t = r["event_time"] if r["event_time"] is not None else r["message_time"]
-            yield IndexedRow(
-                id=r["id"],
-                embedding=np.frombuffer(r["embedding"], dtype=np.float32),
-                embedding_short=np.frombuffer(r["embedding_short"], dtype=np.float32),
-                scope=Scope(r["scope"]),
-                category=Category(r["category"]),
-                kind=MemoryKind(r["kind"]),
-                session_id=r["session_id"],
-                agent_id=r["agent_id"],
-                time=t if t is not None else math.nan,
+    def _load_index_rows(self, owner: Owner) -> UserVectorIndex:
+        """The owner's current memories as a vector index, read in chunks straight into its matrices."""
+        params = (owner.tenant_id, owner.user_id)
+        with self._rlock:
+            assert self._reader is not None, "store is not open"
+            count = self._reader.execute(
+                "SELECT count(*) FROM memories WHERE is_current = 1 AND tenant_id = ? AND user_id = ?", params
+            ).fetchone()[0]
+            idx = UserVectorIndex(self.dim, self.dim_short, capacity=max(int(count), 64))
+            cur = self._reader.execute(
+                "SELECT id, scope, category, kind, session_id, agent_id, event_time, message_time, embedding,"
+                " embedding_short FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1",
+                params,
             )
+            while rows := cur.fetchmany(_LOAD_CHUNK):
+                k = len(rows)
+                idx.append_block(
+                    [sys.intern(r[0]) for r in rows],  # one string per id, shared with the keyword index
+                    np.frombuffer(b"".join(r[8] for r in rows), dtype=np.float32).reshape(k, self.dim),
+                    np.frombuffer(b"".join(r[9] for r in rows), dtype=np.float32).reshape(k, self.dim_short),
+                    np.fromiter((_SCOPE_CODES[r[1]] for r in rows), dtype=np.int8, count=k),
+                    np.fromiter((_CATEGORY_CODES[r[2]] for r in rows), dtype=np.int8, count=k),
+                    np.fromiter((_KIND_CODES[r[3]] for r in rows), dtype=np.int8, count=k),
+                    np.array(
+                        [r[6] if r[6] is not None else r[7] if r[7] is not None else np.nan for r in rows],
+                        dtype=np.float64,
+                    ),
+                    [r[4] if r[4] is None else sys.intern(r[4]) for r in rows],  # a session's rows share one string
+                    [r[5] if r[5] is None else sys.intern(r[5]) for r in rows],
+                )
+        return idx
+
+    def _start_ann(self, owner: Owner, idx: UserVectorIndex) -> None:
+        """Build the approximate prefix index of a large user in the background (the exact scan answers
+        meanwhile), then attach it, replaying the writes made during the build."""
+        with self._vectors.lock:
+            if (idx.ann is not None and not idx.ann.stale) or idx.ann_pending is not None or not self._ann_available:
+                return
+            keys, vectors = idx.snapshot_for_ann()
+
+        def build() -> None:
+            ann = None
+            try:
+                ann = build_prefix_ann(keys, vectors, threads=self.ann_threads)
+            finally:
+                with self._vectors.lock:
+                    if ann is None:
+                        self._ann_available = False
+                        idx.ann_pending = None
+                    elif self._vectors.peek(owner) is idx:
+                        idx.attach_ann(ann)
+                    else:
+                        idx.ann_pending = None  # dropped meanwhile; its reload builds again
+
+        self._background(build, "cognis-ann-build")
 
     def _vector_search(
         self, flt: SearchFilter, query: np.ndarray, query_short: np.ndarray | None, limit: int, shortlist: int
     ) -> VectorSearchResult:
         owner = flt.owner
         idx = self._vectors.get(owner, lambda: self._load_index_rows(owner))
+        if self.ann_min_rows and idx.n >= self.ann_min_rows and (idx.ann is None or idx.ann.stale):
+            self._start_ann(owner, idx)
         with self._vectors.lock:
             pairs, n_short, timings = idx.search(flt, query, query_short, limit, shortlist)
-        memories = {m.id: m for m in self._fetch(owner, [p[0] for p in pairs])}
+        if not pairs:
+            return VectorSearchResult(hits=[], candidates_short=n_short, timings_ms=timings)
+        memories = {m.id: m for m in self._fetch(owner, [p[0] for p in pairs], vectors_from=idx)}
         hits = [ScoredMemory(memories[i], s) for i, s in pairs if i in memories and memories[i].is_current]
         return VectorSearchResult(hits=hits, candidates_short=n_short, timings_ms=timings)
 
@@ -477,6 +644,103 @@ class EmbeddedStore:
     ) -> VectorSearchResult:
         return await asyncio.to_thread(self._vector_search, flt, query, query_short, limit, shortlist)
 
+    def _load_keyword_index(self, owner: Owner) -> UserKeywordIndex | _SmallUser:
+        """The owner's keyword index, or a note that the owner is too small for one (FTS5 is cheap there).
+        Read through a connection of its own: a build runs beside searches, and a statement left open
+        on the shared reader would hold every search on the snapshot of its start."""
+        if self._closed or self._reader is None:
+            raise RuntimeError("store is not open")
+        conn = self._connect()
+        try:
+            rows = conn.execute(
+                "SELECT count(*) FROM memories WHERE is_current = 1 AND tenant_id = ? AND user_id = ?",
+                (owner.tenant_id, owner.user_id),
+            ).fetchone()[0]
+            if rows < self.keyword_index_min_rows:
+                return _SmallUser(int(rows))
+            idx = UserKeywordIndex(self._tokenizer)
+            cur = conn.execute(
+                "SELECT rowid, memory_id, content FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid",
+                (f'owner : "{owner_token(owner)}"',),
+            )
+            # in chunks: the texts of a step are freed before the next one is read
+            while rows := cur.fetchmany(_LOAD_CHUNK):
+                idx.add([(r[1], int(r[0]), r[2]) for r in rows])
+                del rows
+        finally:
+            conn.close()
+        idx.compact()
+        return idx
+
+    def _start_keyword_build(self, owner: Owner) -> None:
+        """Build a large owner's keyword index in a background thread; FTS5 answers the owner's keyword
+        searches meanwhile (the same answers). A write that lands during the build makes the cache
+        load it again (:meth:`OwnerCache.get`)."""
+        with self._keywords.lock:
+            if owner in self._keyword_builds:
+                return
+            self._keyword_builds.add(owner)
+
+        def build() -> None:
+            try:
+                self._keywords.get(owner, lambda: self._load_keyword_index(owner))
+                if self._closed:
+                    self._keywords.drop(owner)
+            except Exception:
+                if not self._closed:  # a store closed under the build is not an error
+                    log.exception("building the keyword index of a user failed; FTS5 answers its searches")
+            finally:
+                with self._keywords.lock:
+                    self._keyword_builds.discard(owner)
+
+        self._background(build, "cognis-keyword-build")
+
+    def _keyword_index(self, owner: Owner) -> UserKeywordIndex | _SmallUser | None:
+        """The owner's loaded keyword index (or its small-user note); None while a large owner's index
+        is built in the background."""
+        idx = self._keywords.loaded(owner)
+        if idx is not None:
+            return idx
+        with self._keywords.lock:
+            if owner in self._keyword_builds:
+                return None
+        rows = self._read(
+            "SELECT count(*) FROM memories WHERE is_current = 1 AND tenant_id = ? AND user_id = ?",
+            (owner.tenant_id, owner.user_id),
+        )[0][0]
+        if rows >= self.keyword_index_min_rows:
+            self._start_keyword_build(owner)
+            return None
+        # a write between the count and this entry leaves the count a little short: the threshold is
+        # then crossed a few writes late, which changes no answer
+        return self._keywords.get(owner, lambda: _SmallUser(int(rows)))
+
+    def _indexed_keyword_search(self, owner: Owner, terms: list[str], limit: int) -> list[ScoredMemory] | None:
+        """An unfiltered keyword search through the owner's in-memory index; None when FTS5 must answer
+        (a small user, a large user whose index is still being built, or a query word that FTS5 reads
+        as a phrase)."""
+        if not self.keyword_index_min_rows:
+            return None
+        idx = self._keyword_index(owner)
+        if not isinstance(idx, UserKeywordIndex):
+            return None
+        tokens = self._tokenizer.single_tokens(terms)
+        if tokens is None:
+            return None
+        with self._rlock:
+            assert self._reader is not None, "store is not open"
+            totals = self._fts_stats.totals(self._reader)
+            df = self._fts_stats.doc_freq(self._reader, tokens)
+        if totals.rows == 0:
+            return []
+        idfs = [idf(totals.rows, df[t]) for t in tokens]
+        with self._keywords.lock:
+            pairs = idx.search(tokens, idfs, totals.tokens / totals.rows, limit)
+        if not pairs:
+            return []
+        memories = {m.id: m for m in self._fetch(owner, [p[0] for p in pairs], vectors_from=self._vectors.peek(owner))}
+        return [ScoredMemory(memories[i], s) for i, s in pairs if i in memories and memories[i].is_current]
+
     def _keyword_search(self, flt: SearchFilter, text: str, limit: int) -> list[ScoredMemory]:
         terms = fts_query_terms(text)
         if not terms:
@@ -484,6 +748,8 @@ class EmbeddedStore:
         owner = flt.owner
         match = f'owner : "{owner_token(owner)}" AND content : ({" OR ".join(_quote(t) for t in terms)})'
         extra, params = sqlite_filter(flt)
+        if not extra and (indexed := self._indexed_keyword_search(owner, terms, limit)) is not None:
+            return indexed
         columns = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
         if not extra:
             # Rank inside FTS first and read only the top rows: joining before the ORDER BY made SQLite
@@ -551,7 +817,9 @@ class EmbeddedStore:
                 ).rowcount,
                 "index_documents": fts,
             }
+        self._fts_stats.changed()
         self._vectors.drop(owner)
+        self._keywords.drop(owner)
         return counts
 
     async def forget_user(self, owner: Owner) -> dict[str, int]:
@@ -669,5 +937,10 @@ def _quote(term: str) -> str:
 def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
     """The embedded store at ``resolved_sqlite_path`` (registry entry ``embedded``)."""
     return EmbeddedStore(
-        settings.resolved_sqlite_path, dim=dim, dim_short=dim_short, vector_space=settings.vector_space
+        settings.resolved_sqlite_path,
+        dim=dim,
+        dim_short=dim_short,
+        vector_space=settings.vector_space,
+        keyword_index_min_rows=settings.keyword_index_min_memories,
+        ann_min_rows=settings.ann_min_memories,
     ).roles()

@@ -1,30 +1,62 @@
-"""In-memory exact vector search over one user's current memories (numpy).
+"""In-memory vector search over one user's current memories (numpy, and an ANN index for large users).
 
-The embedded store keeps one :class:`UserVectorIndex` per (tenant, user), loaded from
-SQLite on first use with a query that selects only that owner's current rows, and kept in
-step with every write. Filters become boolean masks evaluated before scoring, so a search
-never sees another user's vectors or an old version. :class:`VectorIndexCache` bounds the
-total number of rows held in memory (least recently used users are dropped and reloaded
-on demand).
+The embedded store keeps one :class:`UserVectorIndex` per (tenant, user), loaded from SQLite on
+first use with a query that selects only that owner's current rows (straight into contiguous
+float32 matrices, in chunks: no per-row objects, nothing held twice), and kept in step with every
+write. Filters become boolean masks evaluated before scoring, so a search never sees another
+user's vectors or an old version; the per-user cache (:mod:`.owner_cache`) bounds the rows held
+in memory.
+
+The prefix stage is an exact scan of the user's prefix matrix. From ``ann_min_rows`` rows on, an
+approximate index over the prefix vectors (:mod:`.ann_index`) is built in the background (the exact
+scan answers meanwhile) and then shortlists the unfiltered searches; filtered searches stay exact
+(the filter's rows are scanned). The index counts the memories of each kind, so a search confined to
+kinds the user has none of (the fact channel without extracted facts) answers at once.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from ..domain import Category, Memory, MemoryKind, Owner, Scope
+from ..domain import Category, Memory, MemoryKind, Scope
 from .base import SearchFilter
 
 _SCOPES = list(Scope)
 _CATEGORIES = list(Category)
 _KINDS = list(MemoryKind)
+
+
+def scope_code(scope: Scope) -> int:
+    return _SCOPES.index(scope)
+
+
+def category_code(category: Category) -> int:
+    return _CATEGORIES.index(category)
+
+
+def kind_code(kind: MemoryKind) -> int:
+    return _KINDS.index(kind)
+
+
+class PrefixAnn(Protocol):
+    """An approximate nearest-neighbour index over prefix vectors (inner product), keyed by int64 keys."""
+
+    def add(self, keys: np.ndarray, vectors: np.ndarray) -> None: ...
+
+    def remove(self, key: int) -> None: ...
+
+    @property
+    def stale(self) -> bool:
+        """Whether it should be built again (too many of its keys were removed)."""
+
+    def search(self, query: np.ndarray, k: int) -> np.ndarray:
+        """The keys of (about) the ``k`` best rows, best first (-1 pads; removed keys may come back)."""
 
 
 @dataclass(slots=True)
@@ -58,8 +90,12 @@ class IndexedRow:
         )
 
 
+_COLUMNS = ("full", "short", "scope", "category", "kind", "time", "session", "agent", "key")
+
+
 class UserVectorIndex:
-    """Growable arrays of one user's current memories, searched exactly."""
+    """Growable arrays of one user's current memories: the prefix stage scans exactly, or asks
+    :attr:`ann` once one is attached; the full vectors rescore."""
 
     def __init__(self, dim: int, dim_short: int, capacity: int = 64) -> None:
         self.dim, self.dim_short = dim, dim_short
@@ -74,37 +110,88 @@ class UserVectorIndex:
         self.time = np.full(capacity, np.nan, dtype=np.float64)
         self.session = np.empty(capacity, dtype=object)
         self.agent = np.empty(capacity, dtype=object)
+        #: a stable key per row (rows move on removal; keys do not): what the ANN index knows rows by
+        self.key = np.zeros(capacity, dtype=np.int64)
+        self.next_key = 0
+        #: row of each key (-1: removed)
+        self.row_of_key = np.full(capacity, -1, dtype=np.int64)
+        self.kind_count = np.zeros(len(_KINDS), dtype=np.int64)
+        self.ann: PrefixAnn | None = None
+        #: writes since the ANN build started (replayed on it when it is attached): ("add", keys) / ("remove", key)
+        self.ann_pending: list[tuple[str, object]] | None = None
 
     def _grow(self, needed: int) -> None:
         cap = self.full.shape[0]
         if needed <= cap:
             return
         new_cap = max(needed, cap * 2)
-        for name in ("full", "short", "scope", "category", "kind", "time", "session", "agent"):
+        for name in _COLUMNS:
             old = getattr(self, name)
             shape = (new_cap, *old.shape[1:])
-            fresh = np.full(shape, np.nan, dtype=old.dtype) if name == "time" else np.zeros(shape, dtype=old.dtype)
             if old.dtype == object:
                 fresh = np.empty(shape, dtype=object)
+            elif name == "time":
+                fresh = np.full(shape, np.nan, dtype=old.dtype)
+            else:
+                fresh = np.zeros(shape, dtype=old.dtype)
             fresh[: self.n] = old[: self.n]
             setattr(self, name, fresh)
 
+    def _keys(self, count: int) -> np.ndarray:
+        keys = np.arange(self.next_key, self.next_key + count, dtype=np.int64)
+        self.next_key += count
+        if self.next_key > self.row_of_key.shape[0]:
+            grown = np.full(max(self.next_key, 2 * self.row_of_key.shape[0]), -1, dtype=np.int64)
+            grown[: self.row_of_key.shape[0]] = self.row_of_key
+            self.row_of_key = grown
+        return keys
+
+    def append_block(
+        self,
+        ids: list[str],
+        full: np.ndarray,
+        short: np.ndarray,
+        scope: np.ndarray,
+        category: np.ndarray,
+        kind: np.ndarray,
+        times: np.ndarray,
+        session: list[str | None],
+        agent: list[str | None],
+    ) -> None:
+        """Add a block of new rows given as columns (the bulk load; ids must be new)."""
+        k = len(ids)
+        if k == 0:
+            return
+        self._grow(self.n + k)
+        a, b = self.n, self.n + k
+        self.full[a:b], self.short[a:b] = full, short
+        self.scope[a:b], self.category[a:b], self.kind[a:b], self.time[a:b] = scope, category, kind, times
+        self.session[a:b], self.agent[a:b] = session, agent
+        keys = self._keys(k)
+        self.key[a:b] = keys
+        self.row_of_key[keys] = np.arange(a, b)
+        self.kind_count += np.bincount(kind, minlength=len(_KINDS))
+        for i, memory_id in enumerate(ids, start=a):
+            self.row_of[memory_id] = i
+        self.ids.extend(ids)
+        self.n = b
+        self._ann_add(keys, self.short[a:b])
+
     def add(self, rows: Iterable[IndexedRow]) -> None:
         rows = [r for r in rows if r.id not in self.row_of]
-        self._grow(self.n + len(rows))
-        for r in rows:
-            i = self.n
-            self.ids.append(r.id)
-            self.row_of[r.id] = i
-            self.full[i] = r.embedding
-            self.short[i] = r.embedding_short
-            self.scope[i] = _SCOPES.index(r.scope)
-            self.category[i] = _CATEGORIES.index(r.category)
-            self.kind[i] = _KINDS.index(r.kind)
-            self.time[i] = r.time
-            self.session[i] = r.session_id
-            self.agent[i] = r.agent_id
-            self.n += 1
+        if not rows:
+            return
+        self.append_block(
+            [r.id for r in rows],
+            np.stack([r.embedding for r in rows]),
+            np.stack([r.embedding_short for r in rows]),
+            np.array([scope_code(r.scope) for r in rows], dtype=np.int8),
+            np.array([category_code(r.category) for r in rows], dtype=np.int8),
+            np.array([kind_code(r.kind) for r in rows], dtype=np.int8),
+            np.array([r.time for r in rows], dtype=np.float64),
+            [r.session_id for r in rows],
+            [r.agent_id for r in rows],
+        )
 
     def remove(self, memory_id: str) -> None:
         """Swap-remove one row (no-op when absent)."""
@@ -112,25 +199,50 @@ class UserVectorIndex:
         if i is None:
             return
         last = self.n - 1
+        key = int(self.key[i])
+        self.row_of_key[key] = -1
+        self.kind_count[self.kind[i]] -= 1
         if i != last:
             moved = self.ids[last]
             self.ids[i] = moved
             self.row_of[moved] = i
-            for arr in (
-                self.full,
-                self.short,
-                self.scope,
-                self.category,
-                self.kind,
-                self.time,
-                self.session,
-                self.agent,
-            ):
+            for name in _COLUMNS:
+                arr = getattr(self, name)
                 arr[i] = arr[last]
+            self.row_of_key[self.key[i]] = i
         self.ids.pop()
         self.session[last] = None
         self.agent[last] = None
         self.n = last
+        if self.ann is not None:
+            self.ann.remove(key)
+        if self.ann_pending is not None:
+            self.ann_pending.append(("remove", key))
+
+    def _ann_add(self, keys: np.ndarray, short: np.ndarray) -> None:
+        if self.ann is not None:
+            self.ann.add(keys, short)
+        if self.ann_pending is not None:
+            self.ann_pending.append(("add", keys))
+
+    def snapshot_for_ann(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and prefix vectors to build an ANN index from (copies); writes from now on are kept
+        for :meth:`attach_ann`."""
+        self.ann_pending = []
+        return self.key[: self.n].copy(), self.short[: self.n].copy()
+
+    def attach_ann(self, ann: PrefixAnn) -> None:
+        """Replay the writes made since :meth:`snapshot_for_ann` on ``ann``, then search with it."""
+        for op, what in self.ann_pending or []:
+            if op == "add":
+                keys = np.asarray(what)
+                live = keys[self.row_of_key[keys] >= 0]
+                if live.size:
+                    ann.add(live, self.short[self.row_of_key[live]])
+            else:
+                ann.remove(int(what))  # type: ignore[call-overload]
+        self.ann_pending = None
+        self.ann = ann
 
     def mask(self, flt: SearchFilter) -> np.ndarray | None:
         """Boolean mask of rows the filter admits, or None when it admits all."""
@@ -142,13 +254,13 @@ class UserVectorIndex:
             m = cond if m is None else (m & cond)
 
         if flt.scopes is not None:
-            both(np.isin(self.scope[:n], [_SCOPES.index(s) for s in flt.scopes]))
+            both(np.isin(self.scope[:n], [scope_code(s) for s in flt.scopes]))
         if flt.categories is not None:
-            both(np.isin(self.category[:n], [_CATEGORIES.index(c) for c in flt.categories]))
+            both(np.isin(self.category[:n], [category_code(c) for c in flt.categories]))
         if flt.kinds is not None:
-            both(np.isin(self.kind[:n], [_KINDS.index(k) for k in flt.kinds]))
+            both(np.isin(self.kind[:n], [kind_code(k) for k in flt.kinds]))
         if flt.session_id is not None:
-            ctx = self.scope[:n] == _SCOPES.index(Scope.CONTEXT)
+            ctx = self.scope[:n] == scope_code(Scope.CONTEXT)
             both(~ctx | (self.session[:n] == flt.session_id))
         if flt.agent_id is not None:
             both(self.agent[:n] == flt.agent_id)
@@ -170,6 +282,8 @@ class UserVectorIndex:
         n = self.n
         if n == 0 or limit <= 0:
             return [], 0, timings
+        if flt.kinds is not None and not any(self.kind_count[kind_code(k)] for k in flt.kinds):
+            return [], 0, timings  # none of the user's memories is of these kinds
         mask = self.mask(flt)
         rows = np.flatnonzero(mask) if mask is not None else None
         if rows is not None and rows.size == 0:
@@ -177,11 +291,16 @@ class UserVectorIndex:
         candidates_short = 0
         if query_short is not None:
             t0 = time.perf_counter()
-            short = self.short[:n] if rows is None else self.short[rows]
-            s = short @ query_short
-            take = min(shortlist, s.shape[0])
-            top = np.argpartition(-s, take - 1)[:take] if take < s.shape[0] else np.arange(s.shape[0])
-            cand = top if rows is None else rows[top]
+            if rows is None and self.ann is not None and shortlist < n:
+                keys = self.ann.search(query_short, shortlist)
+                cand = self.row_of_key[keys[(keys >= 0) & (keys < self.next_key)]]
+                cand = cand[cand >= 0][:shortlist]  # removed memories map to no row
+            else:
+                short = self.short[:n] if rows is None else self.short[rows]
+                s = short @ query_short
+                take = min(shortlist, s.shape[0])
+                top = np.argpartition(-s, take - 1)[:take] if take < s.shape[0] else np.arange(s.shape[0])
+                cand = top if rows is None else rows[top]
             candidates_short = int(cand.size)
             timings["vector_short"] = (time.perf_counter() - t0) * 1000
             t1 = time.perf_counter()
@@ -192,51 +311,9 @@ class UserVectorIndex:
             cand = np.arange(n) if rows is None else rows
             scores = (self.full[:n] if rows is None else self.full[rows]) @ query
             timings["vector_full"] = (time.perf_counter() - t1) * 1000
+        if scores.shape[0] == 0:
+            return [], candidates_short, timings
         take = min(limit, scores.shape[0])
         best = np.argpartition(-scores, take - 1)[:take] if take < scores.shape[0] else np.arange(scores.shape[0])
         best = best[np.argsort(-scores[best], kind="stable")]
         return [(self.ids[int(cand[b])], float(scores[b])) for b in best], candidates_short, timings
-
-
-class VectorIndexCache:
-    """Per-owner indexes, loaded on demand and evicted least-recently-used past ``max_rows``."""
-
-    def __init__(self, dim: int, dim_short: int, max_rows: int = 2_000_000) -> None:
-        self.dim, self.dim_short, self.max_rows = dim, dim_short, max_rows
-        self._indexes: OrderedDict[Owner, UserVectorIndex] = OrderedDict()
-        self._lock = threading.RLock()
-
-    def get(self, owner: Owner, loader: Callable[[], Iterable[IndexedRow]]) -> UserVectorIndex:
-        with self._lock:
-            idx = self._indexes.get(owner)
-            if idx is not None:
-                self._indexes.move_to_end(owner)
-                return idx
-            idx = UserVectorIndex(self.dim, self.dim_short)
-            idx.add(loader())
-            self._indexes[owner] = idx
-            self._evict()
-            return idx
-
-    def peek(self, owner: Owner) -> UserVectorIndex | None:
-        """The loaded index of this owner, without loading it."""
-        with self._lock:
-            return self._indexes.get(owner)
-
-    def drop(self, owner: Owner) -> None:
-        with self._lock:
-            self._indexes.pop(owner, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._indexes.clear()
-
-    @property
-    def lock(self) -> threading.RLock:
-        return self._lock
-
-    def _evict(self) -> None:
-        total = sum(i.n for i in self._indexes.values())
-        while total > self.max_rows and len(self._indexes) > 1:
-            _, old = self._indexes.popitem(last=False)
-            total -= old.n

@@ -86,8 +86,14 @@ def _from_iso(value: str | None) -> datetime | None:
     return aware(datetime.fromisoformat(value)) if value else None
 
 
+_EMPTY_JSON: dict[str, Any] = {"[]": list, "{}": dict}
+
+
 def _from_json_text(value: str | None) -> Any:
-    return json.loads(value) if value is not None else None
+    if value is None:
+        return None
+    empty = _EMPTY_JSON.get(value)  # most rows: no sources or metadata (a search reads 100 rows)
+    return empty() if empty is not None else json.loads(value)
 
 
 def _as_is(value: Any) -> Any:
