@@ -244,7 +244,7 @@ async def run_program(parts: Parts, embedder: Any, llm_url: str, truth: Truth) -
     try:
         cached, plain = services(store, embedder, parts.cache, llm_url)
         if parts.speakers is not None:  # the planted directory replaces the pipeline's own, in both services
-            shared = parts.speakers()
+            shared = parts.speakers(plain.retrieval.keywords)
             cached.retrieval.speakers = plain.retrieval.speakers = shared
         nonce = secrets.token_hex(3)
         owners = [Owner(f"{nonce}{t}", u) for t, u in SHAPES]

@@ -18,6 +18,7 @@ from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
 from cognis_memory.retrieval.session_neighbours import neighbour_scores
 from cognis_memory.retrieval.speakers import SpeakerDirectory
 from cognis_memory.service import MessageIn
+from cognis_memory.stores.base import ScoredMemory, SearchFilter
 
 T = "acme"
 JAN = datetime(2023, 1, 10, 12, tzinfo=UTC)
@@ -133,17 +134,20 @@ async def test_speaker_names_become_a_boost_not_search_terms(make_service) -> No
 
 
 async def test_unknown_capitalised_word_is_probed_once() -> None:
-    directory = SpeakerDirectory()
     owner = Owner(T, "u")
     calls: list[str] = []
 
-    async def probe(word: str) -> list[Memory]:
-        calls.append(word)
-        return [Memory(tenant_id=T, user_id="u", content="Dana: hi", category="emotional", speaker="Dana")]  # type: ignore[arg-type]
+    class Keywords:  # the keyword role, as the directory uses it
+        async def keyword_search(self, flt: SearchFilter, text: str, *, limit: int) -> list[ScoredMemory]:
+            assert flt.owner == owner  # a probe is an ordinary search of this owner's memories
+            calls.append(text)
+            return [ScoredMemory(Memory(tenant_id=T, user_id="u", content="Dana: hi", category="emotional",  # type: ignore[arg-type]
+                                        speaker="Dana"), 1.0)]  # fmt: skip
 
-    assert await directory.names_in_query(owner, "Did Dana visit Paris?", probe) == (["Dana"], True)
+    directory = SpeakerDirectory(Keywords())  # type: ignore[arg-type]
+    assert await directory.names_in_query(owner, "Did Dana visit Paris?") == (["Dana"], True)
     assert sorted(calls) == ["Dana", "Paris"]
-    assert await directory.names_in_query(owner, "Did Dana visit Paris?", probe) == (["Dana"], False)
+    assert await directory.names_in_query(owner, "Did Dana visit Paris?") == (["Dana"], False)
     assert len(calls) == 2  # Paris is remembered as not a speaker, Dana as one
 
 

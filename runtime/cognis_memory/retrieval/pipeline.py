@@ -75,15 +75,8 @@ class RetrievalPipeline:
         """``stages``: the registered stages to run after fusion, ``name -> "module:Class"`` in order."""
         self.vectors, self.keywords, self.memories = vectors, keywords, memories
         self.encoder, self.cache, self.config = encoder, cache, config
-        self.speakers = SpeakerDirectory()
+        self.speakers = SpeakerDirectory(keywords)
         self.stages = load_stages(stages, StageResources(memories, reranker, reranker_timeout_s))
-
-    async def _probe_speakers(self, owner: Owner, word: str) -> list[Memory]:
-        """Memories that mention ``word`` (for the speaker directory); none when BM25 is down."""
-        try:
-            return [h.memory for h in await self.keywords.keyword_search(SearchFilter(owner=owner), word, limit=10)]
-        except DependencyUnavailableError:
-            return []
 
     async def embed_query(self, owner: Owner, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The query's vectors: from the encoder's in-process query cache, else the shared cache, else the
@@ -129,9 +122,7 @@ class RetrievalPipeline:
         text = q.text  # what is embedded and sent to BM25
         if cfg.speaker_aware:
             with rec.stage("speaker_names"):
-                names, probed = await self.speakers.names_in_query(
-                    q.owner, q.text, lambda w: self._probe_speakers(q.owner, w), analysis.spans
-                )
+                names, probed = await self.speakers.names_in_query(q.owner, q.text, analysis.spans)
                 if names:
                     text = strip_names(q.text, names, analysis.spans)
             rec.fields["speaker_probe"] = probed

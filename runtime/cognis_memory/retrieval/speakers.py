@@ -13,8 +13,9 @@ speaker) or is not capitalised ("note") is a label, not a name, and never turns 
 into a speaker. A known name counts in a query only where the query uses it as a name
 (:func:`~.query_analysis.name_mentions`).
 
-The directory is only a cache of facts in the store: losing it (restart, eviction) costs
-one probe; a speaker that appears later is learnt from the next search's candidates or
+The directory probes the store itself, through the keyword role it is given (constructor
+injection; without one it only learns from what searches show it). The directory is only a cache
+of facts in the store: losing it (restart, eviction) costs one probe; a speaker that appears later is learnt from the next search's candidates or
 probe. It never decides what a user may see: every probe is an ordinary filtered search.
 """
 
@@ -24,15 +25,16 @@ import asyncio
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..domain import Memory, Owner
+from ..errors import DependencyUnavailableError
+from ..stores.base import SearchFilter
+from ..stores.roles import KeywordSearch
 from ..timeexpr import TimeSpan
 from .query_analysis import find_names, name_candidates
 from .stages import RetrievalStage, SearchState
-
-Probe = Callable[[str], Awaitable[list[Memory]]]
 
 
 def speaker_name(memory: Memory) -> str | None:
@@ -57,7 +59,16 @@ class _Entry:
 class SpeakerDirectory:
     """Known speakers per owner (bounded LRU over owners; thread-safe)."""
 
-    def __init__(self, *, max_owners: int = 10_000, max_speakers: int = 256, negative_ttl_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        keywords: KeywordSearch | None = None,
+        *,
+        max_owners: int = 10_000,
+        max_speakers: int = 256,
+        negative_ttl_s: float = 300.0,
+    ) -> None:
+        """``keywords``: the store's keyword search, which the probes use (none: no probes)."""
+        self.keywords = keywords
         self.max_owners, self.max_speakers, self.negative_ttl_s = max_owners, max_speakers, negative_ttl_s
         self._entries: OrderedDict[Owner, _Entry] = OrderedDict()
         self._lock = threading.Lock()
@@ -115,9 +126,16 @@ class SpeakerDirectory:
                 if w.lower() not in e.speakers:
                     e.not_speakers[w.lower()] = exp
 
-    async def names_in_query(
-        self, owner: Owner, query: str, probe: Probe, spans: Iterable[TimeSpan] = ()
-    ) -> tuple[list[str], bool]:
+    async def _probe(self, owner: Owner, word: str) -> list[Memory]:
+        """Memories of ``owner`` that mention ``word``; none when there is no keyword search or it is down."""
+        if self.keywords is None:
+            return []
+        try:
+            return [h.memory for h in await self.keywords.keyword_search(SearchFilter(owner=owner), word, limit=10)]
+        except DependencyUnavailableError:
+            return []
+
+    async def names_in_query(self, owner: Owner, query: str, spans: Iterable[TimeSpan] = ()) -> tuple[list[str], bool]:
         """Speaker names the query uses as names, and whether a probe was needed to learn them.
         ``spans``: the query's time expressions, whose words are never names ("in May")."""
         spans = tuple(spans)
@@ -125,7 +143,7 @@ class SpeakerDirectory:
         probed = False
         if unknown:
             probed = True
-            results = await asyncio.gather(*(probe(w) for w in unknown))
+            results = await asyncio.gather(*(self._probe(owner, w) for w in unknown))
             self.observe(owner, (m for found in results for m in found))
             self._mark_not_speakers(owner, unknown)
         return find_names(query, self.known(owner), spans), probed
