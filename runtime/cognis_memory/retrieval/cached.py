@@ -16,6 +16,7 @@ from typing import Any
 from ..caching.result_cache import Cache, NullCache
 from ..domain import utcnow
 from ..serialization import memory_from_dict, memory_to_dict
+from ..stores.filters import cache_key_parts
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
 from .pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse
@@ -47,17 +48,10 @@ class CachedRetrieval:
 def search_cache_key(q: SearchQuery, cfg: RetrievalConfig) -> str:
     """A digest of everything that determines a search's answer (the owner is in the cache key)."""
     now = q.now or utcnow().replace(minute=0, second=0, microsecond=0)  # relative queries: hourly
-    f = q.filter
     parts = {
         "text": q.text,
         "limit": q.limit,
-        "scopes": sorted(f.scopes or []),
-        "session_id": f.session_id,
-        "categories": sorted(f.categories or []),
-        "kinds": sorted(f.kinds or []),
-        "agent_id": f.agent_id,
-        "time_from": f.time_from.isoformat() if f.time_from else None,
-        "time_to": f.time_to.isoformat() if f.time_to else None,
+        **cache_key_parts(q.filter),
         "history": q.include_history,
         "now": now.isoformat(),
         "config": cfg.model_dump(),

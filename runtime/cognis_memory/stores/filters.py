@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -124,3 +124,22 @@ def opensearch_filter(flt: SearchFilter) -> list[dict[str, Any]]:
             rng["lte"] = epoch_us(flt.time_to)
         clauses.append({"range": {"effective_us": rng}})
     return clauses
+
+
+# -- result caches (the search-result cache key) ---------------------------------------------------------
+def cache_key_parts(flt: SearchFilter) -> dict[str, Any]:
+    """Every field of the filter but the owner (which the cache key holds apart), as JSON-ready values: sets
+    sorted, times in ISO 8601, no filter (None) apart from an empty set. Derived from the dataclass, so a new
+    filter field is part of the key without anyone remembering to add it (a field left out would serve one
+    filter's cached answer to another)."""
+    out: dict[str, Any] = {}
+    for f in fields(flt):
+        if f.name == "owner":
+            continue
+        value = getattr(flt, f.name)
+        if isinstance(value, frozenset):
+            value = sorted(value)
+        elif isinstance(value, datetime):
+            value = value.isoformat()
+        out[f.name] = value
+    return out

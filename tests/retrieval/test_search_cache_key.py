@@ -1,0 +1,52 @@
+"""The search-result cache key is derived from the whole filter (issue 24, item 2): two searches that may see
+different memories never share a cached answer, including through a filter field added later."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from cognis_memory.domain import Category, MemoryKind, Owner, Scope
+from cognis_memory.retrieval.cached import search_cache_key
+from cognis_memory.retrieval.config import RECIPES
+from cognis_memory.retrieval.search_types import SearchQuery
+from cognis_memory.stores.base import SearchFilter
+
+NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
+BASE = SearchFilter(owner=Owner("t", "u"))
+#: a value for each field other than the owner; a field added to SearchFilter without one here fails below
+OTHER: dict[str, Any] = {
+    "scopes": frozenset({Scope.USER}),
+    "session_id": "s1",
+    "categories": frozenset({Category.HEALTH}),
+    "kinds": frozenset({MemoryKind.FACT}),
+    "agent_id": "a1",
+    "time_from": datetime(2024, 1, 1, tzinfo=UTC),
+    "time_to": datetime(2024, 2, 1, tzinfo=UTC),
+}
+
+
+def key(flt: SearchFilter) -> str:
+    return search_cache_key(SearchQuery(filter=flt, text="where do I live", now=NOW), RECIPES["default"])
+
+
+def test_every_filter_field_has_a_case_here() -> None:
+    assert {f.name for f in fields(SearchFilter)} - {"owner"} == set(OTHER)
+
+
+@pytest.mark.parametrize("name", sorted(OTHER))
+def test_each_filter_field_changes_the_key(name: str) -> None:
+    assert key(replace(BASE, **{name: OTHER[name]})) != key(BASE)
+
+
+def test_no_filter_and_an_empty_set_are_different_keys() -> None:
+    assert key(replace(BASE, scopes=frozenset())) != key(BASE)
+
+
+def test_the_key_does_not_depend_on_set_order_or_the_owner() -> None:
+    both = frozenset({Category.HEALTH, Category.HOBBIES})
+    assert key(replace(BASE, categories=both)) == key(replace(BASE, categories=frozenset(reversed(list(both)))))
+    assert key(replace(BASE, owner=Owner("t", "v"))) == key(BASE)  # the cache keys owners apart itself
