@@ -1,4 +1,4 @@
-"""Stage 3: context-aware extraction.
+"""The ingest pipeline's last stage: context-aware extraction.
 
 Up to two LLM calls per batch of resolved messages of one user:
 

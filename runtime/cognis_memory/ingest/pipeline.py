@@ -1,15 +1,19 @@
-"""The ingest pipeline, wiring the four stages.
+"""The ingest pipeline, wiring the four stages, in the order they run.
 
 ``ingest`` (synchronous mode) runs, for a batch of messages of one user:
 
 1. **raw_store** — persist the raw messages (idempotent on ``client_message_id``);
 2. **resolution** — speaker and absolute dates (``event_time``) for the new ones;
-4. **embedding** — full + prefix vectors of each raw message, which is then stored as a
+3. **embedding** — full + prefix vectors of each raw message, which is then stored as a
    ``raw`` memory and is searchable at once, with a category from the non-LLM categorizer;
-3. **extraction** — when an LLM is configured: context-aware ADD/UPDATE/DELETE/NONE,
-   embedded (stage 4 again) and applied, each UPDATE/DELETE as one atomic version write.
+4. **extraction** — when an LLM is configured: context-aware ADD/UPDATE/DELETE/NONE, the new
+   facts embedded (the embedding stage again) and applied, each UPDATE/DELETE as one atomic
+   version write.
 
-In asynchronous mode the request runs stages 1, 2 and the raw embedding, then enqueues a
+The design (ARCHITECTURE.md, section 4) numbers extraction 3 and embedding 4; embedding runs
+first here so that a message is searchable before, and without, its extraction.
+
+In asynchronous mode the request runs raw_store, resolution and embedding, then enqueues a
 durable job for extraction; :meth:`IngestPipeline.run_job` executes it (see
 :mod:`cognis_memory.ingest.worker`). Without an LLM no job is needed: the response says
 so with ``job=None``.
@@ -128,12 +132,12 @@ class IngestPipeline:
         self.memory_max_bytes = memory_max_bytes
 
     def resolve(self, messages: list[Message]) -> list[ResolvedMessage]:
-        """Stage 2 for each message, or for each part of a long one (see :mod:`.parts`)."""
+        """Resolution for each message, or for each part of a long one (see :mod:`.parts`)."""
         return [r for m in messages for r in resolve_parts(m, self.memory_max_bytes)]
 
     # -- stage helpers ------------------------------------------------------------------
     async def build_raw_memories(self, resolved: list[ResolvedMessage], rec: StageRecorder) -> list[Memory]:
-        """Stage 4 for raw messages: embed the speaker-prefixed, date-annotated text."""
+        """Embedding of raw messages: the speaker-prefixed, date-annotated text."""
         if not resolved:
             return []
         texts = [r.display_text for r in resolved]
@@ -172,7 +176,7 @@ class IngestPipeline:
     async def ingest(
         self, owner: Owner, messages: list[Message], rec: StageRecorder, *, background: bool = False
     ) -> IngestResult:
-        # Stage 1 is several writes (messages, extraction job, raw memories), so a crash can fall
+        # raw_store is several writes (messages, extraction job, raw memories), so a crash can fall
         # between them, and the client's retry (same client_message_id) is answered "already stored".
         # The raw memory's id is therefore fixed in the message before it is saved: a retry finds the
         # messages whose raw memory is missing and ingests them again (job first, raw memories last).

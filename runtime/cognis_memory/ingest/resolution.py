@@ -1,4 +1,4 @@
-"""Stage 2: speaker and time resolution.
+"""The ingest pipeline's second stage: speaker and time resolution.
 
 Names the speaker (the message's speaker, else its role), parses relative time
 expressions against the message's own timestamp and picks the ``event_time``: the centre
