@@ -322,8 +322,8 @@ def compare_models(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     from cognis_memory.providers import default_model
-    from cognis_memory.providers.embedders import SentenceTransformerEmbedder
     from cognis_memory.providers.onnx_embedder import OnnxEmbedder
+    from cognis_memory.providers.sentence_transformers_embedder import SentenceTransformerEmbedder
 
     texts = [m["content"] for _, sessions in locomo_sessions(None) for s in sessions for m in s][: args.texts]
     queries = [q for _, q, _ in locomo_questions(None)][: args.queries]

@@ -186,7 +186,7 @@ def plot(rows: list[dict[str, Any]], out: Path) -> str:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from cognis_memory.providers.embedders import SentenceTransformerEmbedder
+    from cognis_memory.providers.sentence_transformers_embedder import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder()
     synth = bc.SyntheticVectors(embedder, vocab=args.vocab)

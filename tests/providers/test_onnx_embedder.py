@@ -39,7 +39,7 @@ def texts() -> list[str]:
 @pytest.fixture(scope="module")
 def torch_vectors(texts) -> np.ndarray:
     from cognis_memory.encoding.encoder import limit_cpu_threads
-    from cognis_memory.providers.embedders import SentenceTransformerEmbedder
+    from cognis_memory.providers.sentence_transformers_embedder import SentenceTransformerEmbedder
 
     limit_cpu_threads(1)
     return SentenceTransformerEmbedder().embed(texts)

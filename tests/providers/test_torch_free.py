@@ -59,7 +59,9 @@ def test_the_guard_really_hides_torch(no_torch_env) -> None:
     proc = run(no_torch_env, "-c", "import torch")
     assert proc.returncode != 0 and "not in the core install" in proc.stderr
     proc = run(
-        no_torch_env, "-c", "from cognis_memory.providers.embedders import SentenceTransformerEmbedder as S; S()"
+        no_torch_env,
+        "-c",
+        "from cognis_memory.providers.sentence_transformers_embedder import SentenceTransformerEmbedder as S; S()",
     )
     assert proc.returncode != 0 and "cognis-memory[sentence-transformers]" in proc.stderr
 

@@ -31,7 +31,8 @@ class Provider:
 EMBEDDERS: dict[str, Provider] = {
     "onnx": Provider("cognis_memory.providers.onnx_embedder:OnnxEmbedder", OnnxEmbedderSettings),
     "sentence-transformers": Provider(
-        "cognis_memory.providers.embedders:SentenceTransformerEmbedder", SentenceTransformersSettings
+        "cognis_memory.providers.sentence_transformers_embedder:SentenceTransformerEmbedder",
+        SentenceTransformersSettings,
     ),
 }
 RERANKERS: dict[str, Provider] = {
