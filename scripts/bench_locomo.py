@@ -304,8 +304,8 @@ async def prefix_study(svc: MemoryService, convs: list[Conversation], args: argp
 
     from cognis_memory.domain import Owner
     from cognis_memory.encoding.encoder import MatryoshkaEncoder, fit_variance_rotation
-    from cognis_memory.stores.base import SearchFilter
     from cognis_memory.stores.numpy_index import UserVectorIndex
+    from cognis_memory.stores.values import SearchFilter
 
     fit_vecs, pool_vecs, pool_dias, queries = [], [], [], []
     for i, conv in enumerate(convs):

@@ -111,8 +111,8 @@ def prefix_study(n: int, embedder: Any, synth: bc.SyntheticVectors, args: argpar
 
     from cognis_memory.domain import Owner
     from cognis_memory.encoding.encoder import MatryoshkaEncoder, fit_variance_rotation
-    from cognis_memory.stores.base import SearchFilter
     from cognis_memory.stores.numpy_index import UserVectorIndex
+    from cognis_memory.stores.values import SearchFilter
 
     _, raw = synth.batch(0, n)
     # rotation fitted on a held-out sample: other mixtures of the vocabulary than the ones searched

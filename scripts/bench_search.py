@@ -149,9 +149,9 @@ async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> di
     from cognis_memory.encoding.batching import Priority
     from cognis_memory.providers.factory import build_embedder
     from cognis_memory.retrieval.pipeline import SearchQuery, fact_filter
-    from cognis_memory.stores.base import SearchFilter
     from cognis_memory.stores.embedded import _quote, fts_query_terms
     from cognis_memory.stores.filters import owner_token
+    from cognis_memory.stores.values import SearchFilter
     from cognis_memory.telemetry.recorder import StageRecorder
 
     embedder = build_embedder(Settings())

@@ -39,7 +39,7 @@ import numpy as np
 from cognis_dev.bench_common import percentile
 
 from cognis_memory.domain import Category, Memory, MemoryKind, Owner, Scope
-from cognis_memory.stores.base import SearchFilter
+from cognis_memory.stores.values import SearchFilter
 
 STORES = ("embedded", "dual", "opensearch")
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from .stores.base import ApiKeyRecord
+from .stores.values import ApiKeyRecord
 
 #: The longest key the service looks up (a longer Bearer token is refused without a store lookup).
 MAX_KEY_LENGTH = 512

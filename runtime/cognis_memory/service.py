@@ -40,8 +40,8 @@ from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycl
 from .retrieval.cached import CachedRetrieval
 from .retrieval.config import RetrievalConfig, get_recipe, with_knobs
 from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
-from .stores.base import ApiKeyRecord, UserSummary
 from .stores.roles import StoreBackend, StoreBundle, as_bundle
+from .stores.values import ApiKeyRecord, UserSummary
 from .telemetry import names
 from .telemetry.emitter import Telemetry
 from .validation import (

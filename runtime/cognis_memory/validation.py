@@ -23,7 +23,7 @@ from .domain import Category, MemoryKind, Message, Owner, Scope, as_utc
 from .errors import InvalidInputError
 from .ingest.pipeline import RESERVED_METADATA_KEYS
 from .retrieval.config import RetrievalConfig, get_recipe
-from .stores.base import SearchFilter
+from .stores.values import SearchFilter
 
 MIN_TIME = datetime(1900, 1, 1, tzinfo=UTC)
 MAX_TIME = datetime(2200, 1, 1, tzinfo=UTC)

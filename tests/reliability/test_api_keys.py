@@ -35,7 +35,7 @@ from cognis_memory.client import AsyncMemoryClient, MemoryClient
 from cognis_memory.domain import Job, JobStatus
 from cognis_memory.serialization import memory_to_dict
 from cognis_memory.service import MemoryService, MessageIn
-from cognis_memory.stores.base import ApiKeyRecord
+from cognis_memory.stores.values import ApiKeyRecord
 from tests.llm_server import Reply, ScriptedLLMServer
 from tests.reliability.helpers import (
     StoreHandle,

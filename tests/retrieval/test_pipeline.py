@@ -18,7 +18,7 @@ from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
 from cognis_memory.retrieval.session_neighbours import neighbour_scores
 from cognis_memory.retrieval.speakers import SpeakerDirectory
 from cognis_memory.service import MessageIn
-from cognis_memory.stores.base import ScoredMemory, SearchFilter
+from cognis_memory.stores.values import ScoredMemory, SearchFilter
 
 T = "acme"
 JAN = datetime(2023, 1, 10, 12, tzinfo=UTC)

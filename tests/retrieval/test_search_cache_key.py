@@ -13,7 +13,7 @@ from cognis_memory.domain import Category, MemoryKind, Owner, Scope
 from cognis_memory.retrieval.cached import search_cache_key
 from cognis_memory.retrieval.config import RECIPES
 from cognis_memory.retrieval.search_types import SearchQuery
-from cognis_memory.stores.base import SearchFilter
+from cognis_memory.stores.values import SearchFilter
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
 BASE = SearchFilter(owner=Owner("t", "u"))

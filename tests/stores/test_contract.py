@@ -16,7 +16,6 @@ import pytest
 
 from cognis_memory.domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 from cognis_memory.errors import ConflictError, NotFoundError
-from cognis_memory.stores.base import ApiKeyRecord, SearchFilter
 from cognis_memory.stores.roles import (
     ApiKeyStore,
     JobQueue,
@@ -26,6 +25,7 @@ from cognis_memory.stores.roles import (
     StoreLifecycle,
     VectorSearch,
 )
+from cognis_memory.stores.values import ApiKeyRecord, SearchFilter
 from tests.stores.helpers import Harness, admits, brute_force, make_memory, new_owner, short_of, unit
 
 pytestmark = pytest.mark.integration

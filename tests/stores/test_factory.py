@@ -18,10 +18,10 @@ from cognis_memory.caching.redis_cache import RedisCache
 from cognis_memory.caching.result_cache import NullCache
 from cognis_memory.config import Settings
 from cognis_memory.domain import Owner
-from cognis_memory.stores.base import SearchFilter
 from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.factory import build_store, opensearch_client, postgres_dsn
 from cognis_memory.stores.opensearch_store import OpenSearchStore
+from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix
 
 

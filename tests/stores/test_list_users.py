@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cognis_memory.domain import Owner
-from cognis_memory.stores.base import UserSummary
+from cognis_memory.stores.values import UserSummary
 from tests.stores.helpers import Harness, make_memory
 
 pytestmark = pytest.mark.integration

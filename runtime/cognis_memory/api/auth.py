@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import DependencyUnavailableError, PermissionDeniedError
 from ..service import MemoryService
-from ..stores.base import ApiKeyRecord
+from ..stores.values import ApiKeyRecord
 from .middleware import send_error, unavailable_error
 
 #: Paths that need a key (everything of the versioned API); /health, /ready and the docs are open.

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from ..domain import Category, Job, Memory, MemoryKind, Message, Scope
-from ..stores.base import UserSummary
+from ..stores.values import UserSummary
 
 
 def _iso_text(value: Any) -> Any:

@@ -28,8 +28,8 @@ from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder, normalise_rows
 from ..errors import DependencyUnavailableError
 from ..providers.base import Reranker
-from ..stores.base import ScoredMemory, SearchFilter, VectorSearchResult
 from ..stores.roles import KeywordSearch, MemoryVersions, VectorSearch
+from ..stores.values import ScoredMemory, SearchFilter, VectorSearchResult
 from ..telemetry.recorder import StageRecorder
 from .config import RETRIEVAL_STAGES, RetrievalConfig
 from .fusion import weighted_rrf

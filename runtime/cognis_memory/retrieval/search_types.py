@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..domain import Memory, Owner
-from ..stores.base import SearchFilter
+from ..stores.values import SearchFilter
 from .query_analysis import QueryAnalysis
 
 

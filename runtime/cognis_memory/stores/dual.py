@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from ..config import Settings
 from ..domain import Memory, Owner
 from ..errors import DependencyUnavailableError
-from .base import ScoredMemory, SearchFilter
 from .opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
 from .postgres import OutboxBatch, OutboxItem, PostgresStore
 from .roles import StoreBundle
+from .values import ScoredMemory, SearchFilter
 
 log = logging.getLogger(__name__)
 

@@ -40,13 +40,13 @@ from ..config import Settings
 from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 from ..errors import ConflictError, NotFoundError
 from .ann_index import build_prefix_ann
-from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .filters import owner_token, sqlite_filter
 from .keyword_index import FtsStatistics, FtsTokenizer, UserKeywordIndex, idf
 from .numpy_index import IndexedRow, UserVectorIndex, category_code, kind_code, scope_code
 from .owner_cache import OwnerCache
 from .records import MEMORY_COLUMNS, SQLITE, job_from_row, memory_from_row, message_from_row
 from .roles import StoreBundle
+from .values import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .vector_space import KEY as VECTOR_SPACE_KEY
 from .vector_space import check as check_vector_space
 

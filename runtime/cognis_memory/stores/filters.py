@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from ..domain import Owner, Scope
-from .base import SearchFilter
 from .records import epoch_us
+from .values import SearchFilter
 
 
 # -- SQLite (embedded store) -----------------------------------------------------------------------

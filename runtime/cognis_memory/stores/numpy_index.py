@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 
 from ..domain import Category, Memory, MemoryKind, Scope
-from .base import SearchFilter
+from .values import SearchFilter
 
 _SCOPES = list(Scope)
 _CATEGORIES = list(Category)

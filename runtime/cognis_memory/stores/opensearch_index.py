@@ -17,7 +17,7 @@ Index design (one alias ``<prefix>-keyword`` over ``<prefix>-keyword-000001``):
   the writer counts as "already newer") and cannot resurrect a superseded or deleted memory.
   Deletes leave tombstones for ``index.gc_deletes`` (1 h here), far longer than any retry.
 * Every filter is a ``bool.filter`` clause: ``term`` on tenant_id AND user_id AND
-  ``is_current: true``, plus the :class:`~cognis_memory.stores.base.SearchFilter` narrowing.
+  ``is_current: true``, plus the :class:`~cognis_memory.stores.values.SearchFilter` narrowing.
   User text only ever reaches a ``match`` query (analysed as plain words; never
   ``query_string``/``simple_query_string``), so no query syntax can be injected.
 * ``content`` is ``text`` with the standard analyzer, with an ``english`` (stemmed) subfield;
@@ -44,9 +44,9 @@ from opensearchpy import exceptions as os_exc
 
 from ..domain import Memory, Owner
 from ..errors import DependencyUnavailableError
-from .base import SearchFilter
 from .filters import opensearch_filter
 from .records import epoch_us, iso
+from .values import SearchFilter
 
 log = logging.getLogger(__name__)
 

@@ -61,7 +61,6 @@ from opensearchpy import exceptions as os_exc
 from ..config import Settings
 from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import ConflictError, NotFoundError
-from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .filters import opensearch_filter
 from .opensearch_index import (
     MEMORY_FIELDS,
@@ -76,6 +75,7 @@ from .opensearch_index import (
 )
 from .records import OPENSEARCH, epoch_us, iso, job_from_row, memory_from_row, message_from_row
 from .roles import StoreBundle
+from .values import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .vector_space import KEY as VECTOR_SPACE_KEY
 from .vector_space import check as check_vector_space
 

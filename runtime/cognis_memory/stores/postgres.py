@@ -47,10 +47,10 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
-from .base import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .filters import postgres_filter
 from .migrations.postgres import apply_migrations, check_schema_current
 from .records import MEMORY_COLUMNS, POSTGRES, job_from_row, memory_from_row, message_from_row
+from .values import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .vector_space import KEY as VECTOR_SPACE_KEY
 from .vector_space import check as check_vector_space
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from ..base import ScoredMemory, SearchFilter
+from ..values import ScoredMemory, SearchFilter
 
 
 @runtime_checkable

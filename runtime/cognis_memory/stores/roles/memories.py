@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ...domain import Memory, Owner
-from ..base import UserSummary
+from ..values import UserSummary
 
 
 @runtime_checkable

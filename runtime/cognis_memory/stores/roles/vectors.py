@@ -6,7 +6,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..base import SearchFilter, VectorSearchResult
+from ..values import SearchFilter, VectorSearchResult
 
 
 @runtime_checkable
