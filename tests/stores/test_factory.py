@@ -18,8 +18,9 @@ from cognis_memory.caching.redis_cache import RedisCache
 from cognis_memory.caching.result_cache import NullCache
 from cognis_memory.config import Settings
 from cognis_memory.domain import Owner
+from cognis_memory.stores.connections import opensearch_client, postgres_dsn
 from cognis_memory.stores.dual import DualStore
-from cognis_memory.stores.factory import build_store, opensearch_client, postgres_dsn
+from cognis_memory.stores.factory import build_store
 from cognis_memory.stores.opensearch_store import OpenSearchStore
 from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix
@@ -58,7 +59,7 @@ def test_dsn_from_host_and_secrets_manager(aws_env: None) -> None:
 
 
 def test_rotated_secret_is_picked_up_after_the_refresh_interval(aws_env: None) -> None:
-    from cognis_memory.stores.factory import SECRET_REFRESH_S, SecretDsn
+    from cognis_memory.stores.connections import SECRET_REFRESH_S, SecretDsn
 
     now = [1000.0]
     with mock_aws():

@@ -14,7 +14,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from cognis_memory.config import Settings
-from cognis_memory.stores.factory import AppRoleDsn
+from cognis_memory.stores.connections import AppRoleDsn
 from cognis_memory.stores.migrate import migrate_postgres
 from cognis_memory.stores.migrations.postgres import SchemaNotMigratedError
 from cognis_memory.stores.postgres import PostgresStore

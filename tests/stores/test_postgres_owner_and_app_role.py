@@ -17,7 +17,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 from cognis_memory.config import Settings
 from cognis_memory.domain import Category, Memory, Message, Owner, utcnow
-from cognis_memory.stores.factory import AppRoleDsn, build_store, postgres_app_dsn
+from cognis_memory.stores.connections import AppRoleDsn, postgres_app_dsn
+from cognis_memory.stores.factory import build_store
 from cognis_memory.stores.migrations.postgres import (
     MIN_PGVECTOR,
     PgvectorVersionError,

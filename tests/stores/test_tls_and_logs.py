@@ -101,7 +101,7 @@ def tls_postgres(pki):
 
 
 def _app_dsn(server: PostgresServer, ca: Path) -> str:
-    from cognis_memory.stores.factory import AppRoleDsn
+    from cognis_memory.stores.connections import AppRoleDsn
 
     settings = Settings(store="dual", postgres_host="localhost", postgres_port=server.port, postgres_db="cognis",
                         postgres_app_user="postgres", postgres_sslmode="verify-full", postgres_sslrootcert=str(ca))  # fmt: skip
@@ -175,7 +175,7 @@ class _Info(BaseHTTPRequestHandler):
 def test_opensearch_https_accepts_the_right_ca_and_refuses_a_wrong_one(pki):
     from opensearchpy.exceptions import SSLError
 
-    from cognis_memory.stores.factory import opensearch_client
+    from cognis_memory.stores.connections import opensearch_client
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Info)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

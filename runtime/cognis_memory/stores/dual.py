@@ -324,7 +324,7 @@ KEYWORD_SEARCH_TIMEOUT_CAP_S = 2.0
 def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
     """PostgreSQL (DSN and app role from the settings, see :mod:`.factory`) and the OpenSearch keyword
     index over ``opensearch_url``, outbox drained in the background every second (registry entry ``dual``)."""
-    from .factory import opensearch_client, postgres_app_dsn, postgres_dsn
+    from .connections import opensearch_client, postgres_app_dsn, postgres_dsn
 
     app_dsn = postgres_app_dsn(settings)
     # Without migrating (postgres_migrate=false) and with an application role, no owner credentials are needed.

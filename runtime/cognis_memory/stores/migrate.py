@@ -11,7 +11,7 @@ may read the owner's secret, before the API service is updated; the API tasks th
 from __future__ import annotations
 
 from ..config import Settings
-from .factory import postgres_dsn
+from .connections import postgres_dsn
 from .postgres import PostgresStore
 
 

@@ -787,7 +787,7 @@ class OpenSearchStore:
 
 def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
     """The OpenSearch-only store over ``opensearch_url`` (registry entry ``opensearch``)."""
-    from .factory import opensearch_client
+    from .connections import opensearch_client
 
     return OpenSearchStore(
         opensearch_client(settings),
