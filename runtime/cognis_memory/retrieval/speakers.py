@@ -14,9 +14,10 @@ into a speaker. A known name counts in a query only where the query uses it as a
 (:func:`~.query_analysis.name_mentions`).
 
 The directory probes the store itself, through the keyword role it is given (constructor
-injection; without one it only learns from what searches show it). The directory is only a cache
-of facts in the store: losing it (restart, eviction) costs one probe; a speaker that appears later is learnt from the next search's candidates or
-probe. It never decides what a user may see: every probe is an ordinary filtered search.
+injection; without one it only learns from what searches show it). It is only a cache of facts
+in the store: losing it (restart, eviction) costs one probe; a speaker that appears later is
+learnt from the next search's candidates or probe. It never decides what a user may see: every
+probe is an ordinary filtered search.
 """
 
 from __future__ import annotations
