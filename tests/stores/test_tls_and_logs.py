@@ -118,13 +118,22 @@ def test_postgres_verify_full_accepts_the_right_ca_and_refuses_a_wrong_one(tls_p
 
 
 def test_the_owner_secret_dsn_carries_the_ca_too(monkeypatch, pki):
-    from cognis_memory.stores import factory
+    """The DSN built from the Secrets Manager secret (Secrets Manager mocked at the API by moto) verifies too."""
+    import boto3
+    from moto import mock_aws
 
-    monkeypatch.setattr(factory, "read_db_secret", lambda arn, region=None: {"username": "u", "password": "p"})
-    settings = Settings(store="dual", postgres_host="db.example", postgres_secret_arn="arn:secret",
-                        postgres_sslmode="verify-full", postgres_sslrootcert=str(pki["ca"]))  # fmt: skip
-    dsn = factory.SecretDsn(settings)()
-    assert "sslmode=verify-full" in dsn and f"sslrootcert={pki['ca']}" in dsn
+    from cognis_memory.stores.connections import SecretDsn
+
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+                 "AWS_DEFAULT_REGION": "eu-west-1"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    with mock_aws():
+        sm = boto3.client("secretsmanager", region_name="eu-west-1")
+        arn = sm.create_secret(Name="owner", SecretString=json.dumps({"username": "u", "password": "p"}))["ARN"]
+        settings = Settings(store="dual", postgres_host="db.example", postgres_secret_arn=arn, aws_region="eu-west-1",
+                            postgres_sslmode="verify-full", postgres_sslrootcert=str(pki["ca"]))  # fmt: skip
+        dsn = SecretDsn(settings)()
+    assert "sslmode=verify-full" in dsn and f"sslrootcert={pki['ca']}" in dsn and "user=u" in dsn
 
 
 # --- Redis: rediss:// verifies ----------------------------------------------------------------------------
