@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -507,3 +508,48 @@ async def fact_audit(svc: MemoryService, histories: list[UserHistory], *, tenant
 def _mentioned(value: str) -> str:
     """What a fact about ``value`` contains however it is worded ("on a keto diet" -> "keto"), lower case."""
     return value.lower().removeprefix("on a ").removesuffix(" diet")
+
+
+def llm_summary(report: IngestReport, job_results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What the extraction LLM did over the whole ingest: per message, per answer, per decision. A batch
+    whose extraction was handed to its job (the LLM failed during the request) counts the job's."""
+    extractions = [
+        e for b in report.batches
+        if isinstance(e := b["extraction"] if "answers" in b["extraction"] else job_results.get(b["job"] or ""), dict)
+        and "answers" in e
+    ]  # fmt: skip
+    messages = sum(b["messages"] for b in report.batches)
+    answers = [e["answers"] for e in extractions]
+    asked = sum(a["asked"] for a in answers)
+    decisions = {
+        k: sum(int(e.get(k, 0)) for e in extractions) for k in ("ADD", "UPDATE", "DELETE", "NONE", "conflicts")
+    }
+    repairs: Counter[str] = Counter()
+    dropped: Counter[str] = Counter()
+    overruled: Counter[str] = Counter()
+    for a in answers:
+        repairs.update(a["repairs"])
+        dropped.update(a["dropped"])
+        overruled.update(a.get("overruled", {}))
+    seconds = sum(a["seconds"] for a in answers)
+    return {
+        "messages": messages,
+        "batches": len(report.batches),
+        "batches_deferred": sum(1 for b in report.batches if "deferred" in b["extraction"]),
+        "facts_per_message": round((decisions["ADD"] + decisions["UPDATE"]) / messages, 4) if messages else 0.0,
+        "answers": asked,
+        "valid_as_given": round(sum(a["valid"] for a in answers) / asked, 4) if asked else None,
+        "usable_after_repair": (
+            round(sum(a["valid"] + a["repaired"] + a["retried"] for a in answers) / asked, 4) if asked else None
+        ),
+        "usable": sum(a["valid"] + a["repaired"] + a["retried"] for a in answers),
+        "retried": sum(a["retried"] for a in answers),
+        "unusable": sum(a["unusable"] for a in answers),
+        "decisions": decisions,
+        "llm_calls": sum(a["calls"] for a in answers),
+        "llm_seconds_per_message": round(seconds / messages, 3) if messages else 0.0,
+        "ingest_seconds_per_message": round(sum(b["seconds"] for b in report.batches) / messages, 3) if messages else 0,
+        "repairs": dict(repairs.most_common()),
+        "dropped": dict(dropped.most_common()),
+        "overruled": dict(overruled.most_common()),
+    }

@@ -81,21 +81,18 @@ async def measure(
     finally:
         await svc.close()
     if llm is not None:
-        summary["extraction"] = answers_of(report.batches)
+        summary["extraction"] = answers_of(report)
     return summary
 
 
-def answers_of(batches: list[dict[str, Any]]) -> dict[str, Any]:
-    """Over every batch: questions asked, answers usable (as given or after repair), unusable, deferred
-    extractions, and the decisions."""
-    answers = [b["extraction"]["answers"] for b in batches if "answers" in b["extraction"]]
-    return {
-        "asked": sum(a["asked"] for a in answers),
-        "usable": sum(a["valid"] + a["repaired"] + a["retried"] for a in answers),
-        "unusable": sum(a["unusable"] for a in answers),
-        "deferred": sum(1 for b in batches if "deferred" in b["extraction"]),
-        **{k: sum(int(b["extraction"].get(k, 0)) for b in batches) for k in ("ADD", "UPDATE", "DELETE", "NONE")},
-    }
+def answers_of(report: Any) -> dict[str, Any]:
+    """The extraction figures the LLM gate holds (``cognis_dev.update_set.llm_summary`` over the ingest):
+    questions asked, answers usable (as given or after repair), unusable, deferred extractions, decisions."""
+    from cognis_dev.update_set import llm_summary
+
+    s = llm_summary(report, {})
+    return {"asked": s["answers"], "usable": s["usable"], "unusable": s["unusable"], "deferred": s["batches_deferred"],
+            **{k: s["decisions"][k] for k in ("ADD", "UPDATE", "DELETE", "NONE")}}  # fmt: skip
 
 
 def regressions(measured: dict[str, Any], baseline: dict[str, Any]) -> list[str]:

@@ -145,13 +145,19 @@ RECORDED = {"facts": [
 ]}  # fmt: skip
 
 
-async def test_a_wrong_source_is_corrected_and_a_fact_from_a_question_dropped(make_service) -> None:
-    with ScriptedLLMServer(lambda schema, body: RECORDED) as server:
+async def _replay_session(make_service: Any, user: str, session: list[tuple[str, str]], answer: dict, start: datetime):
+    """``session`` (role, text) stored for ``user`` of tenant acme, one message every 2 minutes from ``start``,
+    extracted by a scripted server that gives the recorded ``answer`` to every call."""
+    with ScriptedLLMServer(lambda schema, body: answer) as server:
         svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "recorded"))
-        r = await svc.add_messages(
-            "acme", "u1",
-            [MessageIn(text, role=role, timestamp=TS + timedelta(minutes=2 * i)) for i, (role, text) in enumerate(SESSION)],
-        )  # fmt: skip
+        r = await svc.add_messages("acme", user, [
+            MessageIn(text, role=role, timestamp=start + timedelta(minutes=2 * i)) for i, (role, text) in enumerate(session)
+        ])  # fmt: skip
+    return svc, r
+
+
+async def test_a_wrong_source_is_corrected_and_a_fact_from_a_question_dropped(make_service) -> None:
+    svc, r = await _replay_session(make_service, "u1", SESSION, RECORDED, TS)
     answers = r.extraction["answers"]
     assert answers["valid"] == 1 and answers["repairs"] == {"source_corrected": 1}
     assert answers["dropped"] == {"fact_from_a_question": 1}
@@ -298,12 +304,7 @@ async def test_a_fact_in_the_first_person_gets_its_speaker_wherever_the_pronoun_
     """Stored as given, "I'm thinking about learning to bake bread." or "... was my first day at Bluefin" says
     nothing about whose: the speaker goes in front, as in a raw memory; a third-person fact stays as it is."""
     may9 = datetime(2023, 5, 9, 23, 0, tzinfo=UTC)
-    with ScriptedLLMServer(lambda schema, body: BLUEFIN_ANSWER) as server:
-        svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "recorded"))
-        r = await svc.add_messages("acme", "u4", [
-            MessageIn(text, role=role, timestamp=may9 + timedelta(minutes=2 * i))
-            for i, (role, text) in enumerate(BLUEFIN_SESSION)
-        ])  # fmt: skip
+    svc, r = await _replay_session(make_service, "u4", BLUEFIN_SESSION, BLUEFIN_ANSWER, may9)
     assert r.extraction["answers"]["repairs"] == {"first_person": 4, "source_corrected": 1}
     facts = {m.content: m for m in await svc.stores.memories.list_memories(Owner("acme", "u4"))
              if m.kind is MemoryKind.FACT}  # fmt: skip
