@@ -301,7 +301,7 @@ async def quality_longmemeval(args: argparse.Namespace) -> dict[str, Any]:
 async def quality_locomo(args: argparse.Namespace) -> dict[str, Any]:
     import bench_locomo as bl
 
-    ns = argparse.Namespace(cross_encoder=None, dim_short=None, rotation=None)
+    ns = argparse.Namespace(cross_encoder=None, dim_short=None, rotation=None, no_cache=True)
     convs = bl.load_conversations(LOCOMO, conversations=args.conversations, questions=None)
     tmp = Path(tempfile.mkdtemp(prefix="bench-locomo-q-"))
     try:
