@@ -338,10 +338,7 @@ async def prefix_study(svc: MemoryService, convs: list[Conversation], args: argp
             enc = MatryoshkaEncoder(svc.encoder.embedder, dim_short=d, rotation=rot)
             _, short = enc.split(raw)
             _, qshort = enc.split(qraw)
-            idx = UserVectorIndex(dim, d, capacity=n)
-            idx.n, idx.ids = n, [str(i) for i in range(n)]
-            idx.row_of = {m: i for i, m in enumerate(idx.ids)}
-            idx.full[:n], idx.short[:n] = full, short
+            idx = UserVectorIndex.of_vectors([str(i) for i in range(n)], full, short)
             if not exact_top:
                 for qv in qfull:
                     exact_top.append([int(p[0]) for p in idx.search(flt, qv, None, 10, n)[0]])

@@ -133,11 +133,7 @@ def prefix_study(n: int, embedder: Any, synth: bc.SyntheticVectors, args: argpar
             enc = MatryoshkaEncoder(embedder, dim_short=d, rotation=rotation if rotated else None)
             _, short = enc.split(raw)
             _, qshort = enc.split(qraw)
-            idx = UserVectorIndex(dim, d, capacity=n)
-            idx.n = n
-            idx.ids = [f"m{i}" for i in range(n)]
-            idx.row_of = {m: i for i, m in enumerate(idx.ids)}
-            idx.full[:n], idx.short[:n] = full, short
+            idx = UserVectorIndex.of_vectors([f"m{i}" for i in range(n)], full, short)
             if rotated not in exact_cache:
                 exact, t_exact = [], []
                 for qv in qfull:

@@ -280,3 +280,37 @@ def test_one_load_per_owner_at_a_time_and_a_write_during_it_loads_again() -> Non
         t.join(60)
     assert len(calls) == 2  # the first load, discarded, and one more: the waiting callers did not load
     assert got == [[2], [2], [2]] and all(g is got[0] for g in got)
+
+
+def test_the_vector_index_holds_each_vector_once_and_scores_as_the_whole_vector_would() -> None:
+    """Full vectors are held as their unit prefix, its length and the rest (no second copy of the prefix):
+    scores, shortlists and the vectors handed back agree with plain float arithmetic on the whole vectors,
+    through swap-removals, and the exact prefix scan (faiss's top-k) picks numpy's shortlist."""
+    from cognis_memory.stores.numpy_index import UserVectorIndex, top_inner_products
+
+    rng = np.random.default_rng(11)
+    n, dim, d = 3_000, 48, 16
+    full = rng.standard_normal((n, dim)).astype(np.float32)
+    full /= np.linalg.norm(full, axis=1, keepdims=True)
+    short = full[:, :d] / np.linalg.norm(full[:, :d], axis=1, keepdims=True)
+    ids = [f"m{i}" for i in range(n)]
+    idx = UserVectorIndex.of_vectors(ids, full, short)
+    assert idx.short.nbytes + idx.tail.nbytes + idx.prefix_norm.nbytes == n * (dim + 1) * 4  # one float a memory more
+    for gone in rng.choice(n, 400, replace=False):
+        idx.remove(f"m{gone}")
+    live = np.array([int(i[1:]) for i in idx.ids])
+    np.testing.assert_allclose(idx.full_vectors(np.arange(idx.n)), full[live], atol=2e-7)
+    np.testing.assert_allclose(idx.full_vectors(7), full[live[7]], atol=2e-7)
+    flt = SearchFilter(owner=Owner("t", "u"))
+    for _ in range(20):
+        q = rng.standard_normal(dim).astype(np.float32)
+        q /= np.linalg.norm(q)
+        qs = (q[:d] / np.linalg.norm(q[:d])).astype(np.float32)
+        np.testing.assert_allclose(idx.full_scores(None, q), full[live] @ q, atol=1e-6)
+        prefix = short[live] @ qs
+        assert set(live[top_inner_products(idx.short[: idx.n], qs, 200)]) == set(live[np.argsort(-prefix)[:200]])
+        pairs, shortlisted, _ = idx.search(flt, q, qs, 10, 200)
+        expected = live[np.argsort(-prefix)[:200]]
+        best = expected[np.argsort(-(full[expected] @ q))[:10]]
+        assert shortlisted == 200 and [p[0] for p in pairs] == [f"m{i}" for i in best]
+        np.testing.assert_allclose([p[1] for p in pairs], full[best] @ q, atol=1e-6)

@@ -537,8 +537,9 @@ class EmbeddedStore:
 
     def _fetch(self, owner: Owner, ids: Sequence[str], *, vectors_from: UserVectorIndex | None = None) -> list[Memory]:
         """Memories by id, in the order of ``ids``. With ``vectors_from`` (the owner's loaded vector index: the
-        hits of a search) their vectors are copied from its matrices instead of read and decoded from the
-        rows' blobs (the same float32 values; a row the index no longer holds is read whole)."""
+        hits of a search) their vectors come from its matrices instead of being read and decoded from the
+        rows' blobs (the same values up to float32 rounding in the prefix; a row the index no longer holds
+        is read whole)."""
         if not ids:
             return []
         q = ",".join("?" * len(ids))
@@ -550,10 +551,12 @@ class EmbeddedStore:
         by_id = {r["id"]: memory_from_row(r, SQLITE) for r in rows}
         if vectors_from is not None:
             with self._vectors.lock:
-                for m in by_id.values():
-                    row = vectors_from.row_of.get(m.id)
-                    if row is not None:
-                        m.embedding, m.embedding_short = vectors_from.full[row].copy(), vectors_from.short[row].copy()
+                held = [(m, row) for m in by_id.values() if (row := vectors_from.row_of.get(m.id)) is not None]
+                if held:
+                    at = np.fromiter((row for _, row in held), dtype=np.int64, count=len(held))
+                    full, short = vectors_from.full_vectors(at), vectors_from.short[at]
+                    for j, (m, _) in enumerate(held):
+                        m.embedding, m.embedding_short = full[j], short[j]
             missing = [i for i, m in by_id.items() if m.embedding is None]
             if missing:
                 by_id.update((m.id, m) for m in self._fetch(owner, missing))
