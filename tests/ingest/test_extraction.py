@@ -380,3 +380,78 @@ async def test_sync_mode_llm_failure_answers_stored_with_the_facts_pending(make_
     assert len(await svc.stores.memories.list_memories(Owner("acme", "dana"))) == 1
     assert await svc.worker.drain() == 1
     assert [f.content for f in await _facts(svc, Owner("acme", "dana"))] == ["Dana has a dog named Pixel"]
+
+
+async def test_a_request_spanning_sessions_is_extracted_session_by_session(make_service, llm_server) -> None:
+    """An import of a whole history in one request: the later session's facts are decided against the
+    earlier session's (a real model missed "moved to Lisbon" when both came as one batch: with no stored
+    fact there was no decision to make, and the two homes stood side by side)."""
+    svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
+    r = await svc.add_messages(
+        "acme", "dana",
+        [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS, session_id="s1"),
+         MessageIn("We are planning a trip to Japan", speaker="Dana", timestamp=TS, session_id="s1"),
+         MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30), session_id="s2")],
+    )  # fmt: skip
+    assert len(llm_server.prompts("extracted_facts")) == 2  # one per session
+    (decide,) = llm_server.prompts("memory_decisions")
+    assert "Dana lives in Berlin" in decide and "fact 0: Dana lives in Lisbon" in decide
+    assert (r.extraction["ADD"], r.extraction["UPDATE"], r.extraction["sessions"]) == (2, 1, 2)
+    assert r.extraction["answers"]["asked"] == 3  # the report of both sessions
+    facts = await _facts(svc, Owner("acme", "dana"))
+    current = sorted(f.content for f in facts if f.is_current)
+    assert current == ["Dana is planning a trip to Japan", "Dana lives in Lisbon"]
+    lisbon = next(f for f in facts if "Lisbon" in f.content)
+    assert r.messages[2].id in lisbon.source_message_ids and lisbon.version == 2
+
+
+async def test_a_failure_in_a_later_session_leaves_the_earlier_ones_extracted_once(make_service, llm_server) -> None:
+    """The first session's facts are written before the second session fails; the job records that, and
+    its retry extracts only the second session (nothing is extracted twice)."""
+    svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
+    owner = Owner("acme", "dana")
+    calls = 0
+
+    def fail_on_second_extraction(schema: str, body: dict) -> dict:
+        nonlocal calls
+        if schema == "extracted_facts":
+            calls += 1
+            if calls == 2:
+                raise Reply(500, '{"error": "boom"}')
+        return model()(schema, body)
+
+    llm_server.responder = fail_on_second_extraction
+    r = await svc.add_messages(
+        "acme", "dana",
+        [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS, session_id="s1"),
+         MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30), session_id="s2")],
+    )  # fmt: skip
+    assert r.facts == "pending" and r.job is not None
+    assert [f.content for f in await _facts(svc, owner)] == ["Dana lives in Berlin"]
+    job = await svc.get_job("acme", "dana", r.job.id)
+    assert job.result == {"extracted_message_ids": [r.messages[0].id]}
+    assert await svc.worker.drain() == 1
+    assert calls == 3  # the retry asked for the second session only
+    facts = await _facts(svc, owner)
+    assert sorted((f.content, f.is_current) for f in facts) == [
+        ("Dana lives in Berlin", False),
+        ("Dana lives in Lisbon", True),
+    ]
+    assert (await svc.get_job("acme", "dana", r.job.id)).status is JobStatus.DONE
+
+
+def test_session_runs_cut_where_the_session_changes() -> None:
+    from types import SimpleNamespace
+
+    from cognis_memory.ingest.pipeline import add_counts, session_runs
+
+    msgs = [SimpleNamespace(message=SimpleNamespace(session_id=s)) for s in ["a", "a", None, None, "b", "a"]]
+    assert [[m.message.session_id for m in run] for run in session_runs(msgs)] == [
+        ["a", "a"],
+        [None, None],
+        ["b"],
+        ["a"],
+    ]  # type: ignore[arg-type]
+    assert add_counts({"ADD": 1, "answers": {"asked": 2, "repairs": {"x": 1}}, "seconds": 0.5},
+                      {"ADD": 2, "answers": {"asked": 1, "repairs": {"y": 3}}, "seconds": 0.25}) == {
+        "ADD": 3, "answers": {"asked": 3, "repairs": {"x": 1, "y": 3}}, "seconds": 0.75}  # fmt: skip

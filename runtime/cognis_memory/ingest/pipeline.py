@@ -13,6 +13,13 @@
 The design (ARCHITECTURE.md, section 4) numbers extraction 3 and embedding 4; embedding runs
 first here so that a message is searchable before, and without, its extraction.
 
+Extraction runs session by session: the messages of a request (or a job) are cut where the
+session changes, and each run is extracted and applied before the next one is read, so a later
+session's facts are decided against the facts of the earlier ones (an UPDATE needs the old fact
+stored; an import of a whole history in one request is then what the same sessions sent one by
+one would be). A job records the messages already extracted (``result["extracted_message_ids"]``),
+so a retry after a failure in a later session does not extract the earlier ones twice.
+
 In asynchronous mode the request runs raw_store, resolution and embedding, then enqueues a
 durable job for extraction; :meth:`IngestPipeline.run_job` executes it (see
 :mod:`cognis_memory.ingest.worker`). Without an LLM no job is needed: the response says
@@ -54,6 +61,35 @@ _INTERNAL_METADATA = ("scope", RAW_MEMORY_ID)
 #: Metadata keys the service writes itself (on messages, or on raw memories: ``role`` and a long
 #: message's ``part``/``parts``); a caller's message metadata may not use them.
 RESERVED_METADATA_KEYS = frozenset({*_INTERNAL_METADATA, "role", "part", "parts"})
+
+
+#: ``Job.result`` key of the messages whose extraction a job has already applied (a later session failed).
+EXTRACTED_MESSAGE_IDS = "extracted_message_ids"
+
+
+def session_runs(resolved: list[ResolvedMessage]) -> list[list[ResolvedMessage]]:
+    """The messages cut into runs of consecutive messages of one session, in their order (the parts
+    of a long message stay together: they share its session)."""
+    runs: list[list[ResolvedMessage]] = []
+    for r in resolved:
+        if runs and runs[-1][-1].message.session_id == r.message.session_id:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return runs
+
+
+def add_counts(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """Two extraction summaries as one: numbers added, nested counts merged key by key."""
+    out = dict(total)
+    for key, value in more.items():
+        if isinstance(value, dict):
+            out[key] = add_counts(out.get(key) or {}, value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = round(out.get(key, 0) + value, 3) if isinstance(value, float) else out.get(key, 0) + value
+        else:
+            out[key] = value
+    return out
 
 
 def _caller_metadata(metadata: dict) -> dict:
@@ -226,8 +262,7 @@ class IngestPipeline:
             return result
         try:
             with rec.stage("extraction"):
-                extraction = await self.extractor.extract(owner, resolved)
-                result.extraction = await self.apply(owner, extraction, resolved)
+                result.extraction = await self._extract_by_session(owner, resolved, job, Priority.INGEST)
                 result.facts = FACTS_EXTRACTED
             job.status, job.result, job.updated_at = JobStatus.DONE, result.extraction, utcnow()
             await self.jobs.save_job(job)
@@ -273,11 +308,38 @@ class IngestPipeline:
         with rec.stage("resolution"):
             resolved = self.resolve(messages)
         with rec.stage("extraction"):
-            extraction = await self.extractor.extract(owner, resolved, priority=Priority.BACKGROUND)
-            # The LLM calls take seconds: a forget of the user meanwhile must not be undone by the writes.
-            if not await self.messages.get_messages(owner, job.message_ids):
+            return await self._extract_by_session(owner, resolved, job, Priority.BACKGROUND, recheck=True)
+
+    async def _extract_by_session(
+        self,
+        owner: Owner,
+        resolved: list[ResolvedMessage],
+        job: Job,
+        priority: Priority,
+        *,
+        recheck: bool = False,
+    ) -> dict[str, Any]:
+        """Extract and apply the messages session run by session run (see the module docstring), skipping
+        those the job already extracted; the job is saved with its progress while later runs remain.
+        ``recheck``: before a run's writes, check that its messages still exist (a forget of the user
+        during the seconds of LLM calls must not be undone by them)."""
+        assert self.extractor is not None
+        done: list[str] = list((job.result or {}).get(EXTRACTED_MESSAGE_IDS, []))
+        runs = session_runs([r for r in resolved if r.message.id not in set(done)])
+        total: dict[str, Any] = {}
+        for i, run in enumerate(runs):
+            extraction = await self.extractor.extract(owner, run, priority=priority)
+            ids = list(dict.fromkeys(r.message.id for r in run))
+            if recheck and not await self.messages.get_messages(owner, ids):
                 return {"skipped": "messages no longer exist"}
-            return await self.apply(owner, extraction, resolved)
+            total = add_counts(total, await self.apply(owner, extraction, run))
+            done += ids
+            if i + 1 < len(runs):
+                job.result, job.updated_at = {EXTRACTED_MESSAGE_IDS: done}, utcnow()
+                await self.jobs.save_job(job)
+        if len(runs) > 1:
+            total["sessions"] = len(runs)
+        return total
 
     async def apply(
         self, owner: Owner, extraction: ExtractionResult, resolved: list[ResolvedMessage]
