@@ -357,6 +357,7 @@ class UserVectorIndex:
             else:
                 short = self.short[:n] if rows is None else self.short[rows]
                 top = top_inner_products(short, np.ascontiguousarray(query_short, dtype=np.float32), shortlist)
+                top.sort()  # row order: equal full scores (duplicate vectors) rank by row, however the scan ordered them
                 cand = top if rows is None else rows[top]
             candidates_short = int(cand.size)
             timings["vector_short"] = (time.perf_counter() - t0) * 1000
