@@ -23,6 +23,8 @@ was drawn from, stored as said, and never rewritten by a model (a small model sh
   ``update_min_similarity``, the embedding model's: 0.40 for all-MiniLM-L6-v2) is taken as an ADD: the
   1.5B model UPDATEd "The user's dog Otis loves chasing the neighbour's cat" with "The user is thinking
   about learning to bake bread", and a wrong UPDATE retires a good fact while a wrong ADD only adds one;
+* a fact decided several ways in one answer (different actions or targets) is an ADD: the model did
+  not choose, and guessing which of its targets it meant could retire a good fact;
 * a second UPDATE or DELETE of a memory already changed by this answer does not replace the first
   (an UPDATE becomes an ADD: both statements are kept; a DELETE is dropped);
 * NONE for a fact shown with no similar fact is an ADD (nothing was there to be the same);
@@ -203,11 +205,19 @@ class ContextAwareExtractor:
         changed: set[str] = set()  # aliases an earlier decision of this answer already updated or deleted
         rewritten: list[tuple[int, CandidateFact]] = []  # (operation, the fact it merged): new vectors needed
         overruled = result.report.overruled
+        choices: dict[int, set[tuple[Action, str | None]]] = {}
+        for d in decisions:
+            choices.setdefault(d.fact, set()).add((d.action, d.target))
         for d in decisions:
             if d.fact in decided:
                 continue
             decided.add(d.fact)
             fact, action = facts[d.fact], d.action
+            if len(choices[d.fact]) > 1:
+                # the model decided the fact several ways (a 1.5B model UPDATEd every listed memory with the
+                # new home): it did not choose, so nothing it named is touched and the fact is kept
+                overruled["conflicting_decisions"] += 1
+                action = Action.ADD
             if action is Action.NONE and not shown[d.fact]:
                 overruled["none_without_similar_fact"] += 1
                 action = Action.ADD
