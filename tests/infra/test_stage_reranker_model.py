@@ -1,4 +1,5 @@
-"""scripts/stage_reranker_model.py against S3 (moto: S3 and STS are paid AWS APIs)."""
+"""scripts/stage_reranker_model.py, whose code is cognis_dev.reranker_staging, against S3 (moto: S3 and STS
+are paid AWS APIs)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import sys
 
 import boto3
 import pytest
+from cognis_dev import reranker_staging as stage
 from moto import mock_aws
 
 from cognis_infra.reranker import RerankerSettings
-from scripts import stage_reranker_model as stage
 from tests.infra.infra_harness import REPO
 
 REGION = "eu-west-1"

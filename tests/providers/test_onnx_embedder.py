@@ -1,7 +1,8 @@
 """The ONNX Runtime embedder against sentence-transformers on the same all-MiniLM-L6-v2 weights.
 
 Stated bounds (cosine between the two vectors of one text, over the texts below):
-* the fp32 export (scripts/export_onnx_embedder.py, made here): >= 0.999 for every text;
+* the fp32 export (cognis_dev.onnx_export, which scripts/export_onnx_embedder.py runs; made here):
+  >= 0.999 for every text;
 * the packaged int8 file (the default): >= 0.95 for every text and >= 0.985 on average, and the
   torch model's nearest sentence to a query among its three nearest for >= 95 % of the queries.
   (Measured on 1,000 LoCoMo turns and 200 questions: min 0.974, mean 0.993; retrieval quality in
@@ -47,7 +48,7 @@ def torch_vectors(texts) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def fp32_file(tmp_path_factory) -> str:
-    from scripts.export_onnx_embedder import default_model_dir, export_fp32
+    from cognis_dev.onnx_export import default_model_dir, export_fp32
 
     return str(export_fp32(default_model_dir(), tmp_path_factory.mktemp("onnx") / "model-fp32.onnx"))
 
