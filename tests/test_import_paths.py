@@ -1,6 +1,7 @@
 """Every part of the project imports its own code as installed packages: no module edits the
 interpreter's import path (the runtime, devtools/ and infra/ are distributions that
-scripts/setup.sh and `pulumi install` install; see docs/design-notes.md, issue 13)."""
+scripts/setup.sh and `pulumi install` install; see docs/design-notes.md, issue 13), and nothing
+outside scripts/ imports from it (scripts are entry points, their code is in a package)."""
 
 from __future__ import annotations
 
@@ -36,4 +37,28 @@ def test_no_module_touches_sys_path():
     files = list(_python_files())
     assert any(p.parts[-2:] == ("infra", "__main__.py") for p in files)  # the scan reaches the Pulumi side
     found = {str(p.relative_to(REPO)): lines for p in files if (lines := _uses_of_sys_path(p))}
+    assert found == {}
+
+
+def _imports_of_scripts(path: Path) -> list[int]:
+    """Lines that import the ``scripts`` directory as a package (``import scripts...``, ``from scripts...``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        if any(name == "scripts" or name.startswith("scripts.") for name in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_library_code_is_not_imported_from_scripts():
+    """``scripts/`` holds command-line entry points; what tests and tools import lives in a package
+    (``cognis_dev`` for development code, issue 24, item 7)."""
+    files = [p for p in _python_files() if p.relative_to(REPO).parts[0] != "scripts"]
+    found = {str(p.relative_to(REPO)): lines for p in files if (lines := _imports_of_scripts(p))}
     assert found == {}
