@@ -23,7 +23,7 @@ Unless --no-config, the URI is set with ``pulumi config set cognis:rerankerModel
 
 Needs AWS credentials for the account (boto3's usual chain), boto3 and this checkout's ``devtools``
 package (``cognis_dev.reranker_staging`` holds the code; the project's .venv has both, or
-``pip install boto3 -e ./devtools`` in any Python environment); --revision also needs
+``pip install boto3`` and ``pip install --no-deps -e ./devtools`` in any Python environment); --revision also needs
 ``huggingface_hub`` and access to the Hub from this machine.
 """
 
@@ -36,7 +36,10 @@ try:
 except ModuleNotFoundError as e:  # an operator's Python without the devtools package
     if not (e.name or "").startswith("cognis_dev"):
         raise
-    print(f"{e}: install this checkout's devtools package (pip install -e ./devtools)", file=sys.stderr)
+    print(
+        f"{e}: install this checkout's devtools package without its test dependencies (pip install --no-deps -e ./devtools)",
+        file=sys.stderr,
+    )
     sys.exit(2)
 
 if __name__ == "__main__":
