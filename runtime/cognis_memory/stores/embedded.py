@@ -3,6 +3,8 @@
 * WAL mode; one writer connection and one reader connection, each behind its own lock,
   used from worker threads (``asyncio.to_thread``), so the store is safe for one process
   with many threads and survives restarts.
+* The schema is the ordered migrations of :mod:`.migrations.sqlite`, applied on open (each once,
+  in its own ``BEGIN IMMEDIATE`` transaction, recorded in ``schema_version``).
 * BM25 through an FTS5 table that holds *current* memories only. Each row also carries an
   opaque owner token (a hash of tenant and user) in an indexed column, and every keyword
   query requires that token, so the tenant/user filter is applied inside the FTS query.
@@ -42,6 +44,7 @@ from ..errors import ConflictError, NotFoundError
 from .ann_index import build_prefix_ann
 from .filters import owner_token, sqlite_filter
 from .keyword_index import FtsStatistics, FtsTokenizer, UserKeywordIndex, idf
+from .migrations.sqlite import FTS_TOKENIZE, apply_migrations
 from .numpy_index import IndexedRow, UserVectorIndex, category_code, kind_code, scope_code
 from .owner_cache import OwnerCache
 from .records import MEMORY_COLUMNS, SQLITE, job_from_row, memory_from_row, message_from_row
@@ -52,90 +55,6 @@ from .vector_space import check as check_vector_space
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS store_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS messages (
-    id TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    session_id TEXT,
-    agent_id TEXT,
-    speaker TEXT,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
-    ts REAL NOT NULL,
-    client_message_id TEXT,
-    metadata TEXT NOT NULL DEFAULT '{}',
-    created_at REAL NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS messages_client_id
-    ON messages (tenant_id, user_id, client_message_id) WHERE client_message_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS messages_owner ON messages (tenant_id, user_id);
-CREATE TABLE IF NOT EXISTS memories (
-    id TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    agent_id TEXT,
-    session_id TEXT,
-    scope TEXT NOT NULL,
-    category TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    content TEXT NOT NULL,
-    speaker TEXT,
-    event_time REAL,
-    message_time REAL,
-    created_at REAL NOT NULL,
-    version INTEGER NOT NULL,
-    is_current INTEGER NOT NULL,
-    deleted INTEGER NOT NULL DEFAULT 0,
-    replaces_id TEXT,
-    source_message_ids TEXT NOT NULL DEFAULT '[]',
-    metadata TEXT NOT NULL DEFAULT '{}',
-    embedding BLOB,
-    embedding_short BLOB
-);
-CREATE INDEX IF NOT EXISTS memories_owner_current ON memories (tenant_id, user_id) WHERE is_current = 1;
-CREATE INDEX IF NOT EXISTS memories_owner ON memories (tenant_id, user_id, id);
-CREATE INDEX IF NOT EXISTS memories_replaces ON memories (replaces_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    owner, content, memory_id UNINDEXED, tokenize = '{tokenize}'
-);
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    message_ids TEXT NOT NULL,
-    status TEXT NOT NULL,
-    attempts INTEGER NOT NULL,
-    max_attempts INTEGER NOT NULL,
-    last_error TEXT,
-    next_attempt_at REAL NOT NULL,
-    lease_until REAL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    result TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS jobs_due ON jobs (status, next_attempt_at);
-CREATE INDEX IF NOT EXISTS jobs_owner ON jobs (tenant_id, user_id);
-CREATE INDEX IF NOT EXISTS jobs_tenant_id ON jobs (tenant_id, id);
-CREATE INDEX IF NOT EXISTS jobs_tenant_status_id ON jobs (tenant_id, status, id);
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_hash TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    read_only INTEGER NOT NULL,
-    name TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS api_key_revocations (
-    key_hash TEXT PRIMARY KEY,
-    revoked_at REAL NOT NULL
-);
-"""
-
-#: The FTS5 tokenizer of ``memories_fts`` (the in-memory keyword index tokenizes with the same one).
-FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
-_SCHEMA = _SCHEMA.replace("{tokenize}", FTS_TOKENIZE)
 #: Rows read per step when a user's vector or keyword index is loaded.
 _LOAD_CHUNK = 16384
 #: how much lower the priority of a background index build is than the process's (a nice increment)
@@ -252,10 +171,7 @@ class EmbeddedStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = self._connect()
         try:
-            self._writer.executescript(_SCHEMA)
-            row = self._writer.execute("SELECT version FROM schema_version").fetchone()
-            if row is None:
-                self._writer.execute("INSERT INTO schema_version(version) VALUES (1)")
+            apply_migrations(self._writer, where=f"the store at {self.path}")
             self._check_dims()
             self._check_vector_space()
         except BaseException:

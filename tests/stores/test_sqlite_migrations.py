@@ -1,0 +1,347 @@
+"""SQLite migrations of the embedded store (stores/migrations/sqlite.py), on real files.
+
+A store made before migrations existed opens unchanged; a new migration is applied once and
+recorded; a failing one rolls back; concurrent openers serialise; a store from a newer release
+is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cognis_memory.domain import Category, Owner, Scope
+from cognis_memory.stores.embedded import EmbeddedStore
+from cognis_memory.stores.migrations.sqlite import (
+    FTS_TOKENIZE,
+    MIGRATIONS,
+    Migration,
+    MigrationError,
+    SchemaTooNewError,
+    apply_migrations,
+    schema_version,
+)
+from cognis_memory.stores.values import SearchFilter
+from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner
+
+# The schema script of embedded.py before migrations existed (as of c0480d7), copied unchanged: every
+# store made until then has exactly this schema and schema_version 1.
+SCHEMA_BEFORE_MIGRATIONS = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS store_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS messages (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_id TEXT,
+    agent_id TEXT,
+    speaker TEXT,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    ts REAL NOT NULL,
+    client_message_id TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_client_id
+    ON messages (tenant_id, user_id, client_message_id) WHERE client_message_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_owner ON messages (tenant_id, user_id);
+CREATE TABLE IF NOT EXISTS memories (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    agent_id TEXT,
+    session_id TEXT,
+    scope TEXT NOT NULL,
+    category TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    content TEXT NOT NULL,
+    speaker TEXT,
+    event_time REAL,
+    message_time REAL,
+    created_at REAL NOT NULL,
+    version INTEGER NOT NULL,
+    is_current INTEGER NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    replaces_id TEXT,
+    source_message_ids TEXT NOT NULL DEFAULT '[]',
+    metadata TEXT NOT NULL DEFAULT '{}',
+    embedding BLOB,
+    embedding_short BLOB
+);
+CREATE INDEX IF NOT EXISTS memories_owner_current ON memories (tenant_id, user_id) WHERE is_current = 1;
+CREATE INDEX IF NOT EXISTS memories_owner ON memories (tenant_id, user_id, id);
+CREATE INDEX IF NOT EXISTS memories_replaces ON memories (replaces_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+    owner, content, memory_id UNINDEXED, tokenize = '{tokenize}'
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    message_ids TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    last_error TEXT,
+    next_attempt_at REAL NOT NULL,
+    lease_until REAL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    result TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS jobs_due ON jobs (status, next_attempt_at);
+CREATE INDEX IF NOT EXISTS jobs_owner ON jobs (tenant_id, user_id);
+CREATE INDEX IF NOT EXISTS jobs_tenant_id ON jobs (tenant_id, id);
+CREATE INDEX IF NOT EXISTS jobs_tenant_status_id ON jobs (tenant_id, status, id);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_hash TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    read_only INTEGER NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_key_revocations (
+    key_hash TEXT PRIMARY KEY,
+    revoked_at REAL NOT NULL
+);
+""".replace("{tokenize}", "porter unicode61 remove_diacritics 2")
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection set up as the store sets up its own (autocommit, WAL, a busy timeout)."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    return conn
+
+
+def schema_of(path: Path) -> list[tuple[str, str, str | None]]:
+    with sqlite3.connect(path) as conn:
+        return sorted(conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall())
+
+
+def version_of(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return schema_version(conn)
+
+
+def open_store(path: Path) -> EmbeddedStore:
+    store = EmbeddedStore(path, dim=DIM, dim_short=DIM_SHORT)
+    asyncio.run(store.open())
+    return store
+
+
+def close_store(store: EmbeddedStore) -> None:
+    asyncio.run(store.close())
+
+
+PLANTED = Migration(
+    2,
+    "planted: a table, a row, a trigger",
+    """
+-- a ";" in a comment, in a string and in a trigger body must not cut a statement
+CREATE TABLE planted (id INTEGER PRIMARY KEY, note TEXT NOT NULL);
+INSERT INTO planted (note) VALUES ('added once; by migration 2');
+CREATE TRIGGER planted_guard BEFORE DELETE ON planted BEGIN
+    SELECT RAISE(ABORT, 'planted rows stay');
+END;
+""",
+)
+
+
+def test_migration_1_is_the_schema_stores_were_made_with() -> None:
+    assert MIGRATIONS[0].version == 1 and FTS_TOKENIZE == "porter unicode61 remove_diacritics 2"
+    assert MIGRATIONS[0].render() == SCHEMA_BEFORE_MIGRATIONS
+
+
+def test_a_store_made_before_migrations_opens_unchanged_and_reads_its_data(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    # What EmbeddedStore.open did before migrations: the script, then version 1 if absent.
+    conn = connect(path)
+    conn.executescript(SCHEMA_BEFORE_MIGRATIONS)
+    if conn.execute("SELECT version FROM schema_version").fetchone() is None:
+        conn.execute("INSERT INTO schema_version(version) VALUES (1)")
+    owner = new_owner()
+    rng = np.random.default_rng(7)
+    a = make_memory(owner, "Born in Lisbon", rng, category=Category.PERSONAL_DETAILS, speaker="Ana",
+                    event_time=datetime(1965, 5, 1, 8, 30, tzinfo=UTC), source_message_ids=["m1"],
+                    metadata={"n": 2})  # fmt: skip
+    b = make_memory(owner, "Prefers green tea", rng, scope=Scope.CONTEXT, session_id="s1")
+    # The rows written by the store's own insert (the write path migrations do not change).
+    writer = EmbeddedStore(path, dim=DIM, dim_short=DIM_SHORT)
+    conn.execute("BEGIN")
+    for m in (a, b):
+        writer._insert_memory(conn, m)
+    conn.execute("COMMIT")
+    conn.close()
+    before = schema_of(path)
+
+    store = open_store(path)
+    try:
+        # nothing was written on open: the WAL is still empty, the schema and its version unchanged
+        assert (tmp_path / "old.db-wal").stat().st_size == 0
+        assert schema_of(path) == before and version_of(path) == 1
+
+        async def read() -> None:
+            got = await store.fetch_memories(owner, [a.id, b.id])
+            assert {m.id: m.content for m in got} == {a.id: a.content, b.id: b.content}
+            back = next(m for m in got if m.id == a.id)
+            assert (back.speaker, back.event_time, back.source_message_ids, back.metadata) == (
+                "Ana",
+                a.event_time,
+                ["m1"],
+                {"n": 2},
+            )
+            hits = await store.keyword_search(SearchFilter(owner), "green tea", limit=5)
+            assert [h.memory.id for h in hits] == [b.id]
+
+        asyncio.run(read())
+    finally:
+        close_store(store)
+
+
+def test_a_new_store_is_migrated_and_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    close_store(open_store(path))
+    assert version_of(path) == MIGRATIONS[-1].version
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 1  # one row, as always
+
+
+def test_a_planted_migration_is_applied_once_and_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    close_store(open_store(path))  # version 1
+    migrations = (*MIGRATIONS, PLANTED)
+    conn = connect(path)
+    try:
+        assert apply_migrations(conn, migrations) == [2]
+        assert schema_version(conn) == 2
+        assert conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 1
+        assert conn.execute("SELECT note FROM planted").fetchall() == [("added once; by migration 2",)]
+        with pytest.raises(sqlite3.IntegrityError, match="planted rows stay"):
+            conn.execute("DELETE FROM planted")  # the trigger came through whole
+    finally:
+        conn.close()
+    conn = connect(path)  # a second open: nothing to do
+    try:
+        assert apply_migrations(conn, migrations) == []
+        assert conn.execute("SELECT count(*) FROM planted").fetchone()[0] == 1
+    finally:
+        conn.close()
+    # from an empty file, every migration in order
+    fresh = connect(tmp_path / "fresh.db")
+    try:
+        assert apply_migrations(fresh, migrations) == [1, 2] and schema_version(fresh) == 2
+    finally:
+        fresh.close()
+
+
+def test_a_failing_migration_rolls_back_and_raises(tmp_path: Path) -> None:
+    path = tmp_path / "f.db"
+    close_store(open_store(path))
+    before = schema_of(path)
+    broken = Migration(
+        2,
+        "fails at its third statement",
+        """
+CREATE TABLE half_done (x INTEGER);
+ALTER TABLE memories ADD COLUMN half_done_column TEXT;
+CREATE TABLE memories (x INTEGER);
+""",
+    )
+    conn = connect(path)
+    try:
+        with pytest.raises(MigrationError, match=r"migration 2 \(fails at its third statement\).*version 1") as err:
+            apply_migrations(conn, (*MIGRATIONS, broken))
+        assert isinstance(err.value.__cause__, sqlite3.OperationalError)
+        assert not conn.in_transaction
+    finally:
+        conn.close()
+    assert schema_of(path) == before and version_of(path) == 1
+    # the store still opens and works; a corrected migration 2 then applies
+    close_store(open_store(path))
+    conn = connect(path)
+    try:
+        assert apply_migrations(conn, (*MIGRATIONS, PLANTED)) == [2]
+    finally:
+        conn.close()
+
+
+def _run_together(n: int, work: Callable[[], object]) -> list[object]:
+    """Run ``work()`` in ``n`` threads released at once; their results (or the exceptions they raised)."""
+    barrier = threading.Barrier(n)
+    results: list[object] = [None] * n
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = work()
+        except BaseException as e:  # reported by the test
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return results
+
+
+def test_stores_opening_a_new_file_at_once_end_at_the_same_version(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+
+    def open_and_write() -> int:
+        store = open_store(path)
+        try:
+            o = Owner("t", f"u-{threading.get_ident()}")
+            m = make_memory(o, "hello", np.random.default_rng(1))
+            asyncio.run(store.insert_memories([m]))
+            return version_of(path)
+        finally:
+            close_store(store)
+
+    results = _run_together(4, open_and_write)
+    assert results == [MIGRATIONS[-1].version] * 4, results
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 4
+        assert conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 1
+
+
+def test_concurrent_runners_apply_each_migration_once(tmp_path: Path) -> None:
+    path = tmp_path / "race.db"
+    migrations = (*MIGRATIONS, PLANTED)
+
+    def migrate() -> list[int]:
+        conn = connect(path)
+        try:
+            return apply_migrations(conn, migrations)
+        finally:
+            conn.close()
+
+    results = _run_together(4, migrate)
+    applied = [r for r in results if isinstance(r, list)]
+    assert len(applied) == len(results), results
+    assert sorted(v for r in applied for v in r) == [1, 2]
+    assert version_of(path) == 2
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM planted").fetchone()[0] == 1
+
+
+def test_a_store_from_a_newer_release_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "newer.db"
+    close_store(open_store(path))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE schema_version SET version = 7")
+    before = schema_of(path)
+    store = EmbeddedStore(path, dim=DIM, dim_short=DIM_SHORT)
+    with pytest.raises(SchemaTooNewError, match=r"schema version 7.*versions up to 1") as err:
+        asyncio.run(store.open())
+    assert str(path) in str(err.value) and (err.value.recorded, err.value.known) == (7, 1)
+    assert schema_of(path) == before and version_of(path) == 7
