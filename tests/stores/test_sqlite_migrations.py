@@ -8,6 +8,7 @@ is refused.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -31,88 +32,11 @@ from cognis_memory.stores.migrations.sqlite import (
 from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner
 
-# The schema script of embedded.py before migrations existed (as of c0480d7), copied unchanged: every
-# store made until then has exactly this schema and schema_version 1.
-SCHEMA_BEFORE_MIGRATIONS = """
-CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS store_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS messages (
-    id TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    session_id TEXT,
-    agent_id TEXT,
-    speaker TEXT,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
-    ts REAL NOT NULL,
-    client_message_id TEXT,
-    metadata TEXT NOT NULL DEFAULT '{}',
-    created_at REAL NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS messages_client_id
-    ON messages (tenant_id, user_id, client_message_id) WHERE client_message_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS messages_owner ON messages (tenant_id, user_id);
-CREATE TABLE IF NOT EXISTS memories (
-    id TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    agent_id TEXT,
-    session_id TEXT,
-    scope TEXT NOT NULL,
-    category TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    content TEXT NOT NULL,
-    speaker TEXT,
-    event_time REAL,
-    message_time REAL,
-    created_at REAL NOT NULL,
-    version INTEGER NOT NULL,
-    is_current INTEGER NOT NULL,
-    deleted INTEGER NOT NULL DEFAULT 0,
-    replaces_id TEXT,
-    source_message_ids TEXT NOT NULL DEFAULT '[]',
-    metadata TEXT NOT NULL DEFAULT '{}',
-    embedding BLOB,
-    embedding_short BLOB
-);
-CREATE INDEX IF NOT EXISTS memories_owner_current ON memories (tenant_id, user_id) WHERE is_current = 1;
-CREATE INDEX IF NOT EXISTS memories_owner ON memories (tenant_id, user_id, id);
-CREATE INDEX IF NOT EXISTS memories_replaces ON memories (replaces_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    owner, content, memory_id UNINDEXED, tokenize = '{tokenize}'
-);
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    message_ids TEXT NOT NULL,
-    status TEXT NOT NULL,
-    attempts INTEGER NOT NULL,
-    max_attempts INTEGER NOT NULL,
-    last_error TEXT,
-    next_attempt_at REAL NOT NULL,
-    lease_until REAL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    result TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS jobs_due ON jobs (status, next_attempt_at);
-CREATE INDEX IF NOT EXISTS jobs_owner ON jobs (tenant_id, user_id);
-CREATE INDEX IF NOT EXISTS jobs_tenant_id ON jobs (tenant_id, id);
-CREATE INDEX IF NOT EXISTS jobs_tenant_status_id ON jobs (tenant_id, status, id);
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_hash TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    read_only INTEGER NOT NULL,
-    name TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS api_key_revocations (
-    key_hash TEXT PRIMARY KEY,
-    revoked_at REAL NOT NULL
-);
-""".replace("{tokenize}", "porter unicode61 remove_diacritics 2")
+# The schema script of embedded.py before migrations existed (as of c0480d7, the `_SCHEMA` it ran on every
+# open): every store made until then has exactly this schema and schema_version 1, so migration 1 must stay
+# that script, byte for byte. Pinned by its digest (`git show c0480d7:runtime/cognis_memory/stores/embedded.py`
+# has the text).
+SCHEMA_BEFORE_MIGRATIONS_SHA256 = "765af9da0610152e00bbe0ffd9ed61610b374af107f08fbfea742358d5138b29"
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -158,14 +82,14 @@ END;
 
 def test_migration_1_is_the_schema_stores_were_made_with() -> None:
     assert MIGRATIONS[0].version == 1 and FTS_TOKENIZE == "porter unicode61 remove_diacritics 2"
-    assert MIGRATIONS[0].render() == SCHEMA_BEFORE_MIGRATIONS
+    assert hashlib.sha256(MIGRATIONS[0].render().encode()).hexdigest() == SCHEMA_BEFORE_MIGRATIONS_SHA256
 
 
 def test_a_store_made_before_migrations_opens_unchanged_and_reads_its_data(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     # What EmbeddedStore.open did before migrations: the script, then version 1 if absent.
     conn = connect(path)
-    conn.executescript(SCHEMA_BEFORE_MIGRATIONS)
+    conn.executescript(MIGRATIONS[0].render())  # the same text (the test above pins it)
     if conn.execute("SELECT version FROM schema_version").fetchone() is None:
         conn.execute("INSERT INTO schema_version(version) VALUES (1)")
     owner = new_owner()
