@@ -1,4 +1,6 @@
-"""The translation of a :class:`~.base.SearchFilter` for every backend, side by side.
+"""The translation of a :class:`~.values.SearchFilter` for every backend, side by side: SQLite and
+PostgreSQL SQL, OpenSearch's query DSL, and the numpy mask of the embedded store's in-memory vector
+index.
 
 The rules are the ``SearchFilter`` docstring's (and docs/stores.md, "Filter semantics"); the
 contract suite checks every backend against a reference written from it. The owner (tenant *and*
@@ -12,9 +14,11 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from ..domain import Owner, Scope
+import numpy as np
+
+from ..domain import Category, MemoryKind, Owner, Scope
 from .records import epoch_us
 from .values import SearchFilter
 
@@ -124,6 +128,57 @@ def opensearch_filter(flt: SearchFilter) -> list[dict[str, Any]]:
             rng["lte"] = epoch_us(flt.time_to)
         clauses.append({"range": {"effective_us": rng}})
     return clauses
+
+
+# -- numpy (the embedded store's in-memory vector index, stores/numpy_index.py) -----------------------
+#: The int8 code of each scope, category and kind in the vector index's columns (the enums' order).
+SCOPE_CODES: dict[Scope, int] = {s: i for i, s in enumerate(Scope)}
+CATEGORY_CODES: dict[Category, int] = {c: i for i, c in enumerate(Category)}
+KIND_CODES: dict[MemoryKind, int] = {k: i for i, k in enumerate(MemoryKind)}
+
+
+class FilterColumns(Protocol):
+    """The filterable columns of the vector index; its first ``n`` rows are the live ones."""
+
+    n: int
+    scope: np.ndarray  #: int8, :data:`SCOPE_CODES`
+    category: np.ndarray  #: int8, :data:`CATEGORY_CODES`
+    kind: np.ndarray  #: int8, :data:`KIND_CODES`
+    session: np.ndarray  #: objects: the session id or None
+    agent: np.ndarray  #: objects: the agent id or None
+    time: np.ndarray  #: float64 epoch seconds of the effective time, NaN when unknown
+
+
+def numpy_mask(flt: SearchFilter, cols: FilterColumns) -> np.ndarray | None:
+    """Boolean mask of the rows the filter admits, or None when it admits all (the owner is the index's
+    own: one index per owner; ``is_current`` too: the index holds current memories only)."""
+    n = cols.n
+    mask: np.ndarray | None = None
+
+    def both(cond: np.ndarray) -> None:
+        nonlocal mask
+        mask = cond if mask is None else (mask & cond)
+
+    if flt.scopes is not None:
+        both(np.isin(cols.scope[:n], [SCOPE_CODES[s] for s in flt.scopes]))
+    if flt.categories is not None:
+        both(np.isin(cols.category[:n], [CATEGORY_CODES[c] for c in flt.categories]))
+    if flt.kinds is not None:
+        both(np.isin(cols.kind[:n], [KIND_CODES[k] for k in flt.kinds]))
+    if flt.session_id is not None:
+        context = cols.scope[:n] == SCOPE_CODES[Scope.CONTEXT]
+        both(~context | (cols.session[:n] == flt.session_id))
+    if flt.agent_id is not None:
+        both(cols.agent[:n] == flt.agent_id)
+    if flt.time_from is not None or flt.time_to is not None:
+        t = cols.time[:n]
+        cond = ~np.isnan(t)
+        if flt.time_from is not None:
+            cond &= t >= flt.time_from.timestamp()
+        if flt.time_to is not None:
+            cond &= t <= flt.time_to.timestamp()
+        both(cond)
+    return mask
 
 
 # -- result caches (the search-result cache key) ---------------------------------------------------------

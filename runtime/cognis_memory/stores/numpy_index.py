@@ -3,9 +3,9 @@
 The embedded store keeps one :class:`UserVectorIndex` per (tenant, user), loaded from SQLite on
 first use with a query that selects only that owner's current rows (straight into contiguous
 float32 matrices, in chunks: no per-row objects, nothing held twice), and kept in step with every
-write. Filters become boolean masks evaluated before scoring, so a search never sees another
-user's vectors or an old version; the per-user cache (:mod:`.owner_cache`) bounds the rows held
-in memory.
+write. Filters become boolean masks evaluated before scoring (:func:`.filters.numpy_mask`, beside
+the other backends' translations), so a search never sees another user's vectors or an old
+version; the per-user cache (:mod:`.owner_cache`) bounds the rows held in memory.
 
 The prefix stage is an exact scan of the user's prefix matrix: faiss's brute-force top-k
 (``faiss.knn``: SIMD inner products into a bounded heap, one pass over the matrix, no score array to
@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..domain import Category, Memory, MemoryKind, Scope
+from .filters import CATEGORY_CODES, KIND_CODES, SCOPE_CODES, numpy_mask
 from .values import SearchFilter
 
 _faiss: Any
@@ -36,21 +37,19 @@ try:
 except ImportError:  # pragma: no cover - faiss is a core dependency; the numpy scan is the fallback
     _faiss = None
 
-_SCOPES = list(Scope)
-_CATEGORIES = list(Category)
 _KINDS = list(MemoryKind)
 
 
 def scope_code(scope: Scope) -> int:
-    return _SCOPES.index(scope)
+    return SCOPE_CODES[scope]
 
 
 def category_code(category: Category) -> int:
-    return _CATEGORIES.index(category)
+    return CATEGORY_CODES[category]
 
 
 def kind_code(kind: MemoryKind) -> int:
-    return _KINDS.index(kind)
+    return KIND_CODES[kind]
 
 
 def top_inner_products(matrix: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
@@ -303,36 +302,6 @@ class UserVectorIndex:
         self.ann_pending = None
         self.ann = ann
 
-    def mask(self, flt: SearchFilter) -> np.ndarray | None:
-        """Boolean mask of rows the filter admits, or None when it admits all."""
-        n = self.n
-        m: np.ndarray | None = None
-
-        def both(cond: np.ndarray) -> None:
-            nonlocal m
-            m = cond if m is None else (m & cond)
-
-        if flt.scopes is not None:
-            both(np.isin(self.scope[:n], [scope_code(s) for s in flt.scopes]))
-        if flt.categories is not None:
-            both(np.isin(self.category[:n], [category_code(c) for c in flt.categories]))
-        if flt.kinds is not None:
-            both(np.isin(self.kind[:n], [kind_code(k) for k in flt.kinds]))
-        if flt.session_id is not None:
-            ctx = self.scope[:n] == scope_code(Scope.CONTEXT)
-            both(~ctx | (self.session[:n] == flt.session_id))
-        if flt.agent_id is not None:
-            both(self.agent[:n] == flt.agent_id)
-        if flt.time_from is not None or flt.time_to is not None:
-            t = self.time[:n]
-            cond = ~np.isnan(t)
-            if flt.time_from is not None:
-                cond &= t >= flt.time_from.timestamp()
-            if flt.time_to is not None:
-                cond &= t <= flt.time_to.timestamp()
-            both(cond)
-        return m
-
     def search(
         self, flt: SearchFilter, query: np.ndarray, query_short: np.ndarray | None, limit: int, shortlist: int
     ) -> tuple[list[tuple[str, float]], int, dict[str, float]]:
@@ -343,7 +312,7 @@ class UserVectorIndex:
             return [], 0, timings
         if flt.kinds is not None and not any(self.kind_count[kind_code(k)] for k in flt.kinds):
             return [], 0, timings  # none of the user's memories is of these kinds
-        mask = self.mask(flt)
+        mask = numpy_mask(flt, self)
         rows = np.flatnonzero(mask) if mask is not None else None
         if rows is not None and rows.size == 0:
             return [], 0, timings
