@@ -52,6 +52,7 @@ from .roles import StoreBundle
 from .values import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .vector_space import KEY as VECTOR_SPACE_KEY
 from .vector_space import check as check_vector_space
+from .version_chain import SQLITE_PARAM, chain_query
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ _CATEGORY_CODES = {c.value: category_code(c) for c in Category}
 _KIND_CODES = {k.value: kind_code(k) for k in MemoryKind}
 
 _MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
+_CHAIN_SQL = chain_query(_MEMORY_COLUMNS, SQLITE_PARAM)
 _COLUMNS_WITHOUT_VECTORS = ", ".join(c for c in MEMORY_COLUMNS if c not in ("embedding", "embedding_short"))
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Words too common to help BM25 that would make an OR query match most of a user's rows.
@@ -262,7 +264,7 @@ class EmbeddedStore:
         return {"sqlite": await asyncio.to_thread(_ping)}
 
     # -- helpers ------------------------------------------------------------------------
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def _read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         with self._rlock:
             assert self._reader is not None, "store is not open"
             return self._reader.execute(sql, params).fetchall()
@@ -428,25 +430,8 @@ class EmbeddedStore:
         return memory_from_row(rows[0], SQLITE) if rows else None
 
     def _get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
-        # Walk back through replaces_id, then forward through rows that replace the head.
-        sql = f"""
-        WITH RECURSIVE back(id, replaces_id) AS (
-            SELECT id, replaces_id FROM memories WHERE id = ?1 AND tenant_id = ?2 AND user_id = ?3
-            UNION
-            SELECT m.id, m.replaces_id FROM memories m JOIN back b ON m.id = b.replaces_id
-            WHERE m.tenant_id = ?2 AND m.user_id = ?3
-        ),
-        fwd(id) AS (
-            SELECT id FROM memories WHERE id = ?1 AND tenant_id = ?2 AND user_id = ?3
-            UNION
-            SELECT m.id FROM memories m JOIN fwd f ON m.replaces_id = f.id
-            WHERE m.tenant_id = ?2 AND m.user_id = ?3
-        )
-        SELECT {_MEMORY_COLUMNS} FROM memories
-        WHERE tenant_id = ?2 AND user_id = ?3 AND id IN (SELECT id FROM back UNION SELECT id FROM fwd)
-        ORDER BY version, created_at
-        """
-        return [memory_from_row(r, SQLITE) for r in self._read(sql, (memory_id, owner.tenant_id, owner.user_id))]
+        params = {"id": memory_id, "t": owner.tenant_id, "u": owner.user_id}
+        return [memory_from_row(r, SQLITE) for r in self._read(_CHAIN_SQL, params)]
 
     async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
         return await asyncio.to_thread(self._get_chain, owner, memory_id)

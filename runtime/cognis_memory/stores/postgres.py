@@ -53,10 +53,12 @@ from .records import MEMORY_COLUMNS, POSTGRES, job_from_row, memory_from_row, me
 from .values import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .vector_space import KEY as VECTOR_SPACE_KEY
 from .vector_space import check as check_vector_space
+from .version_chain import PSYCOPG_PARAM, chain_query
 
 log = logging.getLogger(__name__)
 
 _COLS = ", ".join(MEMORY_COLUMNS)
+_CHAIN_SQL = chain_query(_COLS, PSYCOPG_PARAM)
 _COLS_M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 _COLS_NO_VEC = ", ".join(c for c in MEMORY_COLUMNS if not c.startswith("embedding"))
 _INSERT_MEMORY = f"INSERT INTO memories ({_COLS}) VALUES ({', '.join(['%s'] * len(MEMORY_COLUMNS))})"
@@ -446,24 +448,8 @@ class PostgresStore:
         return rows[0] if rows else None
 
     async def get_chain(self, owner: Owner, memory_id: str) -> list[Memory]:
-        query = f"""
-        WITH RECURSIVE back(id, replaces_id) AS (
-            SELECT id, replaces_id FROM memories WHERE id = %(id)s AND tenant_id = %(t)s AND user_id = %(u)s
-            UNION
-            SELECT m.id, m.replaces_id FROM memories m JOIN back b ON m.id = b.replaces_id
-            WHERE m.tenant_id = %(t)s AND m.user_id = %(u)s
-        ),
-        fwd(id) AS (
-            SELECT id FROM memories WHERE id = %(id)s AND tenant_id = %(t)s AND user_id = %(u)s
-            UNION
-            SELECT m.id FROM memories m JOIN fwd f ON m.replaces_id = f.id
-            WHERE m.tenant_id = %(t)s AND m.user_id = %(u)s
-        )
-        SELECT {_COLS} FROM memories
-        WHERE tenant_id = %(t)s AND user_id = %(u)s AND id IN (SELECT id FROM back UNION SELECT id FROM fwd)
-        ORDER BY version, created_at
-        """
-        return await self._select_memories(query, {"id": memory_id, "t": owner.tenant_id, "u": owner.user_id})  # type: ignore[arg-type]
+        params = {"id": memory_id, "t": owner.tenant_id, "u": owner.user_id}
+        return await self._select_memories(_CHAIN_SQL, params)  # type: ignore[arg-type]
 
     async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
         if not ids:
