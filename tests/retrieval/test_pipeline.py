@@ -15,7 +15,7 @@ import pytest
 from cognis_memory.domain import Memory, Owner
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
-from cognis_memory.retrieval.session_neighbours import neighbour_scores
+from cognis_memory.retrieval.conversation_context import neighbour_scores
 from cognis_memory.retrieval.speakers import SpeakerDirectory
 from cognis_memory.service import MessageIn
 from cognis_memory.stores.values import ScoredMemory, SearchFilter

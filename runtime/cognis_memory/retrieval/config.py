@@ -13,7 +13,7 @@ LoCoMo, LongMemEval and the project's knowledge-update set:
 
 * speaker-aware queries (:mod:`.speakers`): a name of one of the user's speakers is taken
   out of the embedded and keyword query and boosts that speaker's memories instead;
-* conversation context (:mod:`.session_neighbours`): a candidate said next to a strong match, in the
+* conversation context (:mod:`.conversation_context`): a candidate said next to a strong match, in the
   same session, inherits part of its score;
 * fusion weights 0.5/0.5: with all-MiniLM-L6-v2 on conversational text BM25 is the
   stronger ranker, and the 0.7/0.3 vector-heavy split loses recall;
@@ -218,7 +218,7 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
 #: weights to :class:`RetrievalConfig`, and nothing else outside its own module and test.
 RETRIEVAL_STAGES: dict[str, str] = {
     "speaker_boost": ".speakers:SpeakerBoost",
-    "context": ".session_neighbours:ConversationContext",
+    "context": ".conversation_context:ConversationContext",
     "role_prior": ".role_prior:RolePrior",
     "kind_prior": ".kind_prior:KindPrior",
     "temporal_boost": ".temporal:TemporalBoost",

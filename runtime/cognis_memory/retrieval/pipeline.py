@@ -4,7 +4,7 @@ Candidate generation is fixed: query analysis (stage 1), the names of the user's
 query when the recipe is speaker-aware (:mod:`.speakers`: they leave the embedded and keyword
 query), vector search (stage 2) and BM25 (stage 3) concurrently, weighted RRF (stage 4). What
 follows fusion is the list of registered stages of :data:`~.config.RETRIEVAL_STAGES`, run in that
-order (:mod:`.stages`): the speaker boost, conversation context (:mod:`.session_neighbours`), the
+order (:mod:`.stages`): the speaker boost, conversation context (:mod:`.conversation_context`), the
 role prior, temporal boosting (stage 5), dedup (stage 6), the cross-encoder (stage 7), current-state
 ordering and the version chain (stage 8), each deciding from the recipe and the query whether it runs.
 

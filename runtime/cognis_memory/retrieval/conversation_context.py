@@ -1,7 +1,8 @@
-"""Session-neighbour expansion: memories said next to a strong match share its score.
+"""Conversation context: memories said next to a strong match (its session neighbours) share its score.
 
-(Called "conversation context" in the recipes: the ``context``/``context_weight`` fields of
-:class:`~.config.RetrievalConfig` and the ``context`` stage of the logs, metrics and ``explain``.)
+One concept, one name: this module, its stage class :class:`ConversationContext`, and, shortened
+because they are published, the ``context`` stage of the logs, metrics and ``explain`` and the
+``context``/``context_weight``/``context_window_minutes`` fields of :class:`~.config.RetrievalConfig`.
 
 An answer is often split over turns: a question and its reply, a statement and the
 follow-up that names the thing. A turn that matches the query lends part of its score to
