@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -430,6 +431,51 @@ async def test_a_failure_in_a_later_session_leaves_the_earlier_ones_extracted_on
     assert [f.content for f in await _facts(svc, owner)] == ["Dana lives in Berlin"]
     job = await svc.get_job("acme", "dana", r.job.id)
     assert job.result == {"extracted_message_ids": [r.messages[0].id]}
+    assert await svc.worker.drain() == 1
+    assert calls == 3  # the retry asked for the second session only
+    facts = await _facts(svc, owner)
+    assert sorted((f.content, f.is_current) for f in facts) == [
+        ("Dana lives in Berlin", False),
+        ("Dana lives in Lisbon", True),
+    ]
+    assert (await svc.get_job("acme", "dana", r.job.id)).status is JobStatus.DONE
+
+
+async def test_a_jobs_failure_in_a_later_session_is_retried_from_that_session(make_service, llm_server) -> None:
+    """The worker's path: the first session's facts are written, the attempt fails in the second; the job
+    is saved with its outcome and its progress (and its lease is never cleared mid-run: it is the worker
+    that saves it), and the retry extracts the second session only."""
+    svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_backoff_s=0.0)
+    owner = Owner("acme", "dana")
+    calls = 0
+    claim_during_second_session: tuple = ()
+
+    def fail_on_second_extraction(schema: str, body: dict) -> dict:
+        nonlocal calls, claim_during_second_session
+        if schema == "extracted_facts":
+            calls += 1
+            if calls == 2:  # the first session is applied by now: the job must still hold its claim
+                with sqlite3.connect(svc.settings.resolved_sqlite_path) as db:
+                    claim_during_second_session = db.execute("SELECT status, lease_until FROM jobs").fetchone()
+                raise Reply(503, '{"error": "overloaded"}')
+        return model()(schema, body)
+
+    llm_server.responder = fail_on_second_extraction
+    r = await svc.add_messages(
+        "acme", "dana",
+        [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS, session_id="s1"),
+         MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30), session_id="s2")],
+        background=True,
+    )  # fmt: skip
+    first = await svc.worker.run_once()
+    assert first is not None and first.status is JobStatus.FAILED
+    status, lease = claim_during_second_session
+    assert status == "running" and lease is not None  # a worker dying now leaves a job another can claim
+    stored = await svc.get_job("acme", "dana", r.job.id)
+    # the LLM was away: the job waits for it (the attempt does not count), its progress and wait count kept
+    assert stored.status is JobStatus.FAILED
+    assert stored.result == {"extracted_message_ids": [r.messages[0].id], "waits": 1}
+    assert [f.content for f in await _facts(svc, owner)] == ["Dana lives in Berlin"]
     assert await svc.worker.drain() == 1
     assert calls == 3  # the retry asked for the second session only
     facts = await _facts(svc, owner)

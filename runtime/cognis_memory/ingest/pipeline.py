@@ -18,7 +18,8 @@ session changes, and each run is extracted and applied before the next one is re
 session's facts are decided against the facts of the earlier ones (an UPDATE needs the old fact
 stored; an import of a whole history in one request is then what the same sessions sent one by
 one would be). A job records the messages already extracted (``result["extracted_message_ids"]``),
-so a retry after a failure in a later session does not extract the earlier ones twice.
+so a retry after a failure in a later session does not extract the earlier ones twice (a
+request's intent job is saved with it at once; a worker's job with the attempt's outcome).
 
 In asynchronous mode the request runs raw_store, resolution and embedding, then enqueues a
 durable job for extraction; :meth:`IngestPipeline.run_job` executes it (see
@@ -308,7 +309,11 @@ class IngestPipeline:
         with rec.stage("resolution"):
             resolved = self.resolve(messages)
         with rec.stage("extraction"):
-            return await self._extract_by_session(owner, resolved, job, Priority.BACKGROUND, recheck=True)
+            # progress stays on the job object: the worker saves it with the attempt's outcome (a save now
+            # would clear the claim's lease, and a worker that died after it would leave the job unclaimable)
+            return await self._extract_by_session(
+                owner, resolved, job, Priority.BACKGROUND, recheck=True, save_progress=False
+            )
 
     async def _extract_by_session(
         self,
@@ -318,11 +323,13 @@ class IngestPipeline:
         priority: Priority,
         *,
         recheck: bool = False,
+        save_progress: bool = True,
     ) -> dict[str, Any]:
         """Extract and apply the messages session run by session run (see the module docstring), skipping
-        those the job already extracted; the job is saved with its progress while later runs remain.
-        ``recheck``: before a run's writes, check that its messages still exist (a forget of the user
-        during the seconds of LLM calls must not be undone by them)."""
+        those the job already extracted. The job's ``result`` records the messages applied while later
+        runs remain; ``save_progress``: the job is saved then too (a request's intent job, which nobody
+        holds a lease on). ``recheck``: before a run's writes, check that its messages still exist (a
+        forget of the user during the seconds of LLM calls must not be undone by them)."""
         assert self.extractor is not None
         done: list[str] = list((job.result or {}).get(EXTRACTED_MESSAGE_IDS, []))
         runs = session_runs([r for r in resolved if r.message.id not in set(done)])
@@ -335,8 +342,10 @@ class IngestPipeline:
             total = add_counts(total, await self.apply(owner, extraction, run))
             done += ids
             if i + 1 < len(runs):
-                job.result, job.updated_at = {EXTRACTED_MESSAGE_IDS: done}, utcnow()
-                await self.jobs.save_job(job)
+                job.result = {**(job.result or {}), EXTRACTED_MESSAGE_IDS: list(done)}  # keeps the worker's "waits"
+                if save_progress:
+                    job.updated_at = utcnow()
+                    await self.jobs.save_job(job)
         if len(runs) > 1:
             total["sessions"] = len(runs)
         return total
