@@ -406,38 +406,47 @@ async def test_a_request_spanning_sessions_is_extracted_session_by_session(make_
     assert r.messages[2].id in lisbon.source_message_ids and lisbon.version == 2
 
 
+def two_sessions() -> list[MessageIn]:
+    """Two sessions a month apart: the second changes what the first said (fresh objects per request)."""
+    return [
+        MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS, session_id="s1"),
+        MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30), session_id="s2"),
+    ]
+
+
+BERLIN_THEN_LISBON = [("Dana lives in Berlin", False), ("Dana lives in Lisbon", True)]
+
+
+class SecondExtractionFails:
+    """A scripted model whose second extract call fails with ``reply``; ``before_failing`` runs first."""
+
+    def __init__(self, reply: Reply, before_failing=None) -> None:  # type: ignore[no-untyped-def]
+        self.reply, self.before_failing, self.calls = reply, before_failing, 0
+
+    def __call__(self, schema: str, body: dict) -> dict:
+        if schema == "extracted_facts":
+            self.calls += 1
+            if self.calls == 2:
+                if self.before_failing is not None:
+                    self.before_failing()
+                raise self.reply
+        return model()(schema, body)
+
+
 async def test_a_failure_in_a_later_session_leaves_the_earlier_ones_extracted_once(make_service, llm_server) -> None:
     """The first session's facts are written before the second session fails; the job records that, and
     its retry extracts only the second session (nothing is extracted twice)."""
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     owner = Owner("acme", "dana")
-    calls = 0
-
-    def fail_on_second_extraction(schema: str, body: dict) -> dict:
-        nonlocal calls
-        if schema == "extracted_facts":
-            calls += 1
-            if calls == 2:
-                raise Reply(500, '{"error": "boom"}')
-        return model()(schema, body)
-
-    llm_server.responder = fail_on_second_extraction
-    r = await svc.add_messages(
-        "acme", "dana",
-        [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS, session_id="s1"),
-         MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30), session_id="s2")],
-    )  # fmt: skip
+    llm_server.responder = fails = SecondExtractionFails(Reply(500, '{"error": "boom"}'))
+    r = await svc.add_messages("acme", "dana", two_sessions())
     assert r.facts == "pending" and r.job is not None
     assert [f.content for f in await _facts(svc, owner)] == ["Dana lives in Berlin"]
     job = await svc.get_job("acme", "dana", r.job.id)
     assert job.result == {"extracted_message_ids": [r.messages[0].id]}
     assert await svc.worker.drain() == 1
-    assert calls == 3  # the retry asked for the second session only
-    facts = await _facts(svc, owner)
-    assert sorted((f.content, f.is_current) for f in facts) == [
-        ("Dana lives in Berlin", False),
-        ("Dana lives in Lisbon", True),
-    ]
+    assert fails.calls == 3  # the retry asked for the second session only
+    assert sorted((f.content, f.is_current) for f in await _facts(svc, owner)) == BERLIN_THEN_LISBON
     assert (await svc.get_job("acme", "dana", r.job.id)).status is JobStatus.DONE
 
 
@@ -447,29 +456,17 @@ async def test_a_jobs_failure_in_a_later_session_is_retried_from_that_session(ma
     that saves it), and the retry extracts the second session only."""
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_backoff_s=0.0)
     owner = Owner("acme", "dana")
-    calls = 0
-    claim_during_second_session: tuple = ()
+    claim: list[tuple] = []
 
-    def fail_on_second_extraction(schema: str, body: dict) -> dict:
-        nonlocal calls, claim_during_second_session
-        if schema == "extracted_facts":
-            calls += 1
-            if calls == 2:  # the first session is applied by now: the job must still hold its claim
-                with sqlite3.connect(svc.settings.resolved_sqlite_path) as db:
-                    claim_during_second_session = db.execute("SELECT status, lease_until FROM jobs").fetchone()
-                raise Reply(503, '{"error": "overloaded"}')
-        return model()(schema, body)
+    def read_the_claim() -> None:  # the first session is applied by now: the job must still hold its claim
+        with sqlite3.connect(svc.settings.resolved_sqlite_path) as db:
+            claim.append(db.execute("SELECT status, lease_until FROM jobs").fetchone())
 
-    llm_server.responder = fail_on_second_extraction
-    r = await svc.add_messages(
-        "acme", "dana",
-        [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS, session_id="s1"),
-         MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30), session_id="s2")],
-        background=True,
-    )  # fmt: skip
+    llm_server.responder = fails = SecondExtractionFails(Reply(503, '{"error": "overloaded"}'), read_the_claim)
+    r = await svc.add_messages("acme", "dana", two_sessions(), background=True)
     first = await svc.worker.run_once()
     assert first is not None and first.status is JobStatus.FAILED
-    status, lease = claim_during_second_session
+    ((status, lease),) = claim
     assert status == "running" and lease is not None  # a worker dying now leaves a job another can claim
     stored = await svc.get_job("acme", "dana", r.job.id)
     # the LLM was away: the job waits for it (the attempt does not count), its progress and wait count kept
@@ -477,12 +474,8 @@ async def test_a_jobs_failure_in_a_later_session_is_retried_from_that_session(ma
     assert stored.result == {"extracted_message_ids": [r.messages[0].id], "waits": 1}
     assert [f.content for f in await _facts(svc, owner)] == ["Dana lives in Berlin"]
     assert await svc.worker.drain() == 1
-    assert calls == 3  # the retry asked for the second session only
-    facts = await _facts(svc, owner)
-    assert sorted((f.content, f.is_current) for f in facts) == [
-        ("Dana lives in Berlin", False),
-        ("Dana lives in Lisbon", True),
-    ]
+    assert fails.calls == 3  # the retry asked for the second session only
+    assert sorted((f.content, f.is_current) for f in await _facts(svc, owner)) == BERLIN_THEN_LISBON
     assert (await svc.get_job("acme", "dana", r.job.id)).status is JobStatus.DONE
 
 
