@@ -56,8 +56,11 @@ from .version_chain import SQLITE_PARAM, chain_query
 
 log = logging.getLogger(__name__)
 
-#: Rows read per step when a user's vector or keyword index is loaded.
-_LOAD_CHUNK = 16384
+#: Rows read per step when a user's vector or keyword index is loaded. Small steps keep the short-lived
+#: buffers of a step (the rows' blobs and tuples: about 4 MB at 2,048 rows) from fragmenting the heap:
+#: at 16,384 rows (about 33 MB a step) 35-40 MiB per 100k memories stayed resident after the load, even
+#: after a heap trim (docs/benchmarks.md, "Search cost at scale", round 4).
+_LOAD_CHUNK = 2048
 #: how much lower the priority of a background index build is than the process's (a nice increment)
 BACKGROUND_NICE = 10
 _SCOPE_CODES = {s.value: scope_code(s) for s in Scope}
