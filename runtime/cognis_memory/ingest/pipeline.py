@@ -332,7 +332,8 @@ class IngestPipeline:
         forget of the user during the seconds of LLM calls must not be undone by them)."""
         assert self.extractor is not None
         done: list[str] = list((job.result or {}).get(EXTRACTED_MESSAGE_IDS, []))
-        runs = session_runs([r for r in resolved if r.message.id not in set(done)])
+        already = set(done)
+        runs = session_runs([r for r in resolved if r.message.id not in already])
         total: dict[str, Any] = {}
         for i, run in enumerate(runs):
             extraction = await self.extractor.extract(owner, run, priority=priority)

@@ -37,8 +37,6 @@ try:
 except ImportError:  # pragma: no cover - faiss is a core dependency; the numpy scan is the fallback
     _faiss = None
 
-_KINDS = list(MemoryKind)
-
 
 def scope_code(scope: Scope) -> int:
     return SCOPE_CODES[scope]
@@ -147,7 +145,7 @@ class UserVectorIndex:
         self.next_key = 0
         #: row of each key (-1: removed)
         self.row_of_key = np.full(capacity, -1, dtype=np.int64)
-        self.kind_count = np.zeros(len(_KINDS), dtype=np.int64)
+        self.kind_count = np.zeros(len(KIND_CODES), dtype=np.int64)
         self.ann: PrefixAnn | None = None
         #: writes since the ANN build started (replayed on it when it is attached): ("add", keys) / ("remove", key)
         self.ann_pending: list[tuple[str, object]] | None = None
@@ -228,7 +226,7 @@ class UserVectorIndex:
         keys = self._keys(k)
         self.key[a:b] = keys
         self.row_of_key[keys] = np.arange(a, b)
-        self.kind_count += np.bincount(kind, minlength=len(_KINDS))
+        self.kind_count += np.bincount(kind, minlength=len(KIND_CODES))
         for i, memory_id in enumerate(ids, start=a):
             self.row_of[memory_id] = i
         self.ids.extend(ids)
