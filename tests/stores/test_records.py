@@ -39,3 +39,9 @@ def test_a_time_without_offset_is_read_as_utc() -> None:
 def test_a_record_without_creation_time_is_refused_not_dated_now(missing: str | None) -> None:
     with pytest.raises(ValueError, match="created_at"):
         memory_from_dict(memory_to_dict(_memory()) | {"created_at": missing})
+
+
+@pytest.mark.parametrize("field", ["scope", "category", "kind"])
+def test_a_stored_value_no_member_has_is_refused(field: str) -> None:
+    with pytest.raises(ValueError, match="not-a-member"):
+        memory_from_dict(memory_to_dict(_memory()) | {field: "not-a-member"})

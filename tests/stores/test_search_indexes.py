@@ -314,3 +314,51 @@ def test_the_vector_index_holds_each_vector_once_and_scores_as_the_whole_vector_
         best = expected[np.argsort(-(full[expected] @ q))[:10]]
         assert shortlisted == 200 and [p[0] for p in pairs] == [f"m{i}" for i in best]
         np.testing.assert_allclose([p[1] for p in pairs], full[best] @ q, atol=1e-6)
+
+
+def _same(a: list, b: list) -> None:
+    assert [m.id for m in a] == [m.id for m in b]
+    for x, y in zip(a, b, strict=True):
+        assert (x.content, x.version, x.is_current, x.session_id, x.created_at) == (
+            y.content, y.version, y.is_current, y.session_id, y.created_at,
+        )  # fmt: skip
+        np.testing.assert_allclose(x.embedding, y.embedding, atol=1e-6)
+        np.testing.assert_array_equal(x.embedding_short, y.embedding_short)
+
+
+async def test_search_hits_are_read_by_rowid_and_are_the_rows_a_read_by_id_gives(tmp_path: Path) -> None:
+    """A loaded vector index knows each row's SQLite rowid (from its load, from an insert, from a new
+    version) and the hits of a search are read by it; what comes back is what a read by id gives. A
+    rowid that no longer names the memory asked for is not trusted: that memory is read by id."""
+    rng = np.random.default_rng(11)
+    store = await _store(tmp_path / "m.db")
+    alice, bob = Owner("t", "alice"), Owner("t", "bob")
+    try:
+        await store.insert_memories([make_memory(alice, t, rng) for t in _texts(rng, 60)])
+        await store.insert_memories([make_memory(bob, t, rng) for t in _texts(rng, 20)])
+        q = unit(rng.normal(size=DIM))
+        await store.vector_search(SearchFilter(owner=alice), q, short_of(q), limit=5, shortlist=20)  # loads
+        idx = store._vectors.peek(alice)
+        assert idx is not None and bool((idx.rowid[: idx.n] >= 0).all())
+        added = make_memory(alice, "a memory written after the load", rng)
+        await store.insert_memories([added])
+        first = (await store.fetch_memories(alice, [idx.ids[0]]))[0]
+        newer = await store.write_version(alice, first.id, first.next_version(content="its next version"))
+        assert idx.rowid[idx.row_of[added.id]] >= 0 and idx.rowid[idx.row_of[newer.id]] >= 0
+
+        ids = list(idx.ids)
+        by_rowid = store._fetch(alice, ids, vectors_from=idx)
+        _same(by_rowid, await store.fetch_memories(alice, ids))
+        assert len(store._fetch_indexed(alice, ids, idx)) == len(ids)  # every one read by rowid
+
+        # a rowid that names another memory (here bob's) and one that names no row: read by id instead
+        bobs_rowid = store._read("SELECT rowid FROM memories WHERE user_id = 'bob' LIMIT 1")[0][0]
+        idx.rowid[idx.row_of[ids[1]]] = bobs_rowid
+        idx.rowid[idx.row_of[ids[2]]] = 10**9
+        assert set(store._fetch_indexed(alice, ids, idx)) == set(ids) - {ids[1], ids[2]}
+        _same(store._fetch(alice, ids, vectors_from=idx), await store.fetch_memories(alice, ids))
+
+        hits = (await store.vector_search(SearchFilter(owner=alice), q, short_of(q), limit=10, shortlist=40)).hits
+        assert all(h.memory.user_id == "alice" and h.memory.is_current for h in hits) and len(hits) == 10
+    finally:
+        await store.close()

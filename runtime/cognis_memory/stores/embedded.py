@@ -47,7 +47,7 @@ from .keyword_index import FtsStatistics, FtsTokenizer, UserKeywordIndex, idf
 from .migrations.sqlite import FTS_TOKENIZE, apply_migrations
 from .numpy_index import IndexedRow, UserVectorIndex, category_code, kind_code, scope_code
 from .owner_cache import OwnerCache
-from .records import MEMORY_COLUMNS, SQLITE, job_from_row, memory_from_row, message_from_row
+from .records import MEMORY_COLUMNS, SQLITE, SQLITE_WITHOUT_VECTORS, job_from_row, memory_from_row, message_from_row
 from .roles import StoreBundle
 from .values import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .vector_space import KEY as VECTOR_SPACE_KEY
@@ -292,11 +292,11 @@ class EmbeddedStore:
 
         return _Tx()
 
-    def _insert_memory(self, conn: sqlite3.Connection, m: Memory) -> int | None:
-        """Insert one memory row (and its FTS row when current); the FTS rowid, if any."""
+    def _insert_memory(self, conn: sqlite3.Connection, m: Memory) -> tuple[int, int | None]:
+        """Insert one memory row (and its FTS row when current); its rowid, and the FTS rowid if any."""
         if m.embedding is None or m.embedding_short is None:
             raise ValueError("embedding: memories must be embedded before they are stored")
-        conn.execute(
+        row = conn.execute(
             f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({', '.join('?' * 21)})",
             (
                 m.id, m.tenant_id, m.user_id, m.agent_id, m.session_id, m.scope.value, m.category.value,
@@ -305,30 +305,32 @@ class EmbeddedStore:
                 json.dumps(m.metadata, default=str), _blob(m.embedding), _blob(m.embedding_short),
             ),
         )  # fmt: skip
+        assert row.lastrowid is not None
         if not m.is_current:
-            return None
-        cur = conn.execute(
+            return row.lastrowid, None
+        fts = conn.execute(
             "INSERT INTO memories_fts (owner, content, memory_id) VALUES (?, ?, ?)",
             (owner_token(Owner(m.tenant_id, m.user_id)), m.content, m.id),
         )
-        return cur.lastrowid
+        return row.lastrowid, fts.lastrowid
 
-    def _index_add(self, memories: Sequence[Memory], fts_rowids: Sequence[int | None]) -> None:
-        """Bring the loaded per-user indexes up to date with new current memories (call after the commit)."""
+    def _index_add(self, memories: Sequence[Memory], rowids: Sequence[tuple[int, int | None]]) -> None:
+        """Bring the loaded per-user indexes up to date with new current memories (call after the commit);
+        ``rowids``: each memory's rowid and FTS rowid (:meth:`_insert_memory`)."""
         self._fts_stats.changed()
-        by_owner: dict[Owner, list[tuple[Memory, int | None]]] = {}
-        for m, rowid in zip(memories, fts_rowids, strict=True):
+        by_owner: dict[Owner, list[tuple[Memory, int, int | None]]] = {}
+        for m, (rowid, fts_rowid) in zip(memories, rowids, strict=True):
             if m.is_current:
-                by_owner.setdefault(Owner(m.tenant_id, m.user_id), []).append((m, rowid))
+                by_owner.setdefault(Owner(m.tenant_id, m.user_id), []).append((m, rowid, fts_rowid))
         with self._vectors.lock, self._keywords.lock:
             for owner, added in by_owner.items():
                 idx = self._vectors.peek(owner)
                 if idx is not None:  # not loaded yet: the loader will read it from SQLite
-                    idx.add([IndexedRow.from_memory(m) for m, _ in added])
+                    idx.add([IndexedRow.from_memory(m, rowid) for m, rowid, _ in added])
                 self._vectors.written(owner)
                 kw = self._keywords.peek(owner)
                 if isinstance(kw, UserKeywordIndex):
-                    kw.add([(m.id, rowid, m.content) for m, rowid in added if rowid is not None])
+                    kw.add([(m.id, fts_rowid, m.content) for m, _, fts_rowid in added if fts_rowid is not None])
                 elif isinstance(kw, _SmallUser):
                     kw.rows += len(added)
                     if kw.rows >= self.keyword_index_min_rows:
@@ -415,10 +417,10 @@ class EmbeddedStore:
                 (previous_id, owner.tenant_id, owner.user_id),
             )
             conn.execute("DELETE FROM memories_fts WHERE memory_id = ?", (previous_id,))
-            rowid = self._insert_memory(conn, new)
+            rowids = self._insert_memory(conn, new)
         with self._vectors.lock, self._keywords.lock:
             self._index_remove(owner, previous_id)
-            self._index_add([new], [rowid])
+            self._index_add([new], [rowids])
         return new
 
     async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
@@ -441,30 +443,46 @@ class EmbeddedStore:
 
     def _fetch(self, owner: Owner, ids: Sequence[str], *, vectors_from: UserVectorIndex | None = None) -> list[Memory]:
         """Memories by id, in the order of ``ids``. With ``vectors_from`` (the owner's loaded vector index: the
-        hits of a search) their vectors come from its matrices instead of being read and decoded from the
-        rows' blobs (the same values up to float32 rounding in the prefix; a row the index no longer holds
-        is read whole)."""
+        hits of a search) the rows it holds are read by their rowids and their vectors come from its matrices
+        instead of the rows' blobs (the same values up to float32 rounding in the prefix); a row the index no
+        longer holds is read whole, by id."""
         if not ids:
             return []
-        q = ",".join("?" * len(ids))
-        columns = _MEMORY_COLUMNS if vectors_from is None else _COLUMNS_WITHOUT_VECTORS
-        rows = self._read(
-            f"SELECT {columns} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
-            (owner.tenant_id, owner.user_id, *ids),
-        )
-        by_id = {r["id"]: memory_from_row(r, SQLITE) for r in rows}
-        if vectors_from is not None:
-            with self._vectors.lock:
-                held = [(m, row) for m in by_id.values() if (row := vectors_from.row_of.get(m.id)) is not None]
-                if held:
-                    at = np.fromiter((row for _, row in held), dtype=np.int64, count=len(held))
-                    full, short = vectors_from.full_vectors(at), vectors_from.short[at]
-                    for j, (m, _) in enumerate(held):
-                        m.embedding, m.embedding_short = full[j], short[j]
-            missing = [i for i, m in by_id.items() if m.embedding is None]
-            if missing:
-                by_id.update((m.id, m) for m in self._fetch(owner, missing))
+        by_id = self._fetch_indexed(owner, ids, vectors_from) if vectors_from is not None else {}
+        if missing := [i for i in ids if i not in by_id]:
+            q = ",".join("?" * len(missing))
+            rows = self._read(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
+                (owner.tenant_id, owner.user_id, *missing),
+            )
+            by_id.update((r["id"], memory_from_row(r, SQLITE)) for r in rows)
         return [by_id[i] for i in ids if i in by_id]
+
+    def _fetch_indexed(self, owner: Owner, ids: Sequence[str], idx: UserVectorIndex) -> dict[str, Memory]:
+        """The memories of ``ids`` that ``idx`` holds with a known rowid, read by rowid (one B-tree lookup a
+        row instead of two by id: the hits of a search), each checked to be the memory and the owner asked
+        for; their vectors from the index."""
+        with self._vectors.lock:
+            held = [(i, row) for i in ids if (row := idx.row_of.get(i)) is not None and idx.rowid[row] >= 0]
+            if not held:
+                return {}
+            at = np.fromiter((row for _, row in held), dtype=np.int64, count=len(held))
+            rowids, full, short = idx.rowid[at], idx.full_vectors(at), idx.short[at]
+        position = {int(rowid): j for j, rowid in enumerate(rowids)}
+        rows = self._read(
+            f"SELECT rowid AS row_id, {_COLUMNS_WITHOUT_VECTORS} FROM memories WHERE rowid IN"
+            f" ({','.join('?' * len(position))})",
+            list(position),
+        )
+        out: dict[str, Memory] = {}
+        for r in rows:
+            j = position[r["row_id"]]
+            if r["id"] != held[j][0] or r["tenant_id"] != owner.tenant_id or r["user_id"] != owner.user_id:
+                continue  # not the row the index knew (removed meanwhile): read by id
+            m = memory_from_row(r, SQLITE_WITHOUT_VECTORS)
+            m.embedding, m.embedding_short = full[j], short[j]
+            out[m.id] = m
+        return out
 
     async def fetch_memories(self, owner: Owner, ids: Sequence[str]) -> list[Memory]:
         return await asyncio.to_thread(self._fetch, owner, list(ids))
@@ -480,7 +498,7 @@ class EmbeddedStore:
             idx = UserVectorIndex(self.dim, self.dim_short, capacity=max(int(count), 64))
             cur = self._reader.execute(
                 "SELECT id, scope, category, kind, session_id, agent_id, event_time, message_time, embedding,"
-                " embedding_short FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1",
+                " embedding_short, rowid FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1",
                 params,
             )
             while rows := cur.fetchmany(_LOAD_CHUNK):
@@ -498,6 +516,7 @@ class EmbeddedStore:
                     ),
                     [r[4] if r[4] is None else sys.intern(r[4]) for r in rows],  # a session's rows share one string
                     [r[5] if r[5] is None else sys.intern(r[5]) for r in rows],
+                    np.fromiter((r[10] for r in rows), dtype=np.int64, count=k),
                 )
         return idx
 

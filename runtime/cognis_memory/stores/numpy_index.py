@@ -93,9 +93,10 @@ class IndexedRow:
     session_id: str | None
     agent_id: str | None
     time: float  # effective time as epoch seconds, NaN when unknown
+    rowid: int = -1  # where the store keeps the row (SQLite's rowid), -1 when not known
 
     @classmethod
-    def from_memory(cls, memory: Memory) -> IndexedRow:
+    def from_memory(cls, memory: Memory, rowid: int = -1) -> IndexedRow:
         assert memory.embedding is not None and memory.embedding_short is not None
         t = memory.effective_time
         return cls(
@@ -108,10 +109,11 @@ class IndexedRow:
             session_id=memory.session_id,
             agent_id=memory.agent_id,
             time=t.timestamp() if t else math.nan,
+            rowid=rowid,
         )
 
 
-_COLUMNS = ("short", "prefix_norm", "tail", "scope", "category", "kind", "time", "session", "agent", "key")
+_COLUMNS = ("short", "prefix_norm", "tail", "scope", "category", "kind", "time", "session", "agent", "key", "rowid")
 
 
 class UserVectorIndex:
@@ -143,6 +145,9 @@ class UserVectorIndex:
         #: a stable key per row (rows move on removal; keys do not): what the ANN index knows rows by
         self.key = np.zeros(capacity, dtype=np.int64)
         self.next_key = 0
+        #: where the store keeps each row (SQLite's rowid: a hit is read by it, one B-tree lookup instead of
+        #: two by id), -1 when not known
+        self.rowid = np.full(capacity, -1, dtype=np.int64)
         #: row of each key (-1: removed)
         self.row_of_key = np.full(capacity, -1, dtype=np.int64)
         self.kind_count = np.zeros(len(KIND_CODES), dtype=np.int64)
@@ -186,6 +191,8 @@ class UserVectorIndex:
                 fresh = np.empty(shape, dtype=object)
             elif name == "time":
                 fresh = np.full(shape, np.nan, dtype=old.dtype)
+            elif name == "rowid":
+                fresh = np.full(shape, -1, dtype=old.dtype)
             else:
                 fresh = np.zeros(shape, dtype=old.dtype)
             fresh[: self.n] = old[: self.n]
@@ -211,6 +218,7 @@ class UserVectorIndex:
         times: np.ndarray,
         session: list[str | None],
         agent: list[str | None],
+        rowids: np.ndarray | None = None,
     ) -> None:
         """Add a block of new rows given as columns (the bulk load; ids must be new)."""
         k = len(ids)
@@ -223,6 +231,7 @@ class UserVectorIndex:
         self.tail[a:b] = full[:, self.dim_short :]
         self.scope[a:b], self.category[a:b], self.kind[a:b], self.time[a:b] = scope, category, kind, times
         self.session[a:b], self.agent[a:b] = session, agent
+        self.rowid[a:b] = -1 if rowids is None else rowids
         keys = self._keys(k)
         self.key[a:b] = keys
         self.row_of_key[keys] = np.arange(a, b)
@@ -247,6 +256,7 @@ class UserVectorIndex:
             np.array([r.time for r in rows], dtype=np.float64),
             [r.session_id for r in rows],
             [r.agent_id for r in rows],
+            np.array([r.rowid for r in rows], dtype=np.int64),
         )
 
     def remove(self, memory_id: str) -> None:
