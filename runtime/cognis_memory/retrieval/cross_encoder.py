@@ -44,4 +44,4 @@ class CrossEncoderRerank(RetrievalStage):
         for d in head:
             final[d] = cfg.rerank_weight * rr[d] + (1 - cfg.rerank_weight) * prev[d]
             s.explain.setdefault(d, {}).update(rerank=rr[d])
-        s.ranked = sorted(head, key=lambda d: (-final[d], d)) + tail
+        s.ranked = s.by_score(head, final) + tail

@@ -6,7 +6,10 @@ fused(d) = w_vector * RRF_vector(d) + w_bm25 * RRF_bm25(d).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+
+from ..domain import Memory
 
 
 def rrf_scores(ranked_ids: Sequence[str], k: float) -> dict[str, float]:
@@ -26,6 +29,24 @@ def weighted_rrf(lists: Sequence[tuple[Sequence[str], float]], k: float) -> dict
         for doc, score in rrf_scores(ranked, k).items():
             fused[doc] = fused.get(doc, 0.0) + weight * score
     return dict(sorted(fused.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def tie_order(candidates: Mapping[str, Memory], evidence: Mapping[str, Mapping[str, float]]) -> dict[str, int]:
+    """A fixed position per candidate, for ranking candidates whose scores are equal (RRF gives equal
+    scores often: ranks 3 and 5 in one list and 5 and 3 in the other): the more similar vector first,
+    then the higher BM25 score, then the fact channel's, then the earlier memory, then the text. The
+    id comes last only: ids are random, so ties broken by id alone ranked the same memories
+    differently from one run to the next."""
+
+    def key(d: str) -> tuple[float, float, float, float, str, str]:
+        e, m = evidence.get(d, {}), candidates[d]
+        t = m.effective_time
+        return (
+            -e.get("vector", -math.inf), -e.get("bm25", -math.inf), -e.get("fact", -math.inf),
+            t.timestamp() if t is not None else math.inf, m.content, d,
+        )  # fmt: skip
+
+    return {d: i for i, d in enumerate(sorted(candidates, key=key))}
 
 
 def min_max_normalise(scores: dict[str, float]) -> dict[str, float]:

@@ -32,7 +32,7 @@ from ..stores.roles import KeywordSearch, MemoryVersions, VectorSearch
 from ..stores.values import ScoredMemory, SearchFilter, VectorSearchResult
 from ..telemetry.recorder import StageRecorder
 from .config import RETRIEVAL_STAGES, RetrievalConfig
-from .fusion import weighted_rrf
+from .fusion import tie_order, weighted_rrf
 from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names, without_state_words
 from .search_types import SearchHit, SearchQuery, SearchResponse
 from .speakers import SpeakerDirectory
@@ -201,7 +201,7 @@ class RetrievalPipeline:
 
         state = SearchState(
             query=q, cfg=cfg, analysis=analysis, rec=rec, candidates=candidates, explain=explain,
-            degraded=degraded, speaker_names=names, fused=fused,
+            degraded=degraded, speaker_names=names, fused=fused, ties=tie_order(candidates, explain),
         )  # fmt: skip
         await self._run_stages(state)
         hits = state.hits
@@ -242,7 +242,7 @@ class RetrievalPipeline:
         if phase == "final":
             s.final = dict(s.fused)
         elif phase == "ranking":
-            s.ranked = sorted(s.final, key=lambda d: (-s.final[d], d))
+            s.ranked = s.by_score(s.final, s.final)
         elif phase == "hits":
             explain = s.query.explain
             s.hits = [

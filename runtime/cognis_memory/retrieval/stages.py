@@ -13,7 +13,7 @@ Phases, in order; each one's data is made from the previous one's when the pipel
 
 * ``fused``: :attr:`SearchState.fused`, the fused score per candidate, which stages adjust;
 * ``final``: :attr:`SearchState.final`, starting as a copy of ``fused``;
-* ``ranking``: :attr:`SearchState.ranked`, the candidates ordered by ``final`` (ties by id),
+* ``ranking``: :attr:`SearchState.ranked`, the candidates ordered by ``final`` (equal scores in the fixed order of :attr:`SearchState.ties`),
   which stages reorder or shorten (and whose ``final`` they may rewrite);
 * ``hits``: :attr:`SearchState.hits`, the head of the ranking as answers.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -61,9 +61,15 @@ class SearchState:
     #: Names of the user's speakers the query used (speaker-aware queries).
     speaker_names: list[str]
     fused: dict[str, float]
+    #: Each candidate's place among equal scores (:func:`~.fusion.tie_order`).
+    ties: dict[str, int] = field(default_factory=dict)
     final: dict[str, float] = field(default_factory=dict)
     ranked: list[str] = field(default_factory=list)
     hits: list[SearchHit] = field(default_factory=list)
+
+    def by_score(self, ids: Iterable[str], scores: Mapping[str, float]) -> list[str]:
+        """``ids`` from the highest score down, equal scores in the fixed order of :attr:`ties`."""
+        return sorted(ids, key=lambda d: (-scores[d], self.ties.get(d, 0), d))
 
 
 @dataclass(frozen=True, slots=True)
