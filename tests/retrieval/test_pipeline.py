@@ -185,3 +185,24 @@ async def test_context_lifts_the_reply_to_a_matching_question(make_service) -> N
     assert contents(with_ctx).index(reply) <= contents(without).index(reply)
     assert contents(with_ctx).index(reply) <= 1
     assert any("context" in h.scores for h in with_ctx.hits)
+
+
+def test_equal_scores_rank_by_evidence_not_by_the_random_id() -> None:
+    """RRF ties are common (ranks 3 and 5 in one list, 5 and 3 in the other); ids are random, so a tie
+    broken by id ranked the same memories differently in two stores holding the same data."""
+    from cognis_memory.retrieval.fusion import tie_order, weighted_rrf
+    from cognis_memory.retrieval.stages import SearchState
+
+    mems = {mid: _mem(mid, None, minutes) for mid, minutes in (("a", 0), ("b", 5), ("c", 9), ("d", 1))}
+    fused = weighted_rrf([(["x1", "x2", "b", "x3", "a"], 0.5), (["y1", "y2", "a", "y3", "b"], 0.5)], 10.0)
+    assert fused["a"] == fused["b"]  # the tie
+    evidence = {"a": {"vector": 0.61, "bm25": 2.0}, "b": {"vector": 0.72, "bm25": 1.0}, "c": {"bm25": 3.0}, "d": {}}
+    state = SearchState(
+        query=None, cfg=None, analysis=None, rec=None, candidates=mems, explain=evidence,  # type: ignore[arg-type]
+        degraded=[], speaker_names=[], fused={}, ties=tie_order(mems, evidence),
+    )  # fmt: skip
+    assert state.by_score(["a", "b"], fused) == ["b", "a"]  # the more similar vector first, though "a" < "b"
+    # no vector evidence: BM25 decides; no evidence at all: the earlier memory, then the text
+    assert state.by_score("dcba", dict.fromkeys("abcd", 1.0)) == ["b", "a", "c", "d"]
+    later = {**mems, "e": _mem("e", None, 0.5)}
+    assert list(tie_order(later, {})) == ["a", "e", "d", "b", "c"]
