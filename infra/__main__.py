@@ -21,7 +21,9 @@ from cognis_infra.observability import Observability, ObservabilityArgs
 from cognis_infra.registry import ImageBuild, Registry, RegistryArgs
 from cognis_infra.reranker import Reranker, RerankerArgs
 from cognis_infra.search import Search, SearchArgs
-from cognis_infra.service import EMBEDDING_MODELS, Service, ServiceArgs, ServiceIdentity, ServiceIdentityArgs
+from cognis_infra.service import Service
+from cognis_infra.service_args import EMBEDDING_MODELS, ServiceArgs
+from cognis_infra.service_identity import ServiceIdentity, ServiceIdentityArgs
 
 #: The checkout this program is in: the Docker build context (handed to the build as a relative path).
 CHECKOUT = Path(__file__).resolve().parents[1]

@@ -27,7 +27,7 @@ from .network import NetworkSettings
 from .observability import ObservabilitySettings
 from .reranker import RerankerSettings
 from .search import SearchSettings, domain_name_for
-from .service import ServiceSettings
+from .service_args import ServiceSettings
 from .telemetry import names
 
 NAMESPACE = "cognis"

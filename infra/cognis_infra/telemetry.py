@@ -28,6 +28,6 @@ METRIC_DIMENSIONS: dict[str, tuple[str, ...]] = {
 }
 
 #: Emitted by the task's readiness probe container (not by the runtime): 1 when ``GET /ready``
-#: answers 200, else 0, one data point per probe. See ``service.READINESS_PROBE``.
+#: answers 200, else 0, one data point per probe. See ``containers.READINESS_PROBE``.
 READINESS_METRIC = "Ready"
 READINESS_DIMENSIONS: tuple[str, ...] = (names.DIM_SERVICE,)

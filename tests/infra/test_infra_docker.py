@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cognis_infra.service import LIVENESS_PATH, READINESS_PATH, ServiceSettings
+from cognis_infra.containers import LIVENESS_PATH, READINESS_PATH
+from cognis_infra.service_args import ServiceSettings
 from tests.infra.infra_harness import CERT_ARN, REPO
 
 DOCKERFILE = REPO / "Dockerfile"
@@ -327,7 +328,7 @@ def test_another_embedding_model_is_fetched_into_the_image_the_task_runs():
     """cognis:embeddingModel=bge-small-en-v1.5: the build gets COGNIS_FETCH_MODELS (which the builder stage
     hands to `cognis-memory fetch-model`), the tag says so, and the API is told which model to load."""
     from cognis_infra.registry import build_digest
-    from cognis_infra.service import EMBEDDING_MODELS
+    from cognis_infra.service_args import EMBEDDING_MODELS
     from cognis_memory.providers.embedding_models import DEFAULT_EMBEDDING_MODEL
     from cognis_memory.providers.embedding_models import EMBEDDING_MODELS as RUNTIME_MODELS
     from tests.infra.infra_harness import run_program
@@ -411,8 +412,8 @@ def test_the_tag_covers_file_modes_and_the_base_image(tmp_path):
 def test_the_image_carries_the_rds_ca_bundle():
     from cryptography import x509
 
+    from cognis_infra.containers import RDS_CA_BUNDLE
     from cognis_infra.registry import context_files
-    from cognis_infra.service import RDS_CA_BUNDLE
 
     base = next(s for s in parse_dockerfile(DOCKERFILE.read_text()) if s.name == "base")
     assert f"docker/certs/rds-global-bundle.pem {RDS_CA_BUNDLE}" in base.all("COPY")

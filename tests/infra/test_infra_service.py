@@ -10,8 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from cognis_infra.containers import READINESS_PROBE
 from cognis_infra.context import AwsContext
-from cognis_infra.service import READINESS_PROBE, ServiceSettings, bedrock_resource_arns
+from cognis_infra.service_args import ServiceSettings, bedrock_resource_arns
 from cognis_infra.telemetry import READINESS_METRIC, names
 from tests.infra.infra_harness import ACCOUNT, API_KEY, CERT_ARN, REGION, is_secret, parse_json, reveal
 
@@ -424,7 +425,7 @@ def test_the_default_model_is_the_runtimes_and_active():
     ],
 )
 def test_a_geographic_profile_must_match_the_region(model_id, region, ok):
-    from cognis_infra.service import check_model_region
+    from cognis_infra.service_args import check_model_region
 
     if ok:
         check_model_region(model_id, region)
@@ -453,7 +454,7 @@ def test_service_settings_validation(kwargs, message):
 
 
 def test_the_first_tenant_rule_is_the_services_id_rule():
-    from cognis_infra.service import TENANT_ID
+    from cognis_infra.service_args import TENANT_ID
     from cognis_memory.validation import ID_PATTERN
 
     assert TENANT_ID.pattern == ID_PATTERN.pattern

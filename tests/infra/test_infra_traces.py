@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from cognis_infra.service import COLLECTOR_CONTAINER_NAME, TELEMETRY_MODES
+from cognis_infra.containers import COLLECTOR_CONTAINER_NAME
+from cognis_infra.service_args import TELEMETRY_MODES
 from tests.infra.infra_harness import REGION, parse_json, run_program
 
 TASK_DEF = "aws:ecs/taskDefinition:TaskDefinition"
