@@ -45,6 +45,11 @@ class ComponentSettings(BaseModel):
 
     model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, extra="forbid")
 
+    @classmethod
+    def flat_names(cls) -> dict[str, str]:
+        """``{field name: flat name}`` of every field."""
+        return {name: info.alias or name for name, info in cls.model_fields.items()}
+
 
 @dataclass(frozen=True, slots=True)
 class FlatField:
@@ -92,14 +97,14 @@ def nest(settings_cls: type[BaseModel], values: Mapping[str, Any]) -> dict[str, 
     is both a component and a flat field (``telemetry``, ``llm``) is the flat field unless given a dict
     or a settings object. Unknown names pass through (and are ignored, as before)."""
     by_flat = {f.flat: f for f in flat_fields(settings_cls)}
-    components = {top for top, info in settings_cls.model_fields.items() if component_type(info)}
+    components = {top: c for top, info in settings_cls.model_fields.items() if (c := component_type(info))}
     out: dict[str, Any] = {}
     for key, value in values.items():
         if key in components and isinstance(value, Mapping):
-            aliases = {n: i.alias or n for n, i in settings_cls.model_fields[key].annotation.model_fields.items()}  # type: ignore[union-attr]
+            flat = components[key].flat_names()
             merged = out.setdefault(key, {})
             if isinstance(merged, dict):
-                merged.update({aliases.get(k, k): v for k, v in value.items()})
+                merged.update({flat.get(k, k): v for k, v in value.items()})
             continue
         if key in components and isinstance(value, BaseModel):
             out[key] = value

@@ -25,7 +25,15 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from .api.settings import ApiSettings
 from .caching.settings import CacheSettings
-from .component_settings import FlatEnvironment, FlatField, NestedArguments, flat_fields, nest, registered
+from .component_settings import (
+    ComponentSettings,
+    FlatEnvironment,
+    FlatField,
+    NestedArguments,
+    flat_fields,
+    nest,
+    registered,
+)
 from .encoding.settings import EncoderSettings
 from .ingest.settings import IngestSettings, JobSettings
 from .providers.bedrock_models import default_model_id
@@ -81,9 +89,10 @@ class Settings(BaseSettings):
         update: dict[str, Any] = {}
         for key, value in nest(type(self), values).items():
             current = getattr(self, key, None)
-            if isinstance(value, dict) and current is not None:
-                names = {info.alias or name: name for name, info in type(current).model_fields.items()}
-                update[key] = current.model_copy(update={names.get(k, k): v for k, v in value.items()})
+            if isinstance(value, dict) and isinstance(current, ComponentSettings):
+                names: dict[str, str] = {flat: name for name, flat in current.flat_names().items()}
+                fields: dict[str, Any] = {names.get(str(k), str(k)): v for k, v in value.items()}
+                update[key] = current.model_copy(update=fields)
             else:
                 update[key] = value
         return self.model_copy(update=update)
