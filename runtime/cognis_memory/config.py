@@ -45,9 +45,10 @@ from .telemetry.settings import TelemetrySettings
 
 
 class Settings(BaseSettings):
-    """Service configuration: the components' settings (environment prefix ``COGNIS_``, flat names)."""
+    """Service configuration: the components' settings, read under their flat names (``COGNIS_<NAME>``
+    variables, :class:`~.component_settings.FlatEnvironment`; keyword arguments, :func:`~.component_settings.nest`)."""
 
-    model_config = SettingsConfigDict(env_prefix="COGNIS_", extra="ignore")
+    model_config = SettingsConfigDict(extra="ignore")
 
     store: Annotated[str, registered("store", STORES)] = Field("embedded", description="Which store backs the service.")
     embedded: EmbeddedStoreSettings = Field(default_factory=EmbeddedStoreSettings)
