@@ -56,13 +56,13 @@ def build_service(db: Path, embedder: Any, args: argparse.Namespace) -> MemorySe
     if args.dim_short:
         overrides["embedding_dim_short"] = args.dim_short
     if args.rotation:
-        if "embedding_rotation_path" not in Settings.model_fields:
+        if not bc.has_setting("embedding_rotation_path"):
             raise SystemExit("--rotation: this runtime has no embedding_rotation_path setting")
         overrides["embedding_rotation_path"] = args.rotation
     settings = Settings(**overrides)
     svc = MemoryService(
         settings,
-        store=build_store(settings, dim=embedder.dim, dim_short=settings.embedding_dim_short),
+        store=build_store(settings, dim=embedder.dim, dim_short=settings.encoder.dim_short),
         embedder=embedder,
         telemetry=bc.RecordingTelemetry(),
     )

@@ -44,7 +44,6 @@ from typing import Any
 
 from cognis_dev import bench_common as bc
 
-from cognis_memory.config import Settings
 from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
 from cognis_memory.service import MemoryService, MessageIn
 
@@ -219,7 +218,7 @@ def build_service(db_path: Path, args: argparse.Namespace) -> MemoryService:
     if args.dim_short:
         overrides["embedding_dim_short"] = args.dim_short
     if args.rotation:
-        if "embedding_rotation_path" not in Settings.model_fields:
+        if not bc.has_setting("embedding_rotation_path"):
             raise SystemExit("--rotation: this runtime has no embedding_rotation_path setting")
         overrides["embedding_rotation_path"] = str(args.rotation)
     return bc.quality_service(db_path, cache=not args.no_cache, **overrides)

@@ -83,7 +83,7 @@ def _service(db: Path, embedder: Any) -> Any:
     settings = Settings(data_dir=db.parent, sqlite_path=db, run_worker=False)
     return MemoryService(
         settings,
-        store=build_store(settings, dim=embedder.dim, dim_short=settings.embedding_dim_short),
+        store=build_store(settings, dim=embedder.dim, dim_short=settings.encoder.dim_short),
         embedder=embedder,
         telemetry=bc.RecordingTelemetry(),
     )

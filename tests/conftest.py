@@ -42,6 +42,14 @@ class CapturedTelemetry:
 
 
 @pytest.fixture
+def no_cognis_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No COGNIS_* variable of the calling environment reaches the test's Settings."""
+    for name in list(os.environ):
+        if name.startswith("COGNIS_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
 def captured_telemetry() -> CapturedTelemetry:
     return CapturedTelemetry()
 
@@ -58,7 +66,7 @@ async def make_service(tmp_path, embedder, captured_telemetry):
     async def _make(*, llm=None, reranker=None, path=None, start=True, **settings_overrides):
         settings = Settings(data_dir=tmp_path, run_worker=False, **settings_overrides)
         store = EmbeddedStore(
-            path or settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short
+            path or settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
         )
         svc = MemoryService(
             settings, store=store, embedder=embedder, llm=llm, reranker=reranker, telemetry=captured_telemetry.telemetry

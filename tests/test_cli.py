@@ -225,7 +225,9 @@ def _update_first_memory(data_dir: Path, embedder, user: str, content: str) -> N
         import io
 
         settings = Settings(data_dir=data_dir, run_worker=False)
-        store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+        store = EmbeddedStore(
+            settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+        )
         telemetry = Telemetry(log_stream=io.StringIO(), metrics_stream=io.StringIO())
         async with MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry) as svc:
             (first,) = [m for m in await svc.list_memories("default", user) if "Porto" in m.content]

@@ -62,7 +62,9 @@ class Capture:
 
 async def _service(tmp_path, embedder, capture: Capture, **kwargs: Any) -> MemoryService:
     settings = Settings(data_dir=tmp_path, run_worker=False)
-    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    store = EmbeddedStore(
+        settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+    )
     svc = MemoryService(settings, store=store, embedder=embedder, telemetry=capture.telemetry, **kwargs)
     return await svc.start()
 

@@ -262,6 +262,15 @@ class CachingEmbedder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
+def has_setting(name: str) -> bool:
+    """Whether the runtime on the path has the setting of flat name ``name`` (a baseline runtime may be older:
+    before nested settings, every setting was a field of ``Settings``)."""
+    from cognis_memory.config import Settings
+
+    flat_fields = getattr(Settings, "flat_fields", None)
+    return name in ({f.flat for f in flat_fields()} if flat_fields else Settings.model_fields)
+
+
 def quality_service(db_path: Path, *, cache: bool = True, extraction_llm: Any = None, **settings: Any) -> Any:
     """A :class:`MemoryService` on an embedded store at ``db_path`` for the quality benchmarks:
     the configured embedder (wrapped in :class:`CachingEmbedder` unless ``cache`` is false),
@@ -278,7 +287,7 @@ def quality_service(db_path: Path, *, cache: bool = True, extraction_llm: Any = 
         embedder = CachingEmbedder(embedder)
     return MemoryService(
         s,
-        store=build_store(s, dim=s.embedding_dim_full or embedder.dim, dim_short=s.embedding_dim_short),
+        store=build_store(s, dim=s.encoder.dim_full or embedder.dim, dim_short=s.encoder.dim_short),
         embedder=embedder,
         llm=extraction_llm if extraction_llm is not None else build_llm(s),
         reranker=build_reranker(s),

@@ -1,7 +1,9 @@
-"""The README's configuration table, made from the Settings model (so it stays true).
+"""The README's configuration table, made from the settings classes (so it stays true).
 
-``scripts/config_table.py`` prints it or rewrites it inside README.md; ``tests/test_docs.py``
-checks the README against :func:`rows`.
+One row per setting of :class:`cognis_memory.config.Settings`, components expanded in their order
+(:meth:`Settings.flat_fields`): its environment variable, where code reads it
+(``settings.<component>.<field>``), its default and its description. ``scripts/config_table.py``
+prints it or rewrites it inside README.md; ``tests/test_docs.py`` checks the README against :func:`rows`.
 """
 
 from __future__ import annotations
@@ -10,25 +12,25 @@ from pathlib import Path
 
 from cognis_memory.config import Settings
 
-HEADER = "| environment variable | default | meaning |"
+HEADER = "| environment variable | setting | default | meaning |"
 
 
-def rows() -> list[tuple[str, str, str]]:
-    """``(environment variable, default, meaning)`` of every setting, in the model's order, as shown."""
+def rows() -> list[tuple[str, str, str, str]]:
+    """``(environment variable, setting, default, meaning)`` of every setting, in the settings' order, as shown."""
     out = []
-    for name, field in Settings.model_fields.items():
-        default = field.get_default(call_default_factory=True)
+    for field in Settings.flat_fields():
+        default = field.info.get_default(call_default_factory=True)
         if hasattr(default, "get_secret_value"):
             default = "(secret)"
         shown = "" if default is None or default == "" else f"`{default}`"
-        out.append((f"`COGNIS_{name.upper()}`", shown, field.description or ""))
+        out.append((f"`{field.env}`", f"`{field.path}`", shown, field.info.description or ""))
     return out
 
 
 def table() -> str:
     """The Markdown table of :func:`rows`, header included, ending with a newline."""
-    lines = [HEADER, "|---|---|---|"]
-    lines += [f"| {env} | {default} | {desc} |" for env, default, desc in rows()]
+    lines = [HEADER, "|---|---|---|---|"]
+    lines += [f"| {env} | {path} | {default} | {desc} |" for env, path, default, desc in rows()]
     return "\n".join(lines) + "\n"
 
 

@@ -140,10 +140,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     app = create_app(MemoryService.from_settings(settings))
-    base = f"http://{settings.host}:{settings.port}"
-    inspector = f", inspector {base}/ui/" if settings.inspector else ""
+    base = f"http://{settings.api.host}:{settings.api.port}"
+    inspector = f", inspector {base}/ui/" if settings.api.inspector else ""
     print(f"cognis-memory: serving {base} (API docs {base}/docs{inspector})", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False, server_header=False)
+    uvicorn.run(
+        app, host=settings.api.host, port=settings.api.port, log_level="warning", access_log=False, server_header=False
+    )
     return 0
 
 
@@ -208,7 +210,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         for i, ((uid, _), m) in enumerate(zip(pairs, messages, strict=True)):
             # The service's own checks, for the whole file before anything is stored, so a bad
             # message names its index in the file and an import is all or nothing.
-            check_message(check_owner(args.tenant, uid), i, m, now, max_bytes=svc.settings.max_message_bytes)
+            check_message(check_owner(args.tenant, uid), i, m, now, max_bytes=svc.settings.ingest.max_message_bytes)
         created = 0
         batch: list[tuple[int, str, dict[str, Any]]] = []
         bar = tqdm(total=len(pairs), unit="msg", disable=args.quiet, file=sys.stderr)
@@ -242,9 +244,9 @@ def _import_settings(args: argparse.Namespace) -> Settings:
     """An import is the only work of its process: both (all) cores embed unless told otherwise."""
     settings = _settings(args)
     if args.workers is not None:
-        return settings.model_copy(update={"embedding_workers": args.workers})
-    if "embedding_workers" not in settings.model_fields_set:  # not set by COGNIS_EMBEDDING_WORKERS
-        return settings.model_copy(update={"embedding_workers": os.cpu_count() or 1})
+        return settings.replace(embedding_workers=args.workers)
+    if "workers" not in settings.encoder.model_fields_set:  # not set by COGNIS_EMBEDDING_WORKERS
+        return settings.replace(embedding_workers=os.cpu_count() or 1)
     return settings
 
 

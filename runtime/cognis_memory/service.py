@@ -97,7 +97,7 @@ class MemoryService:
         self.encoder = MatryoshkaEncoder.from_settings(settings, embedder)
         #: named recipes with the settings' recipe_overrides applied, by name (built on first use)
         self._recipes: dict[str, RetrievalConfig] = {}
-        self.retrieval_config = retrieval_config or self.recipe(settings.recipe)
+        self.retrieval_config = retrieval_config or self.recipe(settings.retrieval.recipe)
         self.ingest = IngestPipeline(
             self.encoder,
             messages=stores.messages,
@@ -107,10 +107,10 @@ class MemoryService:
             cache=self.cache,
             categorizer=EmbeddingCategorizer(self.encoder),
             llm=llm,
-            job_max_attempts=settings.job_max_attempts,
-            memory_max_bytes=settings.memory_max_bytes,
+            job_max_attempts=settings.jobs.max_attempts,
+            memory_max_bytes=settings.ingest.memory_max_bytes,
             # longer than a synchronous extraction can take (two questions, each asked at most twice)
-            sync_grace_s=max(settings.job_lease_s, 4 * settings.llm_timeout_s + 10),
+            sync_grace_s=max(settings.jobs.lease_s, 4 * settings.llm.timeout_s + 10),
             update_min_similarity=settings.resolved_update_min_similarity,
         )
         self.retrieval = RetrievalPipeline(
@@ -121,17 +121,17 @@ class MemoryService:
             cache=self.cache,
             config=self.retrieval_config,
             reranker=reranker,
-            reranker_timeout_s=settings.reranker_timeout_ms / 1000,
+            reranker_timeout_s=settings.reranker.timeout_ms / 1000,
         )
         self.cached_retrieval = CachedRetrieval(self.retrieval, self.cache)
         self.worker = JobWorker(
             self.ingest,
             self.telemetry,
-            backoff_s=settings.job_backoff_s,
-            max_backoff_s=settings.job_max_backoff_s,
-            max_wait_s=settings.job_max_wait_s,
-            lease_s=settings.job_lease_s,
-            concurrency=settings.worker_concurrency,
+            backoff_s=settings.jobs.backoff_s,
+            max_backoff_s=settings.jobs.max_backoff_s,
+            max_wait_s=settings.jobs.max_wait_s,
+            lease_s=settings.jobs.lease_s,
+            concurrency=settings.jobs.worker_concurrency,
         )
         self._listed_keys = self._bootstrap_api_keys()
         self._started = False
@@ -146,12 +146,12 @@ class MemoryService:
         from .providers.factory import build_embedder, build_llm, build_reranker
         from .stores.factory import build_store
 
-        settings = settings.model_copy(update=overrides) if settings else Settings(**overrides)
+        settings = settings.replace(**overrides) if settings else Settings(**overrides)
         embedder = build_embedder(settings)
-        dim = settings.embedding_dim_full or embedder.dim
+        dim = settings.encoder.dim_full or embedder.dim
         return cls(
             settings,
-            store=build_store(settings, dim=dim, dim_short=settings.embedding_dim_short),
+            store=build_store(settings, dim=dim, dim_short=settings.encoder.dim_short),
             embedder=embedder,
             cache=build_cache(settings),
             llm=build_llm(settings),
@@ -167,7 +167,7 @@ class MemoryService:
         if self._model_check is not None:
             self.llm_model = await asyncio.to_thread(self._model_check.check)
             log_lifecycle(self.llm_model)
-        if self.settings.run_worker if run_worker is None else run_worker:
+        if self.settings.jobs.run_worker if run_worker is None else run_worker:
             self.worker.start()
         self._started = True
         return self
@@ -193,9 +193,9 @@ class MemoryService:
     def _bootstrap_api_keys(self) -> dict[str, ApiKeyRecord]:
         """The keys of ``COGNIS_API_KEYS`` by hash, held in memory only (see :mod:`cognis_memory.api_keys`).
         A malformed list raises :class:`~cognis_memory.api_keys.ApiKeyListError`, so the service never starts."""
-        if self.settings.api_keys is None:
+        if self.settings.api.api_keys is None:
             return {}
-        return parse_api_key_list(self.settings.api_keys.get_secret_value(), check_id)
+        return parse_api_key_list(self.settings.api.api_keys.get_secret_value(), check_id)
 
     async def create_api_key(self, tenant_id: str, *, read_only: bool = False, name: str = "") -> str:
         """A new random key for the tenant; only its hash is stored, so show it once."""
@@ -247,8 +247,8 @@ class MemoryService:
             owner,
             messages,
             utcnow(),
-            max_count=self.settings.max_messages_per_request,
-            max_bytes=self.settings.max_message_bytes,
+            max_count=self.settings.ingest.max_messages_per_request,
+            max_bytes=self.settings.ingest.max_message_bytes,
         )
         ids = {"request_id": request_id, "client_request_id": client_request_id}
         with self.telemetry.request(names.OPERATION_INGEST, tenant_id=tenant_id, user_id=user_id, **ids) as rec:
@@ -378,7 +378,7 @@ class MemoryService:
         owner = check_owner(tenant_id, user_id)
         current = await self.get_memory(tenant_id, user_id, memory_id)
         changes = check_update(
-            content=content, category=category, event_time=event_time, max_bytes=self.settings.memory_max_bytes
+            content=content, category=category, event_time=event_time, max_bytes=self.settings.ingest.memory_max_bytes
         )
         if "content" in changes:
             full, short = await self.encoder.encode_async([changes["content"]], Priority.QUERY)

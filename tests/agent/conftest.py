@@ -81,7 +81,9 @@ class LiveServer:
 def live_server(tmp_path, embedder) -> Iterator[LiveServer]:
     """The real app on the embedded store, served over HTTP by uvicorn in a thread."""
     settings = Settings(data_dir=tmp_path, run_worker=False, api_keys=API_KEYS, metrics_enabled=False)
-    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    store = EmbeddedStore(
+        settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+    )
     service = MemoryService(settings, store=store, embedder=embedder)
     front = FaultFront(create_app(service))
     with serve_in_thread(front) as url:

@@ -58,10 +58,10 @@ async def build_env(tmp_path: Path, embedder: Any, *, llm: Any = None, **setting
 
     captured = CapturedTelemetry()
     cfg = Settings(data_dir=tmp_path, run_worker=False, api_keys=API_KEYS, **settings)
-    store = EmbeddedStore(cfg.resolved_sqlite_path, dim=embedder.dim, dim_short=cfg.embedding_dim_short)
+    store = EmbeddedStore(cfg.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=cfg.encoder.dim_short)
     service = MemoryService(cfg, store=store, embedder=embedder, llm=llm, telemetry=captured.telemetry)
     await service.start()
-    return ApiEnv(service, captured, cfg.resolved_sqlite_path)
+    return ApiEnv(service, captured, cfg.embedded.resolved_sqlite_path)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

@@ -42,7 +42,9 @@ class CrashingEmbedder:
 @pytest.fixture
 def real_server(tmp_path, embedder) -> Iterator[str]:
     settings = Settings(data_dir=tmp_path, run_worker=False, api_keys=KEYS, metrics_enabled=False)
-    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    store = EmbeddedStore(
+        settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+    )
     service = MemoryService(settings, store=store, embedder=CrashingEmbedder(embedder))
     with serve_in_thread(create_app(service)) as url:
         yield url

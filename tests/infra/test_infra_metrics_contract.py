@@ -55,7 +55,7 @@ def test_every_cognis_variable_is_a_runtime_setting(task_env):
     from cognis_memory.config import Settings
 
     env, secrets = task_env
-    fields = {f"COGNIS_{name.upper()}" for name in Settings.model_fields}
+    fields = {field.env for field in Settings.flat_fields()}
     unknown = sorted(k for k in (set(env) | secrets) if k.startswith("COGNIS_") and k not in fields)
     assert not unknown, f"task sets variables the runtime does not read: {unknown}"
 
@@ -63,17 +63,17 @@ def test_every_cognis_variable_is_a_runtime_setting(task_env):
 def test_runtime_settings_from_the_task_environment(program, settings):
     cluster = program.one("aws:rds/cluster:Cluster").outputs
     assert settings.store == "dual"
-    assert settings.postgres_host == cluster["endpoint"] and settings.postgres_port == 5432
+    assert settings.postgres.host == cluster["endpoint"] and settings.postgres.port == 5432
     # The API never sees the owner's secret and does not migrate (the migration task does).
-    assert settings.postgres_secret_arn is None and settings.postgres_migrate is False
+    assert settings.postgres.secret_arn is None and settings.postgres.migrate is False
     assert cluster["masterUserSecrets"][0]["secretArn"] not in json.dumps(program.one(
         "aws:ecs/taskDefinition:TaskDefinition", "api-task")["containerDefinitions"])  # fmt: skip
-    assert settings.postgres_sslmode == "verify-full" and settings.postgres_sslrootcert.endswith(".pem")
-    assert settings.opensearch_url.startswith("https://") and settings.opensearch_auth == "sigv4"
-    assert settings.redis_url.startswith("rediss://")
-    assert settings.reranker == "sagemaker" and settings.sagemaker_endpoint
-    assert settings.llm == "bedrock"
-    assert (settings.host, settings.port) == ("0.0.0.0", 8080)
+    assert settings.postgres.sslmode == "verify-full" and settings.postgres.sslrootcert.endswith(".pem")
+    assert settings.opensearch.url.startswith("https://") and settings.opensearch.auth == "sigv4"
+    assert settings.cache.redis_url.startswith("rediss://")
+    assert settings.reranker.kind == "sagemaker" and settings.reranker.sagemaker_endpoint
+    assert settings.llm.kind == "bedrock"
+    assert (settings.api.host, settings.api.port) == ("0.0.0.0", 8080)
 
 
 def _emitted_series(settings) -> set[tuple[str, str, frozenset]]:
@@ -84,8 +84,8 @@ def _emitted_series(settings) -> set[tuple[str, str, frozenset]]:
 
     out = io.StringIO()
     tel = Telemetry(
-        service=settings.service_name,
-        namespace=settings.metrics_namespace,
+        service=settings.telemetry.service_name,
+        namespace=settings.telemetry.metrics_namespace,
         log_stream=io.StringIO(),
         metrics_stream=out,
     )
@@ -131,7 +131,7 @@ def test_alarms_watch_series_the_runtime_emits(program, emitted, settings):
     app_alarms = [
         a
         for a in program.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")
-        if a.get("namespace") == settings.metrics_namespace
+        if a.get("namespace") == settings.telemetry.metrics_namespace
     ]
     assert {a["metricName"] for a in app_alarms} == {
         names.RETRIEVAL_LATENCY,
@@ -142,7 +142,7 @@ def test_alarms_watch_series_the_runtime_emits(program, emitted, settings):
         series = (a["namespace"], a["metricName"], frozenset(a["dimensions"].items()))
         if a["metricName"] == READINESS_METRIC:  # the probe's: same namespace and service dimension
             assert set(a["dimensions"]) == set(READINESS_DIMENSIONS)
-            assert a["dimensions"][names.DIM_SERVICE] == settings.service_name
+            assert a["dimensions"][names.DIM_SERVICE] == settings.telemetry.service_name
             continue
         assert series in emitted, f"alarm {a['name']} watches {series}, which the runtime never emits"
 
@@ -172,19 +172,19 @@ def _search_matches(expression: str, emitted: set) -> set:
 def test_dashboard_plots_series_the_runtime_emits(program, emitted, settings):
     body = parse_json(program.one("aws:cloudwatch/dashboard:Dashboard")["dashboardBody"])
     rows = [row for w in body["widgets"] if w["type"] == "metric" for row in w["properties"]["metrics"]]
-    app_rows = [row for row in rows if isinstance(row, list) and row[0] == settings.metrics_namespace]
+    app_rows = [row for row in rows if isinstance(row, list) and row[0] == settings.telemetry.metrics_namespace]
     plotted = set()
     for row in app_rows:
         core = row[:-1] if isinstance(row[-1], dict) else row
         dims = frozenset(zip(core[2::2], core[3::2], strict=True))
         series = (core[0], core[1], dims)
         if core[1] == READINESS_METRIC:
-            assert dims == frozenset({(names.DIM_SERVICE, settings.service_name)})
+            assert dims == frozenset({(names.DIM_SERVICE, settings.telemetry.service_name)})
             continue
         assert series in emitted, f"dashboard plots {series}, which the runtime never emits"
         plotted.add(core[1])
     searches = [row[0]["expression"] for row in rows if isinstance(row[0], dict) and "expression" in row[0]]
-    app_searches = [e for e in searches if e.startswith(f"SEARCH('{{{settings.metrics_namespace},")]
+    app_searches = [e for e in searches if e.startswith(f"SEARCH('{{{settings.telemetry.metrics_namespace},")]
     assert app_searches, "the retrieval stages are searched"
     for expression in app_searches:
         found = _search_matches(expression, emitted)

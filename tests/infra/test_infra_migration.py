@@ -57,9 +57,8 @@ def test_the_migration_task_runs_cognis_memory_migrate_in_the_api_image(program)
     # the runtime reads every variable the task sets
     from cognis_memory.config import Settings
 
-    unknown = [
-        k for k in env if k.startswith("COGNIS_") and k.removeprefix("COGNIS_").lower() not in Settings.model_fields
-    ]
+    known = {field.env for field in Settings.flat_fields()}
+    unknown = [k for k in env if k.startswith("COGNIS_") and k not in known]
     assert not unknown
 
 

@@ -405,8 +405,8 @@ def test_the_default_model_is_the_runtimes_and_active():
     assert bedrock_models.DEFAULT_FOUNDATION_MODEL == "amazon.nova-2-lite-v1:0"
     assert bedrock_models.default_model_id("us-east-1") == "us.amazon.nova-2-lite-v1:0"
     assert bedrock_models.default_model_id("eu-west-1") == "global.amazon.nova-2-lite-v1:0"
-    assert Settings(aws_region="us-west-2").bedrock_model_id == "us.amazon.nova-2-lite-v1:0"
-    assert Settings(aws_region="eu-central-1").bedrock_model_id == "global.amazon.nova-2-lite-v1:0"
+    assert Settings(aws_region="us-west-2").llm.bedrock_model_id == "us.amazon.nova-2-lite-v1:0"
+    assert Settings(aws_region="eu-central-1").llm.bedrock_model_id == "global.amazon.nova-2-lite-v1:0"
     schema = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
     assert schema["cognis:bedrockModelId"]["default"] == ""  # = the runtime's default for the stack's Region
     assert "claude-3-5-haiku" not in (REPO / "Pulumi.yaml").read_text()

@@ -83,7 +83,8 @@ def test_the_runtime_accepts_what_the_stack_sets(traced):
         otlp_endpoint=env["COGNIS_OTLP_ENDPOINT"],
         trace_sample_ratio=env["COGNIS_TRACE_SAMPLE_RATIO"],
     )
-    assert (settings.telemetry, settings.traces, settings.trace_sample_ratio) == ("emf", "otlp", 0.25)
+    telemetry = settings.telemetry
+    assert (telemetry.mode, telemetry.traces, telemetry.trace_sample_ratio) == ("emf", "otlp", 0.25)
 
 
 def test_traces_grant_x_ray_writes_only(traced, program):

@@ -153,7 +153,7 @@ async def test_update_then_delete_and_repeated_fact_is_none(make_service, llm_se
 
 async def test_invented_alias_touches_nothing(make_service, llm_server) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
-    other = await make_service(llm=None, path=svc.settings.resolved_sqlite_path.with_name("other.db"))
+    other = await make_service(llm=None, path=svc.settings.embedded.resolved_sqlite_path.with_name("other.db"))
     await other.add_messages("acme", "eve", [MessageIn("I love green tea", timestamp=TS)])
     await svc.add_messages("acme", "dana", [MessageIn("I love green tea", speaker="Dana", timestamp=TS)])
     before = [
@@ -459,7 +459,7 @@ async def test_a_jobs_failure_in_a_later_session_is_retried_from_that_session(ma
     claim: list[tuple] = []
 
     def read_the_claim() -> None:  # the first session is applied by now: the job must still hold its claim
-        with sqlite3.connect(svc.settings.resolved_sqlite_path) as db:
+        with sqlite3.connect(svc.settings.embedded.resolved_sqlite_path) as db:
             claim.append(db.execute("SELECT status, lease_until FROM jobs").fetchone())
 
     llm_server.responder = fails = SecondExtractionFails(Reply(503, '{"error": "overloaded"}'), read_the_claim)

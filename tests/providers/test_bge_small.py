@@ -80,7 +80,9 @@ def test_the_fetched_model_embeds_with_cls_pooling_its_query_instruction_and_thr
     query = settings.resolved_query_prefix + "Where does the user live?"
     assert query.startswith("Represent this sentence for searching relevant passages: ")
     assert int(np.argmax(vectors @ embedder.embed([query])[0])) == 0
-    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    store = EmbeddedStore(
+        settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+    )
     svc = MemoryService(settings, store=store, embedder=embedder)
     assert svc.retrieval_config.state_similarity == 0.70 and svc.recipe("rrf").state_similarity == 0.70
     assert svc.encoder.query_prefix == settings.resolved_query_prefix

@@ -44,7 +44,7 @@ async def test_the_service_refuses_a_store_of_another_model_naming_the_setting(t
     await svc.add_messages("acme", "dana", [MessageIn(content="I live in Porto.", speaker="user")])
     await svc.close()
     other = Settings(**base, embedder_path=default_model.onnx_file(), embedder_tokenizer=default_model.tokenizer_file())
-    assert other.vector_space != Settings(**base).vector_space == "all-MiniLM-L6-v2"
+    assert other.embedder.vector_space != Settings(**base).embedder.vector_space == "all-MiniLM-L6-v2"
     with pytest.raises(ValueError, match="embedding_model: .*'all-MiniLM-L6-v2'"):
         await MemoryService.from_settings(other).start()
     svc = MemoryService.from_settings(Settings(**base))

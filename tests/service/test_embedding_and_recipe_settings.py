@@ -30,7 +30,7 @@ class RecordingEmbedder:
 
 async def _service(tmp_path, embedder, **settings) -> MemoryService:
     s = Settings(data_dir=tmp_path, run_worker=False, **settings)
-    store = EmbeddedStore(s.resolved_sqlite_path, dim=embedder.dim, dim_short=s.embedding_dim_short)
+    store = EmbeddedStore(s.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=s.encoder.dim_short)
     svc = MemoryService(s, store=store, embedder=embedder)
     await svc.start()
     return svc
@@ -74,7 +74,7 @@ async def test_recipe_overrides_apply_to_the_service_recipe_and_to_a_requested_o
 
 def test_recipe_overrides_are_read_from_the_environment_as_json(monkeypatch) -> None:
     monkeypatch.setenv("COGNIS_RECIPE_OVERRIDES", '{"state_similarity": 0.75, "context": false}')
-    assert Settings().recipe_overrides == {"state_similarity": 0.75, "context": False}
+    assert Settings().retrieval.recipe_overrides == {"state_similarity": 0.75, "context": False}
 
 
 @pytest.mark.parametrize(

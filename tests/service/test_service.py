@@ -27,7 +27,9 @@ T = "acme"
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def svc(tmp_path_factory, embedder):
     settings = Settings(data_dir=tmp_path_factory.mktemp("service"), run_worker=False)
-    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    store = EmbeddedStore(
+        settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+    )
     telemetry = Telemetry(log_stream=io.StringIO(), metrics_stream=io.StringIO())
     service = MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry)
     await service.start()
@@ -36,7 +38,7 @@ async def svc(tmp_path_factory, embedder):
 
 
 def counts(svc: MemoryService) -> tuple[int, ...]:
-    with sqlite3.connect(svc.settings.resolved_sqlite_path) as conn:
+    with sqlite3.connect(svc.settings.embedded.resolved_sqlite_path) as conn:
         return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("messages", "memories", "jobs"))
 
 
@@ -187,7 +189,9 @@ async def test_list_jobs_rejects_bad_input_naming_the_field(svc, kwargs, field):
 
 async def test_listed_keys_come_from_settings(tmp_path, embedder):
     settings = Settings(data_dir=tmp_path, run_worker=False, api_keys=" k1=acme ,\n k2=globex:read, k3=initech:write ")
-    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    store = EmbeddedStore(
+        settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+    )
     async with MemoryService(settings, store=store, embedder=embedder) as service:
         assert (await service.authenticate("k1")).tenant_id == "acme"
         assert (await service.authenticate("k2")).read_only is True
@@ -226,14 +230,16 @@ MALFORMED_KEY_LISTS = [
 @pytest.mark.parametrize(("api_keys", "entry", "why"), MALFORMED_KEY_LISTS)
 async def test_a_malformed_key_list_stops_the_service_naming_the_entry(tmp_path, embedder, api_keys, entry, why):
     settings = Settings(data_dir=tmp_path, run_worker=False, api_keys=api_keys)
-    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    store = EmbeddedStore(
+        settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+    )
     with pytest.raises(ValueError) as raised:
         async with MemoryService(settings, store=store, embedder=embedder):
             pass
     message = str(raised.value)
     assert f"entry {entry} of " in message and why in message and "COGNIS_API_KEYS" in message, message
     assert SECRET not in message and "k" * 20 not in message
-    assert not settings.resolved_sqlite_path.exists()  # stopped before the store was opened
+    assert not settings.embedded.resolved_sqlite_path.exists()  # stopped before the store was opened
 
 
 async def test_readiness(svc):

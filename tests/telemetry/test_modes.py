@@ -82,7 +82,9 @@ def test_settings_choose_the_mode(monkeypatch):
 # -- what each mode writes ----------------------------------------------------------------------
 async def _one_ingest_and_search(tmp_path, embedder, telemetry: Telemetry) -> None:
     settings = Settings(data_dir=tmp_path, run_worker=False)
-    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    store = EmbeddedStore(
+        settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+    )
     async with MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry) as svc:
         await svc.add_messages(TENANT, "user-m1", [MessageIn(content="I keep bees in Porto")], request_id="rid-add")
         await svc.search(TENANT, "user-m1", "Where are my bees?", request_id="rid-find")

@@ -70,7 +70,9 @@ async def _traced(tmp_path, embedder, **kwargs: Any) -> Traced:
     logs = io.StringIO()
     telemetry = Telemetry(mode="json", log_stream=logs, tracing=Tracing(provider))
     settings = Settings(data_dir=tmp_path, run_worker=False, api_keys=f"{KEY}={TENANT}")
-    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    store = EmbeddedStore(
+        settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+    )
     service = MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry, **kwargs)
     await service.start()
     return Traced(service, exporter, logs)
@@ -245,11 +247,13 @@ async def test_a_background_job_is_traced_with_its_extraction_stage(tmp_path, em
 # -- no tracing, and OTLP export -----------------------------------------------------------------
 async def test_without_traces_nothing_is_traced_and_the_log_line_has_no_trace_id(tmp_path, embedder):
     settings = Settings(data_dir=tmp_path, run_worker=False)
-    assert settings.traces == "off" and Tracing.from_settings(settings) is None
+    assert settings.telemetry.traces == "off" and Tracing.from_settings(settings) is None
     logs = io.StringIO()
     telemetry = Telemetry.from_settings(settings, stream=logs)
     assert telemetry.tracing is None and telemetry.recorder()._tracer is None
-    store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+    store = EmbeddedStore(
+        settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+    )
     async with MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry) as svc:
         await svc.search(TENANT, USER, "anything")
     (line,) = [json.loads(x) for x in logs.getvalue().splitlines()]
@@ -297,7 +301,9 @@ async def test_traces_otlp_exports_the_spans_to_the_configured_endpoint(tmp_path
         settings = Settings(
             data_dir=tmp_path, run_worker=False, traces="otlp", otlp_endpoint=receiver.url, service_name="cognis-t"
         )
-        store = EmbeddedStore(settings.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.embedding_dim_short)
+        store = EmbeddedStore(
+            settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
+        )
         telemetry = Telemetry.from_settings(settings, stream=io.StringIO())
         svc = MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry)
         async with svc:

@@ -56,7 +56,7 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     install_error_handlers(app)
 
     # -- middleware (added innermost first: RequestContext ends up outermost) ----------------
-    app.add_middleware(RequestBody, max_bytes=settings.max_request_bytes)
+    app.add_middleware(RequestBody, max_bytes=settings.api.max_request_bytes)
     app.add_middleware(ApiKeyAuth, service=service)
     app.add_middleware(RequestContext, telemetry=service.telemetry)
     if service.telemetry.tracing is not None:  # outermost: a SERVER span per request, child of its traceparent
@@ -66,7 +66,7 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
 
     for router in ROUTERS:
         app.include_router(router)
-    if settings.inspector:  # static files only; their data comes from the routes, with the same keys
+    if settings.api.inspector:  # static files only; their data comes from the routes, with the same keys
         from ..ui import inspector_app
 
         app.mount("/ui", inspector_app(), name="ui")

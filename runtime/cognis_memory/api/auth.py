@@ -58,8 +58,8 @@ class ApiKeyAuth:
         key = key_from_headers(scope.get("headers", []))
         settings = self.service.settings
         record: ApiKeyRecord | None
-        if settings.auth_disabled and not key:
-            record = ApiKeyRecord(key_hash="", tenant_id=settings.auth_disabled_tenant)
+        if settings.api.auth_disabled and not key:
+            record = ApiKeyRecord(key_hash="", tenant_id=settings.api.auth_disabled_tenant)
         else:
             try:
                 record = await self.service.authenticate(key)

@@ -9,11 +9,14 @@ from .result_cache import Cache, NullCache
 
 def build_cache(settings: Settings) -> Cache:
     """The Redis cache when ``redis_url`` is set, else the no-op cache."""
-    if not settings.redis_url:
+    if not settings.cache.redis_url:
         return NullCache()
     from .redis_cache import RedisCache
 
-    password = settings.redis_password.get_secret_value() if settings.redis_password else None
+    password = settings.cache.redis_password.get_secret_value() if settings.cache.redis_password else None
     return RedisCache(
-        settings.redis_url, password=password, ttl_s=settings.cache_ttl_s, ssl_ca_certs=settings.redis_ssl_ca_certs
+        settings.cache.redis_url,
+        password=password,
+        ttl_s=settings.cache.ttl_s,
+        ssl_ca_certs=settings.cache.redis_ssl_ca_certs,
     )

@@ -109,18 +109,18 @@ class MatryoshkaEncoder:
         ``query_cache_*`` settings say."""
         return cls(
             embedder,
-            dim_short=settings.embedding_dim_short,
-            dim_full=settings.embedding_dim_full,
-            rotation=settings.embedding_rotation_path,
-            cpu_threads=settings.embedding_threads,
+            dim_short=settings.encoder.dim_short,
+            dim_full=settings.encoder.dim_full,
+            rotation=settings.encoder.rotation_path,
+            cpu_threads=settings.embedder.threads,
             batcher=EmbeddingBatcher(
                 embedder,
-                workers=settings.embedding_workers,
-                max_batch=2 * settings.embedding_batch_size,
-                max_tokens=settings.embedding_batch_tokens,
+                workers=settings.encoder.workers,
+                max_batch=2 * settings.embedder.batch_size,
+                max_tokens=settings.encoder.batch_tokens,
             ),
             query_cache=QueryVectorCache(
-                per_tenant=settings.query_cache_per_tenant, total=settings.query_cache_entries
+                per_tenant=settings.encoder.query_cache_per_tenant, total=settings.encoder.query_cache_entries
             ),
             query_prefix=settings.resolved_query_prefix,
         )

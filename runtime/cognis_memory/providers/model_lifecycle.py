@@ -90,9 +90,9 @@ class BedrockModelLifecycleCheck:
     @classmethod
     def from_settings(cls, settings: Settings) -> BedrockModelLifecycleCheck | None:
         """The check of the configured Bedrock model; None unless ``llm`` is ``bedrock``."""
-        if settings.llm != "bedrock":
+        if settings.llm.kind != "bedrock":
             return None
-        return cls(str(settings.bedrock_model_id), region=settings.aws_region)
+        return cls(str(settings.llm.bedrock_model_id), region=settings.aws_region)
 
     def _bedrock(self) -> Any:
         if self._client is None:

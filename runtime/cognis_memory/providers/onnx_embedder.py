@@ -29,9 +29,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+from .settings import required
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cognis_memory.config import Settings
 
 #: Sentence-transformers' ``max_seq_length`` of all-MiniLM-L6-v2 (sentence_bert_config.json).
 DEFAULT_MAX_TOKENS = 256
@@ -108,6 +113,26 @@ class OnnxEmbedder:
         self.name = name if pooling == "mean" else f"{name}+{pooling}"
         self.max_tokens = max_tokens
         self.batch_size = batch_size
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OnnxEmbedder:
+        """``embedder_path`` with ``embedder_tokenizer``, or by default the files of the named ``embedding_model``
+        (:mod:`.embedding_models`), with its pooling unless ``embedding_pooling`` says otherwise."""
+        s = settings.embedder
+        spec = s.model_spec
+        own_model = s.path is not None
+        tokenizer = s.tokenizer or (None if own_model else spec.tokenizer_file())
+        model = s.path if own_model else spec.onnx_file()
+        return cls(
+            str(model),
+            required(
+                None if tokenizer is None else str(tokenizer), "embedder=onnx with embedder_path", "embedder_tokenizer"
+            ),
+            name=Path(str(model)).stem if own_model else spec.name(),
+            batch_size=s.batch_size,
+            threads=s.threads,
+            pooling=s.pooling or spec.pooling,
+        )
 
     def input_key(self, text: str) -> str:
         """The token ids of ``text`` (texts with equal keys get equal vectors)."""

@@ -1,45 +1,34 @@
-"""Every provider kind per family: ``{kind: Provider(class path, typed settings)}``.
+"""Every provider kind per family: ``{kind: Provider(class path)}``.
 
-Adding a provider is its module plus one line here (and its settings model in :mod:`.settings`
-when it needs settings of its own); the accepted values of ``COGNIS_EMBEDDER``, ``COGNIS_RERANKER``
-and ``COGNIS_LLM`` and the CLI's ``--embedder``/``--reranker``/``--llm`` choices are read from
-these tables. ``none`` (no reranker, no LLM) is not a provider and is not listed. Classes are
-imported only when chosen, so a provider's libraries are needed only where it is used.
+Adding a provider is its module (its class with a ``from_settings(settings)`` classmethod that reads
+``settings.<family>``, and a settings field of its own in :mod:`.settings` when it needs one) plus one line
+here; the accepted values of ``COGNIS_EMBEDDER``, ``COGNIS_RERANKER`` and ``COGNIS_LLM`` and the CLI's
+``--embedder``/``--reranker``/``--llm`` choices are read from these tables. ``none`` (no reranker, no LLM)
+is not a provider and is not listed. Classes are imported only when chosen, so a provider's libraries are
+needed only where it is used.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .settings import (
-    BedrockLLMSettings,
-    LocalRerankerSettings,
-    OnnxEmbedderSettings,
-    OpenAILLMSettings,
-    ProviderSettings,
-    SageMakerRerankerSettings,
-    SentenceTransformersSettings,
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Provider:
-    target: str  #: "module:Class" of the provider
-    settings: type[ProviderSettings]  #: its typed settings (constructor arguments)
+    target: str  #: "module:Class" of the provider; the class builds itself with ``from_settings(settings)``
 
 
 EMBEDDERS: dict[str, Provider] = {
-    "onnx": Provider("cognis_memory.providers.onnx_embedder:OnnxEmbedder", OnnxEmbedderSettings),
+    "onnx": Provider("cognis_memory.providers.onnx_embedder:OnnxEmbedder"),
     "sentence-transformers": Provider(
-        "cognis_memory.providers.sentence_transformers_embedder:SentenceTransformerEmbedder",
-        SentenceTransformersSettings,
+        "cognis_memory.providers.sentence_transformers_embedder:SentenceTransformerEmbedder"
     ),
 }
 RERANKERS: dict[str, Provider] = {
-    "local": Provider("cognis_memory.providers.rerankers:LocalCrossEncoderReranker", LocalRerankerSettings),
-    "sagemaker": Provider("cognis_memory.providers.rerankers:SageMakerReranker", SageMakerRerankerSettings),
+    "local": Provider("cognis_memory.providers.rerankers:LocalCrossEncoderReranker"),
+    "sagemaker": Provider("cognis_memory.providers.rerankers:SageMakerReranker"),
 }
 LLMS: dict[str, Provider] = {
-    "bedrock": Provider("cognis_memory.providers.llms:BedrockConverseLLM", BedrockLLMSettings),
-    "openai": Provider("cognis_memory.providers.llms:OpenAICompatibleLLM", OpenAILLMSettings),
+    "bedrock": Provider("cognis_memory.providers.llms:BedrockConverseLLM"),
+    "openai": Provider("cognis_memory.providers.llms:OpenAICompatibleLLM"),
 }

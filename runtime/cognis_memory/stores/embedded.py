@@ -863,10 +863,10 @@ def _quote(term: str) -> str:
 def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
     """The embedded store at ``resolved_sqlite_path`` (registry entry ``embedded``)."""
     return EmbeddedStore(
-        settings.resolved_sqlite_path,
+        settings.embedded.resolved_sqlite_path,
         dim=dim,
         dim_short=dim_short,
-        vector_space=settings.vector_space,
-        keyword_index_min_rows=settings.keyword_index_min_memories,
-        ann_min_rows=settings.ann_min_memories,
+        vector_space=settings.embedder.vector_space,
+        keyword_index_min_rows=settings.embedded.keyword_index_min_memories,
+        ann_min_rows=settings.embedded.ann_min_memories,
     ).roles()

@@ -22,14 +22,14 @@ async def migrate_postgres(settings: Settings, *, dim: int | None = None) -> lis
     if dim is None:
         from ..providers.factory import build_embedder
 
-        dim = settings.embedding_dim_full or build_embedder(settings).dim
+        dim = settings.encoder.dim_full or build_embedder(settings).dim
     owner = postgres_dsn(settings)
     store = PostgresStore(
         owner,
         dim=dim,
-        dim_short=settings.embedding_dim_short,
+        dim_short=settings.encoder.dim_short,
         migration_dsn=owner,
-        app_role=settings.postgres_app_user,
-        vector_space=settings.vector_space,
+        app_role=settings.postgres.app_user,
+        vector_space=settings.embedder.vector_space,
     )
     return await store.migrate()

@@ -791,10 +791,10 @@ def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundl
 
     return OpenSearchStore(
         opensearch_client(settings),
-        index_prefix=settings.opensearch_index_prefix,
+        index_prefix=settings.opensearch.index_prefix,
         dim=dim,
         dim_short=dim_short,
-        search_timeout_s=settings.opensearch_timeout_s,
-        write_timeout_s=settings.opensearch_timeout_s,
-        vector_space=settings.vector_space,
+        search_timeout_s=settings.opensearch.timeout_s,
+        write_timeout_s=settings.opensearch.timeout_s,
+        vector_space=settings.embedder.vector_space,
     ).roles()

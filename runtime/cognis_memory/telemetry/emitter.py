@@ -28,9 +28,8 @@ from typing import IO, Any, cast
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from ..config import TelemetryMode
 from . import names, text
-from .modes import resolve_mode
+from .modes import TelemetryMode, resolve_mode
 from .recorder import StageRecorder
 from .tracing import Tracing, trace_id_of_current_span
 
@@ -92,13 +91,13 @@ class Telemetry:
         logs and EMF metrics there instead of stdout (the CLI and the MCP stdio server keep stdout for
         their own output)."""
         return cls(
-            service=settings.service_name,
-            namespace=settings.metrics_namespace,
-            metrics_enabled=settings.metrics_enabled,
-            log_level=settings.log_level,
+            service=settings.telemetry.service_name,
+            namespace=settings.telemetry.metrics_namespace,
+            metrics_enabled=settings.telemetry.metrics_enabled,
+            log_level=settings.telemetry.log_level,
             log_stream=stream,
             metrics_stream=stream,
-            mode=settings.telemetry,
+            mode=settings.telemetry.mode,
             tracing=Tracing.from_settings(settings),
         )
 

@@ -60,8 +60,8 @@ class Tracing:
 
     @classmethod
     def from_settings(cls, settings: Any) -> Tracing | None:
-        """None when ``settings.traces`` is ``off``; else a provider that batches spans to OTLP/HTTP."""
-        if settings.traces == "off":
+        """None when ``settings.telemetry.traces`` is ``off``; else a provider that batches spans to OTLP/HTTP."""
+        if settings.telemetry.traces == "off":
             return None
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -72,12 +72,16 @@ class Tracing:
         except ImportError as exc:
             raise RuntimeError(OTEL_MISSING) from exc
         provider = TracerProvider(
-            resource=Resource.create({"service.name": settings.service_name}),
-            sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio)),
+            resource=Resource.create({"service.name": settings.telemetry.service_name}),
+            sampler=ParentBased(TraceIdRatioBased(settings.telemetry.trace_sample_ratio)),
             id_generator=time_prefixed_ids(),
         )
         # No endpoint: the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, else localhost:4318.
-        exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint) if settings.otlp_endpoint else OTLPSpanExporter()
+        exporter = (
+            OTLPSpanExporter(endpoint=settings.telemetry.otlp_endpoint)
+            if settings.telemetry.otlp_endpoint
+            else OTLPSpanExporter()
+        )
         provider.add_span_processor(BatchSpanProcessor(exporter))
         return cls(provider)
 
