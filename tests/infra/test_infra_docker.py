@@ -152,10 +152,10 @@ def test_entrypoint_is_the_console_script_serve(api):
 def test_console_script_and_cli_exist():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["cognis-memory"] == "cognis_memory.cli:main"
-    cli = PACKAGE / "cli.py"
-    tree = ast.parse(cli.read_text())
+    cli = PACKAGE / "cli"
+    tree = ast.parse((cli / "__init__.py").read_text())
     assert any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body)
-    assert '"serve"' in cli.read_text()
+    assert '"serve"' in (cli / "parser.py").read_text()
     assert (PACKAGE / "__main__.py").exists()  # python -m cognis_memory serve
 
 
