@@ -29,8 +29,7 @@ from cognis_memory.stores.migrations.postgres import MIGRATIONS as POSTGRES_MIGR
 from cognis_memory.stores.migrations.sqlite import apply_migrations
 from cognis_memory.stores.opensearch_index import MEMORY_FIELDS, memory_fields
 from cognis_memory.stores.opensearch_store import OpenSearchStore
-from cognis_memory.stores.postgres import _memory_params
-from cognis_memory.stores.records import MEMORY_COLUMNS
+from cognis_memory.stores.records import MEMORY_COLUMNS, POSTGRES, memory_to_row
 
 #: Every field of the dataclass is stored (derived values such as ``effective_time`` are properties).
 STORED: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Memory))
@@ -187,9 +186,9 @@ def test_every_stored_field_reaches_the_site(site: str, tmp_path: Path) -> None:
     assert not stale, f"ABSENT[{site!r}] lists {stale}, which are not Memory fields or are present after all"
 
 
-def test_postgres_insert_has_one_parameter_per_column() -> None:
-    # positional: a field added to the column list but not to the parameters (or the reverse) fails here
-    assert len(_memory_params(_sample())) == len(MEMORY_COLUMNS)
+def test_the_postgres_row_has_one_value_per_column() -> None:
+    # the INSERT is built from the column list and takes the row's values in that order
+    assert tuple(memory_to_row(_sample(), POSTGRES)) == MEMORY_COLUMNS
 
 
 def test_postgres_columns_come_in_the_record_order() -> None:

@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -47,7 +46,21 @@ from .keyword_index import FtsStatistics, FtsTokenizer, UserKeywordIndex, idf
 from .migrations.sqlite import FTS_TOKENIZE, apply_migrations
 from .numpy_index import IndexedRow, UserVectorIndex, category_code, kind_code, scope_code
 from .owner_cache import OwnerCache
-from .records import MEMORY_COLUMNS, SQLITE, SQLITE_WITHOUT_VECTORS, job_from_row, memory_from_row, message_from_row
+from .records import (
+    JOB_COLUMNS,
+    MEMORY_COLUMNS,
+    MESSAGE_COLUMNS,
+    SQLITE,
+    SQLITE_WITHOUT_VECTORS,
+    insert_statement,
+    job_from_row,
+    job_to_row,
+    memory_from_row,
+    memory_to_row,
+    message_from_row,
+    message_to_row,
+    row_values,
+)
 from .roles import StoreBundle
 from .values import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .vector_space import KEY as VECTOR_SPACE_KEY
@@ -69,6 +82,15 @@ _KIND_CODES = {k.value: kind_code(k) for k in MemoryKind}
 
 _MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
 _CHAIN_SQL = chain_query(_MEMORY_COLUMNS, SQLITE_PARAM)
+_INSERT_MEMORY = insert_statement("memories", MEMORY_COLUMNS, "?")
+_INSERT_MESSAGE = insert_statement("messages", MESSAGE_COLUMNS, "?")
+#: a job is written whole, with the queue's own lease column (a claim sets it)
+_UPSERT_JOB = (
+    insert_statement("jobs", (*JOB_COLUMNS, "lease_until"), "?")
+    + " ON CONFLICT(id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,"
+    " last_error = excluded.last_error, next_attempt_at = excluded.next_attempt_at,"
+    " lease_until = excluded.lease_until, updated_at = excluded.updated_at, result = excluded.result"
+)
 _COLUMNS_WITHOUT_VECTORS = ", ".join(c for c in MEMORY_COLUMNS if c not in ("embedding", "embedding_short"))
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Words too common to help BM25 that would make an OR query match most of a user's rows.
@@ -89,18 +111,6 @@ def fts_query_terms(text: str, limit: int = 32) -> list[str]:
     if not terms:  # a query made only of stop words still deserves an answer
         terms = list(dict.fromkeys(_WORD.findall(text.lower())))
     return terms[:limit]
-
-
-def _ts(value: datetime | None) -> float | None:
-    return value.timestamp() if value is not None else None
-
-
-def _vec(blob: bytes | None) -> np.ndarray | None:
-    return np.frombuffer(blob, dtype=np.float32).copy() if blob is not None else None
-
-
-def _blob(vec: np.ndarray | None) -> bytes | None:
-    return np.ascontiguousarray(vec, dtype=np.float32).tobytes() if vec is not None else None
 
 
 @dataclass(slots=True)
@@ -294,17 +304,7 @@ class EmbeddedStore:
 
     def _insert_memory(self, conn: sqlite3.Connection, m: Memory) -> tuple[int, int | None]:
         """Insert one memory row (and its FTS row when current); its rowid, and the FTS rowid if any."""
-        if m.embedding is None or m.embedding_short is None:
-            raise ValueError("embedding: memories must be embedded before they are stored")
-        row = conn.execute(
-            f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({', '.join('?' * 21)})",
-            (
-                m.id, m.tenant_id, m.user_id, m.agent_id, m.session_id, m.scope.value, m.category.value,
-                m.kind.value, m.content, m.speaker, _ts(m.event_time), _ts(m.message_time), _ts(m.created_at),
-                m.version, int(m.is_current), int(m.deleted), m.replaces_id, json.dumps(m.source_message_ids),
-                json.dumps(m.metadata, default=str), _blob(m.embedding), _blob(m.embedding_short),
-            ),
-        )  # fmt: skip
+        row = conn.execute(_INSERT_MEMORY, row_values(memory_to_row(m, SQLITE), MEMORY_COLUMNS))
         assert row.lastrowid is not None
         if not m.is_current:
             return row.lastrowid, None
@@ -364,15 +364,7 @@ class EmbeddedStore:
                     if row is not None:
                         out.append((message_from_row(row, SQLITE), False))
                         continue
-                conn.execute(
-                    "INSERT INTO messages (id, tenant_id, user_id, session_id, agent_id, speaker, role, content, ts,"
-                    " client_message_id, metadata, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        msg.id, msg.tenant_id, msg.user_id, msg.session_id, msg.agent_id, msg.speaker, msg.role,
-                        msg.content, msg.timestamp.timestamp(), msg.client_message_id,
-                        json.dumps(msg.metadata, default=str), msg.created_at.timestamp(),
-                    ),
-                )  # fmt: skip
+                conn.execute(_INSERT_MESSAGE, row_values(message_to_row(msg, SQLITE), MESSAGE_COLUMNS))
                 out.append((msg, True))
         return out
 
@@ -754,18 +746,7 @@ class EmbeddedStore:
     # -- jobs ---------------------------------------------------------------------------
     def _upsert_job(self, job: Job, lease_until: float | None = None) -> None:
         with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO jobs (id, tenant_id, user_id, message_ids, status, attempts, max_attempts, last_error,"
-                " next_attempt_at, lease_until, created_at, updated_at, result) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
-                " ON CONFLICT(id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,"
-                " last_error = excluded.last_error, next_attempt_at = excluded.next_attempt_at,"
-                " lease_until = excluded.lease_until, updated_at = excluded.updated_at, result = excluded.result",
-                (
-                    job.id, job.tenant_id, job.user_id, json.dumps(job.message_ids), job.status.value, job.attempts,
-                    job.max_attempts, job.last_error, job.next_attempt_at.timestamp(), lease_until,
-                    job.created_at.timestamp(), job.updated_at.timestamp(), json.dumps(job.result, default=str),
-                ),
-            )  # fmt: skip
+            conn.execute(_UPSERT_JOB, (*row_values(job_to_row(job, SQLITE), JOB_COLUMNS), lease_until))
 
     async def enqueue_job(self, job: Job) -> None:
         await asyncio.to_thread(self._upsert_job, job)

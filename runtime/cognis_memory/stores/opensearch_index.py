@@ -45,7 +45,7 @@ from opensearchpy import exceptions as os_exc
 from ..domain import Memory, Owner
 from ..errors import DependencyUnavailableError
 from .filters import opensearch_filter
-from .records import epoch_us, iso
+from .records import OPENSEARCH, SEARCHED_MEMORY_RECORD, Column, epoch_us, iso, memory_to_row
 from .values import SearchFilter
 
 log = logging.getLogger(__name__)
@@ -137,48 +137,50 @@ def match_clause(words: str) -> dict[str, Any]:
     }
 
 
-#: Fields shared by both OpenSearch memory indices (keyword index and the OpenSearch-only store).
-MEMORY_FIELDS: dict[str, Any] = {
-    "memory_id": {"type": "keyword"},
-    "tenant_id": {"type": "keyword"},
-    "user_id": {"type": "keyword"},
-    "agent_id": {"type": "keyword"},
-    "session_id": {"type": "keyword"},
-    "scope": {"type": "keyword"},
-    "category": {"type": "keyword"},
-    "kind": {"type": "keyword"},
-    "is_current": {"type": "boolean"},
-    "version": {"type": "integer"},
-    "content": {"type": "text", "analyzer": "standard", "fields": {"english": {"type": "text", "analyzer": "english"}}},
-    "event_time": {"type": "date"},
-    "message_time": {"type": "date"},
-    "effective_time": {"type": "date"},
+_KEYWORD = {"type": "keyword"}
+_DATE = {"type": "date"}
+#: how an OpenSearch memory index keeps each column kind of :mod:`.records` (vectors: the store's own fields)
+_FIELD_TYPES: dict[str, dict[str, Any]] = {
+    "text": _KEYWORD, "enum": _KEYWORD, "ids": _KEYWORD, "int": {"type": "integer"}, "flag": {"type": "boolean"},
+    "time": _DATE, "required_time": _DATE, "json": {"type": "object", "enabled": False},
+}  # fmt: skip
+#: the memory text, the one field BM25 scores: analysed as plain words and, in a subfield, stemmed English
+_CONTENT = {"type": "text", "analyzer": "standard", "fields": {"english": {"type": "text", "analyzer": "english"}}}
+#: derived from the effective time (event time, else message time), what time ranges filter on
+_EFFECTIVE_TIME = {
+    "effective_time": _DATE,
     # Exact (microsecond) effective time for range filters; `date` keeps only milliseconds.
     "effective_us": {"type": "long"},
-    "created_at": {"type": "date"},
 }
 
 
-def memory_fields(m: Memory) -> dict[str, Any]:
-    """The searchable fields of one memory (no vectors)."""
+def memory_mapping(
+    record: Sequence[Column], vector_fields: Callable[[str], dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The mapping properties of the memory columns ``record`` and the effective time; ``vector_fields``
+    maps a vector column to its fields (needed when ``record`` has vectors)."""
+    properties: dict[str, Any] = {}
+    for c in record:
+        name = OPENSEARCH.memory_id_field if c.name == "id" else c.name
+        if c.kind == "vector":
+            assert vector_fields is not None, f"{c.name}: a vector column needs its fields"
+            properties.update(vector_fields(name))
+        else:
+            properties[name] = _CONTENT if c.name == "content" else _FIELD_TYPES[c.kind]
+    return properties | _EFFECTIVE_TIME
+
+
+#: Fields shared by both OpenSearch memory indices (keyword index and the OpenSearch-only store).
+MEMORY_FIELDS: dict[str, Any] = memory_mapping(SEARCHED_MEMORY_RECORD)
+
+
+def memory_fields(m: Memory, record: tuple[Column, ...] = SEARCHED_MEMORY_RECORD) -> dict[str, Any]:
+    """The document fields of one memory: the columns ``record`` (default: the searchable ones, no
+    vectors) and the effective time."""
     eff = m.effective_time
-    return {
-        "memory_id": m.id,
-        "tenant_id": m.tenant_id,
-        "user_id": m.user_id,
-        "agent_id": m.agent_id,
-        "session_id": m.session_id,
-        "scope": m.scope.value,
-        "category": m.category.value,
-        "kind": m.kind.value,
-        "is_current": m.is_current,
-        "version": m.version,
-        "content": m.content,
-        "event_time": iso(m.event_time),
-        "message_time": iso(m.message_time),
+    return memory_to_row(m, OPENSEARCH, record) | {
         "effective_time": iso(eff),
         "effective_us": epoch_us(eff) if eff is not None else None,
-        "created_at": iso(m.created_at),
     }
 
 

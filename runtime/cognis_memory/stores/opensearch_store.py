@@ -45,10 +45,8 @@ Not transactional, and what that means:
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
-import json
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -63,7 +61,6 @@ from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import ConflictError, NotFoundError
 from .filters import opensearch_filter
 from .opensearch_index import (
-    MEMORY_FIELDS,
     OpenSearchRunner,
     Refresh,
     create_index_once,
@@ -72,8 +69,19 @@ from .opensearch_index import (
     match_clause,
     match_text,
     memory_fields,
+    memory_mapping,
 )
-from .records import OPENSEARCH, epoch_us, iso, job_from_row, memory_from_row, message_from_row
+from .records import (
+    MEMORY_RECORD,
+    OPENSEARCH,
+    epoch_us,
+    iso,
+    job_from_row,
+    job_to_row,
+    memory_from_row,
+    message_from_row,
+    message_to_row,
+)
 from .roles import StoreBundle
 from .values import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .vector_space import KEY as VECTOR_SPACE_KEY
@@ -164,21 +172,8 @@ class OpenSearchStore:
             "settings": index_settings(shards=self.shards, replicas=self.replicas, extra={"knn": True}),
             "mappings": {
                 "dynamic": "strict",
-                "properties": {
-                    **MEMORY_FIELDS,
-                    "speaker": kw,
-                    "deleted": {"type": "boolean"},
-                    "replaces_id": kw,
-                    "successor_id": kw,
-                    "flip_pending": {"type": "boolean"},
-                    "source_message_ids": kw,
-                    "metadata": {"type": "object", "enabled": False},
-                    "embedding": _knn_field(self.dim),
-                    "embedding_short": _knn_field(self.dim_short),
-                    # Compact copies returned with hits (float32, base64); the knn fields are not in _source.
-                    "embedding_b64": {"type": "binary"},
-                    "embedding_short_b64": {"type": "binary"},
-                },
+                "properties": memory_mapping(MEMORY_RECORD, self._vector_fields)
+                | {"successor_id": kw, "flip_pending": {"type": "boolean"}},
                 "_source": {"excludes": ["embedding", "embedding_short"]},
             },
         }
@@ -230,6 +225,14 @@ class OpenSearchStore:
             self.revocations: revocations,
         }
 
+    def _vector_fields(self, name: str) -> dict[str, Any]:
+        """A vector's ``knn_vector`` field and the compact copy (float32, base64) returned with hits: the knn
+        fields are not in ``_source``."""
+        return {
+            name: _knn_field(self.dim if name == "embedding" else self.dim_short),
+            f"{name}_b64": {"type": "binary"},
+        }
+
     async def open(self) -> None:
         """Create the indices (with aliases) when missing; idempotent and safe under concurrency."""
         for alias, body in self._bodies().items():
@@ -257,45 +260,19 @@ class OpenSearchStore:
     # -- documents ---------------------------------------------------------------------------------
     @staticmethod
     def _memory_doc(m: Memory, *, successor_id: str | None = None, flip_pending: bool = False) -> dict[str, Any]:
-        if m.embedding is None or m.embedding_short is None:
-            raise ValueError("embedding: memories must be embedded before they are stored")
-        full = np.ascontiguousarray(m.embedding, dtype=np.float32)
-        short = np.ascontiguousarray(m.embedding_short, dtype=np.float32)
-        return {
-            **memory_fields(m),
-            "speaker": m.speaker,
-            "deleted": m.deleted,
-            "replaces_id": m.replaces_id,
-            "successor_id": successor_id,
-            "flip_pending": flip_pending,
-            "source_message_ids": list(m.source_message_ids),
-            "metadata": json.loads(json.dumps(m.metadata, default=str)),
-            "embedding": full.astype(float).tolist(),
-            "embedding_short": short.astype(float).tolist(),
-            "embedding_b64": base64.b64encode(full.tobytes()).decode(),
-            "embedding_short_b64": base64.b64encode(short.tobytes()).decode(),
-        }
+        return memory_fields(m, MEMORY_RECORD) | {"successor_id": successor_id, "flip_pending": flip_pending}
 
     @staticmethod
     def _message_doc(m: Message) -> dict[str, Any]:
-        return {
-            "id": m.id, "tenant_id": m.tenant_id, "user_id": m.user_id, "session_id": m.session_id,
-            "agent_id": m.agent_id, "speaker": m.speaker, "role": m.role, "content": m.content,
-            "ts": iso(m.timestamp), "client_message_id": m.client_message_id,
-            "metadata": json.loads(json.dumps(m.metadata, default=str)), "created_at": iso(m.created_at),
-        }  # fmt: skip
+        return message_to_row(m, OPENSEARCH)
 
     @staticmethod
     def _job_doc(job: Job, lease_until: datetime | None = None) -> dict[str, Any]:
-        return {
-            "id": job.id, "tenant_id": job.tenant_id, "user_id": job.user_id, "message_ids": list(job.message_ids),
-            "status": job.status.value, "attempts": job.attempts, "max_attempts": job.max_attempts,
-            "last_error": job.last_error, "next_attempt_at": iso(job.next_attempt_at),
-            "next_attempt_us": epoch_us(job.next_attempt_at), "lease_until": iso(lease_until),
+        return job_to_row(job, OPENSEARCH) | {
+            "next_attempt_us": epoch_us(job.next_attempt_at),
+            "lease_until": iso(lease_until),
             "lease_until_us": epoch_us(lease_until) if lease_until is not None else None,
-            "created_at": iso(job.created_at), "updated_at": iso(job.updated_at),
-            "result": json.loads(json.dumps(job.result, default=str)),
-        }  # fmt: skip
+        }
 
     async def _get(self, index: str, doc_id: str) -> dict[str, Any] | None:
         """Realtime GET: the raw response (``_source``, ``_seq_no``, ``_primary_term``) or None."""

@@ -25,7 +25,6 @@ Connection or pool failures surface as :class:`~cognis_memory.errors.DependencyU
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import struct
 import time
@@ -42,14 +41,27 @@ from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg.types import TypeInfo
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..domain import Job, JobStatus, Memory, Message, Owner
 from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
 from .filters import postgres_filter
 from .migrations.postgres import apply_migrations, check_schema_current
-from .records import MEMORY_COLUMNS, POSTGRES, job_from_row, memory_from_row, message_from_row
+from .records import (
+    JOB_COLUMNS,
+    MEMORY_COLUMNS,
+    MEMORY_RECORD,
+    MESSAGE_COLUMNS,
+    POSTGRES,
+    insert_statement,
+    job_from_row,
+    job_to_row,
+    memory_from_row,
+    memory_to_row,
+    message_from_row,
+    message_to_row,
+    row_values,
+)
 from .values import ApiKeyRecord, ScoredMemory, SearchFilter, UserSummary, VectorSearchResult
 from .vector_space import KEY as VECTOR_SPACE_KEY
 from .vector_space import check as check_vector_space
@@ -61,7 +73,16 @@ _COLS = ", ".join(MEMORY_COLUMNS)
 _CHAIN_SQL = chain_query(_COLS, PSYCOPG_PARAM)
 _COLS_M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
 _COLS_NO_VEC = ", ".join(c for c in MEMORY_COLUMNS if not c.startswith("embedding"))
-_INSERT_MEMORY = f"INSERT INTO memories ({_COLS}) VALUES ({', '.join(['%s'] * len(MEMORY_COLUMNS))})"
+_INSERT_MEMORY = insert_statement("memories", MEMORY_COLUMNS, "%s")
+_INSERT_MESSAGE = insert_statement("messages", MESSAGE_COLUMNS, "%s")
+#: a job is written whole; its lease is the queue's own column (a claim sets it, any save clears it)
+_UPSERT_JOB = (
+    insert_statement("jobs", (*JOB_COLUMNS, "lease_until"), "%s")
+    + " ON CONFLICT (id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,"
+    " last_error = excluded.last_error, next_attempt_at = excluded.next_attempt_at,"
+    " lease_until = NULL, updated_at = excluded.updated_at, result = excluded.result"
+    " WHERE jobs.tenant_id = excluded.tenant_id AND jobs.user_id = excluded.user_id"
+)
 _INSERT_OUTBOX = "INSERT INTO outbox (op, memory_id, tenant_id, user_id, version) VALUES (%s, %s, %s, %s, %s)"
 
 #: pgvector accepts ef_search up to 1000.
@@ -106,20 +127,15 @@ async def register_vector_types(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.adapters.register_loader(info.oid, _VectorTextLoader)
 
 
-# -- helpers --------------------------------------------------------------------------------------
+#: the PostgreSQL type of each column kind (the binary COPY of :meth:`PostgresStore.bulk_load` names them)
+_COPY_TYPES = {
+    "text": "text", "enum": "text", "int": "int4", "flag": "bool", "time": "timestamptz",
+    "required_time": "timestamptz", "ids": "text[]", "json": "jsonb", "vector": "vector",
+}  # fmt: skip
+
+
 def _memory_params(m: Memory) -> tuple[Any, ...]:
-    if m.embedding is None or m.embedding_short is None:
-        raise ValueError("embedding: memories must be embedded before they are stored")
-    return (
-        m.id, m.tenant_id, m.user_id, m.agent_id, m.session_id, m.scope.value, m.category.value, m.kind.value,
-        m.content, m.speaker, m.event_time, m.message_time, m.created_at, m.version, m.is_current, m.deleted,
-        m.replaces_id, list(m.source_message_ids), Jsonb(m.metadata, dumps=_json_dumps),
-        np.asarray(m.embedding, dtype=np.float32), np.asarray(m.embedding_short, dtype=np.float32),
-    )  # fmt: skip
-
-
-def _json_dumps(obj: Any) -> str:
-    return json.dumps(obj, default=str)
+    return row_values(memory_to_row(m, POSTGRES), MEMORY_COLUMNS)
 
 
 @dataclass(slots=True)
@@ -353,15 +369,9 @@ class PostgresStore:
         async with self.connection() as conn, conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
             for msg in messages:
                 await cur.execute(
-                    "INSERT INTO messages (id, tenant_id, user_id, session_id, agent_id, speaker, role, content, ts,"
-                    " client_message_id, metadata, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-                    " ON CONFLICT (tenant_id, user_id, client_message_id) DO NOTHING RETURNING id",
-                    (
-                        msg.id, msg.tenant_id, msg.user_id, msg.session_id, msg.agent_id, msg.speaker, msg.role,
-                        msg.content, msg.timestamp, msg.client_message_id, Jsonb(msg.metadata, dumps=_json_dumps),
-                        msg.created_at,
-                    ),
-                )  # fmt: skip
+                    _INSERT_MESSAGE + " ON CONFLICT (tenant_id, user_id, client_message_id) DO NOTHING RETURNING id",
+                    row_values(message_to_row(msg, POSTGRES), MESSAGE_COLUMNS),
+                )
                 if await cur.fetchone() is not None:
                     out.append((msg, True))
                     continue
@@ -602,11 +612,7 @@ class PostgresStore:
                     conn.cursor() as cur,
                     cur.copy(f"COPY memories ({_COLS}) FROM STDIN (FORMAT BINARY)") as copy,
                 ):
-                    copy.set_types(
-                        ["text", "text", "text", "text", "text", "text", "text", "text", "text", "text",
-                         "timestamptz", "timestamptz", "timestamptz", "int4", "bool", "bool", "text",
-                         "text[]", "jsonb", "vector", "vector"]
-                    )  # fmt: skip
+                    copy.set_types([_COPY_TYPES[c.kind] for c in MEMORY_RECORD])
                     for m in memories:
                         await copy.write_row(_memory_params(m))
                 if rebuild_index:
@@ -692,20 +698,7 @@ class PostgresStore:
     # -- jobs -------------------------------------------------------------------------------------
     async def _upsert_job(self, job: Job) -> None:
         async with self.connection() as conn:
-            await conn.execute(
-                "INSERT INTO jobs (id, tenant_id, user_id, message_ids, status, attempts, max_attempts, last_error,"
-                " next_attempt_at, lease_until, created_at, updated_at, result)"
-                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,NULL,%s,%s,%s)"
-                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,"
-                " last_error = excluded.last_error, next_attempt_at = excluded.next_attempt_at,"
-                " lease_until = NULL, updated_at = excluded.updated_at, result = excluded.result"
-                " WHERE jobs.tenant_id = excluded.tenant_id AND jobs.user_id = excluded.user_id",
-                (
-                    job.id, job.tenant_id, job.user_id, Jsonb(list(job.message_ids)), job.status.value, job.attempts,
-                    job.max_attempts, job.last_error, job.next_attempt_at, job.created_at, job.updated_at,
-                    Jsonb(job.result, dumps=_json_dumps),
-                ),
-            )  # fmt: skip
+            await conn.execute(_UPSERT_JOB, (*row_values(job_to_row(job, POSTGRES), JOB_COLUMNS), None))
 
     async def enqueue_job(self, job: Job) -> None:
         await self._upsert_job(job)

@@ -2,8 +2,10 @@
 backends keep, with one value converter per backend side by side.
 
 The field names are the same everywhere (the SQL column names), except the memory id, which the
-OpenSearch documents call ``memory_id``. What differs per backend is how a few value types are
-kept; a :class:`StoredValues` says how one backend reads them back:
+OpenSearch documents call ``memory_id``. Each record is one column list (:data:`MEMORY_RECORD`,
+:data:`MESSAGE_RECORD`, :data:`JOB_RECORD`) whose columns say their kind; one function per direction
+(:func:`row_from_fields`, and a reader written out from the columns) maps a record both ways for any backend. What differs
+per backend is how a few value types are kept, written and read back; a :class:`StoredValues` says it:
 
 =============  ===================  ==================  ======================================
 backend        times                lists and objects   vectors
@@ -21,22 +23,18 @@ that is missing is refused (ValueError naming the field), never replaced by "now
 from __future__ import annotations
 
 import base64
+import dataclasses
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Scope
-
-#: The memory fields in the order of the SQL backends' ``memories`` columns.
-MEMORY_COLUMNS = (
-    "id", "tenant_id", "user_id", "agent_id", "session_id", "scope", "category", "kind", "content", "speaker",
-    "event_time", "message_time", "created_at", "version", "is_current", "deleted", "replaces_id",
-    "source_message_ids", "metadata", "embedding", "embedding_short",
-)  # fmt: skip
 
 
 class Row(Protocol):
@@ -121,13 +119,51 @@ def _no_vector(row: Row, name: str) -> np.ndarray | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+# -- write side: the same value types, as each backend keeps them ------------------------------------
+def _epoch(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def _plain_iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+def _json_value(value: Any) -> Any:
+    """What JSON keeps of ``value`` (values JSON lacks, such as datetimes, become their text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _blob_columns(name: str, vector: np.ndarray) -> dict[str, Any]:
+    return {name: np.ascontiguousarray(vector, dtype=np.float32).tobytes()}
+
+
+def _document_fields(name: str, vector: np.ndarray) -> dict[str, Any]:
+    """The ``knn_vector`` field (not kept in ``_source``) and its compact float32 copy returned with hits."""
+    v = np.ascontiguousarray(vector, dtype=np.float32)
+    return {name: v.astype(float).tolist(), f"{name}_b64": base64.b64encode(v.tobytes()).decode()}
+
+
+def _no_columns(name: str, vector: np.ndarray) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity: the compiled readers' key
 class StoredValues:
-    """How one backend keeps the values that are not text, numbers or booleans."""
+    """How one backend keeps the values that are not text or numbers: reading them back (``time``,
+    ``structured``, ``vector``) and writing them (the ``*_out`` converters)."""
 
     time: Callable[[Any], datetime | None]
     structured: Callable[[Any], Any]  #: lists and objects (source ids, metadata, job results)
     vector: Callable[[Row, str], np.ndarray | None]
+    time_out: Callable[[datetime | None], Any]
+    json_out: Callable[[Any], Any]  #: objects and the lists kept as JSON (metadata, job message ids, results)
+    vector_out: Callable[[str, np.ndarray], dict[str, Any]]  #: the field(s) keeping one vector
+    ids_out: Callable[[list[str]], Any] = list  #: a list of ids with a column type of its own (``text[]``)
+    flag_out: Callable[[bool], Any] = bool
     memory_id_field: str = "id"
 
     def required_time(self, row: Row, name: str) -> datetime:
@@ -136,76 +172,259 @@ class StoredValues:
             raise ValueError(f"{name}: a stored record always has this time")
         return value
 
+    @property
+    def keeps_vectors(self) -> bool:
+        return self.vector_out is not _no_columns
 
-SQLITE = StoredValues(time=_from_epoch, structured=_from_json_text, vector=_blob_vector)
+
+SQLITE = StoredValues(
+    time=_from_epoch, structured=_from_json_text, vector=_blob_vector,
+    time_out=_epoch, json_out=_json_text, vector_out=_blob_columns, ids_out=_json_text, flag_out=int,
+)  # fmt: skip
 #: SQLite rows selected without their vector columns (the caller has the vectors): no lookup of the absent columns
-SQLITE_WITHOUT_VECTORS = StoredValues(time=_from_epoch, structured=_from_json_text, vector=_no_vector)
-POSTGRES = StoredValues(time=aware, structured=_as_is, vector=_native_vector)
-OPENSEARCH = StoredValues(time=_from_iso, structured=_as_is, vector=_document_vector, memory_id_field="memory_id")
-PLAIN_JSON = StoredValues(time=_from_iso, structured=_as_is, vector=_no_vector)
+SQLITE_WITHOUT_VECTORS = dataclasses.replace(SQLITE, vector=_no_vector)
+OPENSEARCH = StoredValues(
+    time=_from_iso, structured=_as_is, vector=_document_vector,
+    time_out=iso, json_out=_json_value, vector_out=_document_fields, memory_id_field="memory_id",
+)  # fmt: skip
+PLAIN_JSON = StoredValues(
+    time=_from_iso, structured=_as_is, vector=_no_vector, time_out=_plain_iso, json_out=_as_is, vector_out=_no_columns
+)
 
 
-_SCOPES = {m.value: m for m in Scope}
-_CATEGORIES = {m.value: m for m in Category}
-_KINDS = {m.value: m for m in MemoryKind}
+def _jsonb(value: Any) -> Any:
+    from psycopg.types.json import Jsonb  # psycopg is an optional dependency (the prod extra)
+
+    return Jsonb(value, dumps=_json_text)
+
+
+def _numpy_column(name: str, vector: np.ndarray) -> dict[str, Any]:
+    return {name: np.asarray(vector, dtype=np.float32)}
+
+
+POSTGRES = StoredValues(
+    time=aware, structured=_as_is, vector=_native_vector,
+    time_out=_as_is, json_out=_jsonb, vector_out=_numpy_column,
+)  # fmt: skip
+
+
+# -- the records: one column list each, read and written by kind -----------------------------------------
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One stored field. ``kind`` says how it is kept: ``text``, ``int``, ``flag``, ``enum`` (its value),
+    ``time``, ``required_time``, ``ids`` (a list of ids), ``json_list``, ``json`` (an object) or ``vector``.
+
+    ``attr`` is the domain attribute when it is named otherwise (a message's ``timestamp`` is kept as
+    ``ts``); ``required`` columns are read with ``row[name]`` (a missing one is an error), the others
+    read as None when absent; ``searched`` marks the memory fields a keyword search filters or scores
+    on, the fields of the dual store's keyword index."""
+
+    name: str
+    kind: str = "text"
+    enum: type[StrEnum] | None = None
+    required: bool = False
+    searched: bool = False
+    attr: str = ""
+
+    @property
+    def field(self) -> str:
+        return self.attr or self.name
+
+
+#: The memory fields in the order of the SQL backends' ``memories`` columns.
+MEMORY_RECORD: tuple[Column, ...] = (
+    Column("id", required=True, searched=True),
+    Column("tenant_id", required=True, searched=True),
+    Column("user_id", required=True, searched=True),
+    Column("agent_id", searched=True),
+    Column("session_id", searched=True),
+    Column("scope", "enum", Scope, required=True, searched=True),
+    Column("category", "enum", Category, required=True, searched=True),
+    Column("kind", "enum", MemoryKind, required=True, searched=True),
+    Column("content", required=True, searched=True),
+    Column("speaker"),
+    Column("event_time", "time", searched=True),
+    Column("message_time", "time", searched=True),
+    Column("created_at", "required_time", searched=True),
+    Column("version", "int", required=True, searched=True),
+    Column("is_current", "flag", required=True, searched=True),
+    Column("deleted", "flag"),
+    Column("replaces_id"),
+    Column("source_message_ids", "ids"),
+    Column("metadata", "json"),
+    Column("embedding", "vector"),
+    Column("embedding_short", "vector"),
+)
+MESSAGE_RECORD: tuple[Column, ...] = (
+    Column("id", required=True),
+    Column("tenant_id", required=True),
+    Column("user_id", required=True),
+    Column("session_id"),
+    Column("agent_id"),
+    Column("speaker"),
+    Column("role", required=True),
+    Column("content", required=True),
+    Column("ts", "required_time", attr="timestamp"),
+    Column("client_message_id"),
+    Column("metadata", "json"),
+    Column("created_at", "required_time"),
+)
+JOB_RECORD: tuple[Column, ...] = (
+    Column("id", required=True),
+    Column("tenant_id", required=True),
+    Column("user_id", required=True),
+    Column("message_ids", "json_list", required=True),
+    Column("status", "enum", JobStatus, required=True),
+    Column("attempts", "int", required=True),
+    Column("max_attempts", "int", required=True),
+    Column("last_error"),
+    Column("next_attempt_at", "required_time"),
+    Column("created_at", "required_time"),
+    Column("updated_at", "required_time"),
+    Column("result", "json"),
+)
+
+MEMORY_COLUMNS = tuple(c.name for c in MEMORY_RECORD)
+MESSAGE_COLUMNS = tuple(c.name for c in MESSAGE_RECORD)
+JOB_COLUMNS = tuple(c.name for c in JOB_RECORD)
+#: the memory fields of the dual store's keyword index (before the derived effective time)
+SEARCHED_MEMORY_RECORD = tuple(c for c in MEMORY_RECORD if c.searched)
+
+Writer = Callable[[Any, dict[str, Any]], None]
+
+#: how a column of each kind is read, as an expression of ``value`` (the stored value, None when absent)
+#: or of ``row`` and ``key`` (kinds that read the row themselves); the names are those of :func:`_compile_reader`'s scope
+_READS = {
+    "text": "{value}",
+    "int": "int({value})",
+    "flag": "bool({value})",
+    "enum": "{members}.get({value}) or {enum}({value})",  # a dict lookup is a tenth of the enum call; an unknown value still raises
+    "time": "time({value})",
+    "required_time": "required_time(row, {key})",
+    "ids": "list(structured({value}) or [])",
+    "json_list": "list(structured({value}) or [])",
+    "json": "dict(structured({value}) or {{}})",
+    "vector": "vector(row, {key})",
+}
+
+
+def _compile_reader(
+    record: tuple[Column, ...], make: type, values: StoredValues, id_field: str
+) -> Callable[[Row], Any]:
+    """One function reading a row of ``record`` into ``make`` (Memory, Message, Job), written out column by
+    column from the record (as ``dataclasses`` writes ``__init__``), so that reading the rows of a search
+    costs what a hand-written constructor call does."""
+    scope: dict[str, Any] = {
+        "make": make, "field": _field, "time": values.time, "required_time": values.required_time,
+        "structured": values.structured, "vector": values.vector,
+    }  # fmt: skip
+    arguments = []
+    for i, c in enumerate(record):
+        key = repr(_key(c, id_field))
+        value = f"row[{key}]" if c.required else f"field(row, {key})"
+        if c.enum is not None:
+            scope[f"enum{i}"], scope[f"members{i}"] = c.enum, {m.value: m for m in c.enum}
+        read = _READS[c.kind].format(value=value, key=key, enum=f"enum{i}", members=f"members{i}")
+        arguments.append(f"{c.field}={read}")
+    exec(f"def read(row):\n    return make({', '.join(arguments)})", scope)
+    return scope["read"]
+
+
+class _RecordReader:
+    """Reads rows of one record into its domain class, through one compiled reader per backend's values."""
+
+    def __init__(self, record: tuple[Column, ...], make: type, *, memory_ids: bool = False) -> None:
+        self.record, self.make, self.memory_ids = record, make, memory_ids
+        self._compiled: dict[StoredValues, Callable[[Row], Any]] = {}
+
+    def __call__(self, row: Row, values: StoredValues) -> Any:
+        read = self._compiled.get(values)
+        if read is None:
+            id_field = values.memory_id_field if self.memory_ids else "id"
+            read = self._compiled[values] = _compile_reader(self.record, self.make, values, id_field)
+        return read(row)
+
+
+def _writer(c: Column, key: str, values: StoredValues) -> Writer:
+    attr = c.field
+    convert: Callable[[Any], Any] | None = {
+        "text": None,
+        "int": None,
+        "flag": values.flag_out,
+        "enum": lambda v: v.value,
+        "time": values.time_out,
+        "required_time": values.time_out,
+        "ids": lambda v: values.ids_out(list(v)),
+        "json_list": values.json_out,
+        "json": values.json_out,
+    }.get(c.kind, _as_is)
+    if c.kind == "vector":
+        return lambda obj, out: out.update(values.vector_out(key, getattr(obj, attr)))
+    if convert is None:
+        return lambda obj, out: out.__setitem__(key, getattr(obj, attr))
+    fn = convert
+    return lambda obj, out: out.__setitem__(key, fn(getattr(obj, attr)))
+
+
+def _key(c: Column, id_field: str) -> str:
+    return id_field if c.name == "id" else c.name
+
+
+@functools.cache
+def _writers(record: tuple[Column, ...], values: StoredValues, id_field: str) -> tuple[Writer, ...]:
+    return tuple(_writer(c, _key(c, id_field), values) for c in record)
+
+
+def row_from_fields(
+    record: tuple[Column, ...], obj: Any, values: StoredValues, *, id_field: str = "id"
+) -> dict[str, Any]:
+    """The row or document fields of ``obj`` (a Memory, Message or Job), in the record's column order."""
+    out: dict[str, Any] = {}
+    for write in _writers(record, values, id_field):
+        write(obj, out)
+    return out
+
+
+_read_memory = _RecordReader(MEMORY_RECORD, Memory, memory_ids=True)
+_read_message = _RecordReader(MESSAGE_RECORD, Message)
+_read_job = _RecordReader(JOB_RECORD, Job)
 
 
 def memory_from_row(row: Row, values: StoredValues) -> Memory:
     """A Memory from a row or document; vectors are None when they were not selected."""
-    return Memory(
-        id=row[values.memory_id_field],
-        tenant_id=row["tenant_id"],
-        user_id=row["user_id"],
-        agent_id=_field(row, "agent_id"),
-        session_id=_field(row, "session_id"),
-        scope=_SCOPES.get(row["scope"]) or Scope(row["scope"]),  # a dict lookup is a tenth of the enum call;
-        category=_CATEGORIES.get(row["category"]) or Category(row["category"]),  # an unknown value still raises
-        kind=_KINDS.get(row["kind"]) or MemoryKind(row["kind"]),
-        content=row["content"],
-        speaker=_field(row, "speaker"),
-        event_time=values.time(_field(row, "event_time")),
-        message_time=values.time(_field(row, "message_time")),
-        created_at=values.required_time(row, "created_at"),
-        version=int(row["version"]),
-        is_current=bool(row["is_current"]),
-        deleted=bool(_field(row, "deleted")),
-        replaces_id=_field(row, "replaces_id"),
-        source_message_ids=list(values.structured(_field(row, "source_message_ids")) or []),
-        metadata=dict(values.structured(_field(row, "metadata")) or {}),
-        embedding=values.vector(row, "embedding"),
-        embedding_short=values.vector(row, "embedding_short"),
-    )
+    return _read_memory(row, values)
+
+
+def memory_to_row(m: Memory, values: StoredValues, record: tuple[Column, ...] = MEMORY_RECORD) -> dict[str, Any]:
+    """The fields of ``record`` (default: every column) of one memory as ``values``' backend keeps them.
+    A backend that keeps vectors refuses a memory without them."""
+    vectors = values.keeps_vectors and any(c.kind == "vector" for c in record)
+    if vectors and (m.embedding is None or m.embedding_short is None):
+        raise ValueError("embedding: memories must be embedded before they are stored")
+    return row_from_fields(record, m, values, id_field=values.memory_id_field)
 
 
 def message_from_row(row: Row, values: StoredValues) -> Message:
-    return Message(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        user_id=row["user_id"],
-        session_id=_field(row, "session_id"),
-        agent_id=_field(row, "agent_id"),
-        speaker=_field(row, "speaker"),
-        role=row["role"],
-        content=row["content"],
-        timestamp=values.required_time(row, "ts"),
-        client_message_id=_field(row, "client_message_id"),
-        metadata=dict(values.structured(_field(row, "metadata")) or {}),
-        created_at=values.required_time(row, "created_at"),
-    )
+    return _read_message(row, values)
+
+
+def message_to_row(m: Message, values: StoredValues) -> dict[str, Any]:
+    return row_from_fields(MESSAGE_RECORD, m, values)
 
 
 def job_from_row(row: Row, values: StoredValues) -> Job:
-    return Job(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        user_id=row["user_id"],
-        message_ids=list(values.structured(row["message_ids"])),
-        status=JobStatus(row["status"]),
-        attempts=int(row["attempts"]),
-        max_attempts=int(row["max_attempts"]),
-        last_error=_field(row, "last_error"),
-        next_attempt_at=values.required_time(row, "next_attempt_at"),
-        created_at=values.required_time(row, "created_at"),
-        updated_at=values.required_time(row, "updated_at"),
-        result=dict(values.structured(_field(row, "result")) or {}),
-    )
+    return _read_job(row, values)
+
+
+def job_to_row(job: Job, values: StoredValues) -> dict[str, Any]:
+    return row_from_fields(JOB_RECORD, job, values)
+
+
+def insert_statement(table: str, columns: Sequence[str], placeholder: str) -> str:
+    """``INSERT INTO table (columns) VALUES (placeholders)``, one positional placeholder per column."""
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join([placeholder] * len(columns))})"
+
+
+def row_values(row: dict[str, Any], columns: Sequence[str]) -> tuple[Any, ...]:
+    """A row's values in the order of ``columns`` (the parameters of :func:`insert_statement`)."""
+    return tuple(row[c] for c in columns)
