@@ -88,7 +88,8 @@ def real(module_name: str) -> types.ModuleType:
 
 # -- what each case mutates ---------------------------------------------------------------------------
 EMBEDDED = "cognis_memory.stores.embedded"
-POSTGRES = "cognis_memory.stores.postgres"
+PG_VECTORS = "cognis_memory.stores.postgres.vectors"
+PG_MEMORIES = "cognis_memory.stores.postgres.memories"
 OS_INDEX = "cognis_memory.stores.opensearch_index"
 OS_STORE = "cognis_memory.stores.opensearch_store"
 FILTERS = "cognis_memory.stores.filters"
@@ -101,7 +102,7 @@ NO_OWNER_TOKEN = Edit('owner : "{owner_token(owner)}" AND ', "", 1, "EmbeddedSto
 NO_USER_INDEX_ROWS = Edit("AND user_id = ? AND is_current", "AND (user_id = ? OR 1) AND is_current", 1,
                           "EmbeddedStore._load_index_rows")  # fmt: skip
 NO_USER_FETCH = Edit("AND user_id = ? AND id IN", "AND (user_id = ? OR 1) AND id IN", 1, "EmbeddedStore._fetch")
-NO_USER_PG_VECTOR = Edit("m.user_id = %s", "(m.user_id = %s OR TRUE)", 3, "PostgresStore.vector_search")
+NO_USER_PG_VECTOR = Edit("m.user_id = %s", "(m.user_id = %s OR TRUE)", 3, "PostgresVectorSearch.vector_search")
 NO_USER_PG_HYDRATION = Edit("AND user_id = %s AND is_current AND id", "AND (user_id = %s OR TRUE) AND is_current AND id",
                             1)  # fmt: skip
 NO_USER_OS_FILTER = Edit('{"term": {"user_id": flt.owner.user_id}},', "", 1, "opensearch_filter")
@@ -127,19 +128,29 @@ class Env:
     def embedded(self, mod: types.ModuleType) -> Any:
         return mod.EmbeddedStore(self.tmp_path / f"{unique_prefix('e')}.db", dim=self.dim, dim_short=DIM_SHORT)
 
-    def postgres(self, mod: types.ModuleType) -> Any:
+    def postgres(self, *roles: types.ModuleType) -> Any:
+        """A PostgreSQL store whose role objects come from ``roles`` (modules of :mod:`cognis_memory.stores.postgres`,
+        possibly mutated) in place of its own: each role module's class is built on the same database."""
         pg = self.request.getfixturevalue("postgres_server")
-        return mod.PostgresStore(pg.create_database(unique_prefix("db")), dim=self.dim, dim_short=DIM_SHORT, pool_max=4)
+        store = real("cognis_memory.stores.postgres").PostgresStore(
+            pg.create_database(unique_prefix("db")), dim=self.dim, dim_short=DIM_SHORT, pool_max=4
+        )
+        for mod in roles:
+            if hasattr(mod, "PostgresVectorSearch"):
+                store.vectors = mod.PostgresVectorSearch(store)
+            if hasattr(mod, "PostgresMemories"):
+                store.memories = mod.PostgresMemories(store)
+        return store
 
     def os_url(self) -> str:
         return self.request.getfixturevalue("opensearch_server").url
 
-    def dual(self, pg_mod: types.ModuleType, os_mod: types.ModuleType) -> Any:
+    def dual(self, os_mod: types.ModuleType, *pg_roles: types.ModuleType) -> Any:
         kw = os_mod.OpenSearchKeywordIndex(
             os_client(self.os_url()), index_prefix=unique_prefix("d"), replicas=0, refresh=True,
             search_timeout_s=2.0, write_timeout_s=5.0,
         )  # fmt: skip
-        return real("cognis_memory.stores.dual").DualStore(self.postgres(pg_mod), kw)
+        return real("cognis_memory.stores.dual").DualStore(self.postgres(*pg_roles), kw)
 
     def opensearch(self, store_mod: types.ModuleType) -> Any:
         return store_mod.OpenSearchStore(
@@ -174,12 +185,12 @@ CASES: dict[str, Case] = {
     "embedded vector query (index rows and their fetch)": lambda env: Parts(
         env.embedded(mutant(EMBEDDED, NO_USER_INDEX_ROWS, NO_USER_FETCH))
     ),
-    "PostgreSQL vector query": lambda env: Parts(env.dual(mutant(POSTGRES, NO_USER_PG_VECTOR), real(OS_INDEX))),
+    "PostgreSQL vector query": lambda env: Parts(env.dual(real(OS_INDEX), mutant(PG_VECTORS, NO_USER_PG_VECTOR))),
     "OpenSearch filter clauses (OpenSearch-only store)": lambda env: Parts(
         env.opensearch(with_mutated_filters(OS_STORE))
     ),
     "dual keyword query (OpenSearch filter and PostgreSQL hydration)": lambda env: Parts(
-        env.dual(mutant(POSTGRES, NO_USER_PG_HYDRATION), with_mutated_filters(OS_INDEX))
+        env.dual(with_mutated_filters(OS_INDEX), mutant(PG_MEMORIES, NO_USER_PG_HYDRATION))
     ),
     "speaker directory owner key": lambda env: Parts(
         env.embedded(real(EMBEDDED)),
@@ -201,12 +212,12 @@ ONE_LAYER: dict[str, Case] = {
         env.embedded(mutant(EMBEDDED, NO_USER_INDEX_ROWS))
     ),
     "dual store without the OpenSearch user filter": lambda env: Parts(
-        env.dual(real(POSTGRES), with_mutated_filters(OS_INDEX))
+        env.dual(with_mutated_filters(OS_INDEX))
     ),
 }  # fmt: skip
 CONTROLS: dict[str, Case] = {
     "embedded": lambda env: Parts(env.embedded(real(EMBEDDED)), cache=env.cache(real(REDIS))),
-    "dual": lambda env: Parts(env.dual(real(POSTGRES), real(OS_INDEX)), cache=env.cache(real(REDIS))),
+    "dual": lambda env: Parts(env.dual(real(OS_INDEX)), cache=env.cache(real(REDIS))),
     "opensearch": lambda env: Parts(env.opensearch(real(OS_STORE)), cache=env.cache(real(REDIS))),
 }
 

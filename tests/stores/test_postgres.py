@@ -63,7 +63,7 @@ async def test_filtered_hnsw_returns_enough_rows_only_with_iterative_scan(postgr
     for s in (default, relaxed, control):
         await s.open()
     try:
-        await default.bulk_load(rows)  # COPY, then build the HNSW index
+        await default.memories.bulk_load(rows)  # COPY, then build the HNSW index
         owner = Owner(tenant, "u0")
         mine = [m for m in rows if m.user_id == "u0"]
         q = unit(rng.normal(size=ITER_DIM))
@@ -79,13 +79,13 @@ async def test_filtered_hnsw_returns_enough_rows_only_with_iterative_scan(postgr
             plan = "\n".join(r[0] for r in await cur.fetchall())
         assert "memories_short_hnsw" in plan, plan
 
-        good = await relaxed.vector_search(SearchFilter(owner), q, qs, limit=40, shortlist=40)
+        good = await relaxed.vectors.vector_search(SearchFilter(owner), q, qs, limit=40, shortlist=40)
         assert len(good.hits) == 40 and good.candidates_short == 40
         assert all(h.memory.user_id == "u0" for h in good.hits)
-        bad = await control.vector_search(SearchFilter(owner), q, qs, limit=40, shortlist=40)
+        bad = await control.vectors.vector_search(SearchFilter(owner), q, qs, limit=40, shortlist=40)
         assert len(bad.hits) < 20, f"without iterative scan the filtered HNSW scan found {len(bad.hits)} rows"
         # The store's default configuration (planner's choice) is right too, and exact here.
-        dflt = await default.vector_search(SearchFilter(owner), q, qs, limit=40, shortlist=50)
+        dflt = await default.vectors.vector_search(SearchFilter(owner), q, qs, limit=40, shortlist=50)
         assert [h.memory.id for h in dflt.hits] == [i for i, _ in brute_force(mine, q, limit=40)]
     finally:
         for s in (default, relaxed, control):
@@ -123,9 +123,9 @@ async def test_concurrent_job_claims_never_collide(postgres_server) -> None:
     try:
         jobs = [Job("t", "u", [f"m{i}"]) for i in range(6)]
         for j in jobs:
-            await store.enqueue_job(j)
+            await store.jobs.enqueue_job(j)
         now = max(j.next_attempt_at for j in jobs)
-        claimed = await asyncio.gather(*(store.claim_job(now, 60) for _ in range(12)))
+        claimed = await asyncio.gather(*(store.jobs.claim_job(now, 60) for _ in range(12)))
         ids = [j.id for j in claimed if j is not None]
         assert sorted(ids) == sorted(j.id for j in jobs)  # each job exactly once, the rest got None
     finally:
@@ -142,14 +142,19 @@ async def test_unreachable_server_is_a_dependency_error() -> None:
 
 async def test_postgres_supplies_every_role_but_keyword_search(postgres_server) -> None:
     store = PostgresStore(create_database(postgres_server.dsn), dim=16, dim_short=4)
-    for role in (MessageLog, MemoryVersions, VectorSearch, JobQueue, ApiKeyStore, StoreLifecycle):
-        assert isinstance(store, role), role
-    assert not isinstance(store, KeywordSearch)  # BM25 comes from OpenSearch in the dual store
+    supplied = {
+        MessageLog: store.messages, MemoryVersions: store.memories, VectorSearch: store.vectors,
+        JobQueue: store.jobs, ApiKeyStore: store.api_keys, StoreLifecycle: store,
+    }  # fmt: skip
+    for role, obj in supplied.items():
+        assert isinstance(obj, role), role
+    # BM25 comes from OpenSearch in the dual store
+    assert not any(isinstance(obj, KeywordSearch) for obj in (store, *supplied.values()))
     await store.open()
     try:
         q = unit(np.ones(16))
         assert (
-            await store.vector_search(SearchFilter(Owner("t", "u")), q, unit(q[:4]), limit=5, shortlist=10)
+            await store.vectors.vector_search(SearchFilter(Owner("t", "u")), q, unit(q[:4]), limit=5, shortlist=10)
         ).hits == []
     finally:
         await store.close()

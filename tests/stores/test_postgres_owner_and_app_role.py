@@ -18,6 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 from cognis_memory.config import Settings
 from cognis_memory.domain import Category, Memory, Message, Owner, utcnow
 from cognis_memory.stores.connections import AppRoleDsn, postgres_app_dsn
+from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.factory import build_store
 from cognis_memory.stores.migrations.postgres import (
     MIN_PGVECTOR,
@@ -27,7 +28,6 @@ from cognis_memory.stores.migrations.postgres import (
     pgvector_version_error,
     validate_app_role,
 )
-from cognis_memory.stores.postgres import PostgresStore
 from tests.stores.helpers import create_database, new_prefix, unit
 
 DIM, DIM_SHORT = 16, 4
@@ -122,15 +122,18 @@ async def test_pool_signs_in_as_an_app_role_with_data_privileges_only(postgres_s
         opensearch_url=opensearch_server.url,
         opensearch_index_prefix=new_prefix(),  # the outbox write below drains into its own index
     )
-    pg = build_store(settings, dim=DIM, dim_short=DIM_SHORT).memories
-    assert isinstance(pg, PostgresStore)
+    dual = build_store(settings, dim=DIM, dim_short=DIM_SHORT).backend
+    assert isinstance(dual, DualStore)
+    pg = dual.pg
     await pg.open()
     try:
         owner = Owner("t-app-role", "u1")
-        saved = await pg.save_messages([Message(owner.tenant_id, owner.user_id, "hello", utcnow(), speaker="u1")])
+        saved = await pg.messages.save_messages(
+            [Message(owner.tenant_id, owner.user_id, "hello", utcnow(), speaker="u1")]
+        )
         assert saved[0][1] is True
         v = unit(np.arange(1, DIM + 1, dtype=np.float32))
-        await pg.insert_memories(
+        await pg.memories.insert_memories(
             [Memory(owner.tenant_id, owner.user_id, "x", Category.HOBBIES, embedding=v, embedding_short=unit(v[:4]))],
             outbox=True,  # the outbox id comes from a sequence: USAGE on sequences is granted
         )

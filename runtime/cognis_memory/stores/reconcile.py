@@ -22,17 +22,55 @@ extra documents (unversioned: whatever the index holds for a non-current memory 
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from opensearchpy import exceptions as os_exc
+from psycopg.rows import dict_row
 
+from ..domain import Memory
 from .dual import DualStore
 from .opensearch_index import IndexOp, KeywordDoc, OpenSearchKeywordIndex, doc_version_repair
-from .postgres import IndexState
+from .postgres import PostgresDatabase
+from .records import MEMORY_COLUMNS_WITHOUT_VECTORS, POSTGRES, memory_from_row
 
 #: How many example ids of each drift kind the report keeps.
 SAMPLE = 20
+_COLS_NO_VEC = ", ".join(MEMORY_COLUMNS_WITHOUT_VECTORS)
+
+
+@dataclass(slots=True, frozen=True)
+class IndexState:
+    """(id, version, owner) of one current memory, as reconcile compares it."""
+
+    memory_id: str
+    version: int
+    tenant_id: str
+    user_id: str
+
+
+async def iter_current_states(
+    db: PostgresDatabase, *, tenant_id: str | None = None, batch: int = 5000
+) -> AsyncIterator[IndexState]:
+    """Every current memory's (id, version, owner), streamed with a server-side cursor (operator path)."""
+    where = " AND tenant_id = %s" if tenant_id is not None else ""
+    params: tuple[Any, ...] = (tenant_id,) if tenant_id is not None else ()
+    async with db.connection() as conn, conn.transaction(), conn.cursor(name="cognis_reconcile") as cur:
+        cur.itersize = batch
+        await cur.execute(f"SELECT id, version, tenant_id, user_id FROM memories WHERE is_current{where}", params)
+        async for r in cur:
+            yield IndexState(r[0], r[1], r[2], r[3])
+
+
+async def load_memories_unscoped(db: PostgresDatabase, ids: Sequence[str]) -> list[Memory]:
+    """Memories by id across owners, without vectors. Operator path (reconcile repair) only: request
+    handling always goes through the owner-scoped roles."""
+    if not ids:
+        return []
+    async with db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(f"SELECT {_COLS_NO_VEC} FROM memories WHERE id = ANY(%s)", (list(ids),))
+        return [memory_from_row(r, POSTGRES) for r in await cur.fetchall()]
 
 
 @dataclass(slots=True)
@@ -83,10 +121,10 @@ async def reconcile(
     report.opensearch_documents = len(docs)
 
     current: dict[str, IndexState] = {}
-    async for st in store.pg.iter_current_states(tenant_id=tenant_id):
+    async for st in iter_current_states(store.pg, tenant_id=tenant_id):
         current[st.memory_id] = st
     report.postgres_current = len(current)
-    pending = await store.pg.pending_outbox_memory_ids(tenant_id=tenant_id)
+    pending = await store.outbox.pending_memory_ids(tenant_id=tenant_id)
 
     to_index: list[str] = []
     to_delete: list[str] = []
@@ -127,7 +165,7 @@ async def _repair_index(
     store: DualStore, index: OpenSearchKeywordIndex, ids: list[str], batch: int, report: ReconcileReport
 ) -> None:
     for i in range(0, len(ids), batch):
-        memories = [m for m in await store.pg.load_memories_unscoped(ids[i : i + batch]) if m.is_current]
+        memories = [m for m in await load_memories_unscoped(store.pg, ids[i : i + batch]) if m.is_current]
         ops = [
             IndexOp("index", m.id, doc_version_repair(m.version), OpenSearchKeywordIndex.document(m),
                     version_type="external_gte", conflict_ok=False)

@@ -285,6 +285,8 @@ JOB_RECORD: tuple[Column, ...] = (
 )
 
 MEMORY_COLUMNS = tuple(c.name for c in MEMORY_RECORD)
+#: the memory columns but the vectors (reads that need no vectors skip their bytes)
+MEMORY_COLUMNS_WITHOUT_VECTORS = tuple(c.name for c in MEMORY_RECORD if c.kind != "vector")
 MESSAGE_COLUMNS = tuple(c.name for c in MESSAGE_RECORD)
 JOB_COLUMNS = tuple(c.name for c in JOB_RECORD)
 #: the memory fields of the dual store's keyword index (before the derived effective time)

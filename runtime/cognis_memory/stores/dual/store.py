@@ -39,13 +39,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config import Settings
-from ..domain import Memory, Owner
-from ..errors import DependencyUnavailableError
-from .opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
-from .postgres import OutboxBatch, OutboxItem, PostgresStore
-from .roles import StoreBundle
-from .values import ScoredMemory, SearchFilter
+from ...config import Settings
+from ...domain import Memory, Owner
+from ...errors import DependencyUnavailableError
+from ..opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
+from ..postgres import PostgresStore
+from ..roles import StoreBundle
+from .keywords import HydratedKeywordSearch
+from .outbox import OutboxBatch, OutboxItem, PostgresOutbox
 
 log = logging.getLogger(__name__)
 
@@ -61,24 +62,6 @@ class DrainResult:
 def _retry_delay(attempts: int) -> float:
     """Per-item retry delay after ``attempts`` failed attempts: 1 s doubling, at most 5 min."""
     return float(min(300.0, 2.0 ** max(0, attempts)))
-
-
-class HydratedKeywordSearch:
-    """The dual store's keyword-search role: BM25 ids from OpenSearch, rows from PostgreSQL (only
-    those current there, for this owner)."""
-
-    def __init__(self, index: OpenSearchKeywordIndex, records: PostgresStore) -> None:
-        self.index, self.records = index, records
-
-    async def keyword_search(self, flt: SearchFilter, text: str, *, limit: int) -> list[ScoredMemory]:
-        if limit <= 0:
-            return []
-        # A few extra ids cover documents the outbox has not removed yet.
-        hits = await self.index.search(flt, text, limit=limit + max(5, limit // 4))
-        if not hits:
-            return []
-        rows = {m.id: m for m in await self.records.fetch_current_memories(flt.owner, [i for i, _ in hits])}
-        return [ScoredMemory(rows[i], s) for i, s in hits if i in rows][:limit]
 
 
 class DualStore:
@@ -104,6 +87,7 @@ class DualStore:
         background_drain_interval_s: float | None = None,
     ) -> None:
         self.pg = postgres
+        self.outbox = PostgresOutbox(postgres)
         self.keyword = keyword
         self.outbox_batch = outbox_batch
         self.inline_drain = inline_drain
@@ -175,7 +159,7 @@ class DualStore:
         return done
 
     async def outbox_size(self) -> int:
-        return await self.pg.outbox_size()
+        return await self.outbox.size()
 
     async def _drain_batch(self, limit: int, *, only_ids: Sequence[int] | None = None) -> DrainResult:
         result = DrainResult()
@@ -185,7 +169,7 @@ class DualStore:
         except DependencyUnavailableError:
             self._mark_down()
             raise
-        async with self.pg.outbox_batch(limit, only_ids=only_ids) as batch:
+        async with self.outbox.batch(limit, only_ids=only_ids) as batch:
             result.claimed = len(batch.items)
             pending: list[OutboxItem] = []
             todo = list(batch.items)
@@ -302,18 +286,18 @@ class DualStore:
         """PostgreSQL for every role but keyword search; BM25 from OpenSearch, hydrated from PostgreSQL."""
         return StoreBundle(
             backend=self,
-            messages=self.pg,
-            memories=self.pg,
-            vectors=self.pg,
-            keywords=HydratedKeywordSearch(self.keyword, self.pg),
-            jobs=self.pg,
-            api_keys=self.pg,
+            messages=self.pg.messages,
+            memories=self.pg.memories,
+            vectors=self.pg.vectors,
+            keywords=HydratedKeywordSearch(self.keyword, self.pg.memories),
+            jobs=self.pg.jobs,
+            api_keys=self.pg.api_keys,
         )
 
     # -- bulk load (benchmarks, imports) ----------------------------------------------------------
     async def bulk_load(self, memories: Sequence[Memory]) -> None:
         """COPY into Postgres (index built after), then bulk-index OpenSearch directly (no outbox)."""
-        await self.pg.bulk_load(memories)
+        await self.pg.memories.bulk_load(memories)
         await self.keyword.bulk_index([m for m in memories if m.is_current])
 
 
@@ -324,7 +308,7 @@ KEYWORD_SEARCH_TIMEOUT_CAP_S = 2.0
 def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
     """PostgreSQL (DSN and app role from the settings, see :mod:`.factory`) and the OpenSearch keyword
     index over ``opensearch_url``, outbox drained in the background every second (registry entry ``dual``)."""
-    from .connections import opensearch_client, postgres_app_dsn, postgres_dsn
+    from ..connections import opensearch_client, postgres_app_dsn, postgres_dsn
 
     app_dsn = postgres_app_dsn(settings)
     # Without migrating (postgres_migrate=false) and with an application role, no owner credentials are needed.

@@ -1,0 +1,98 @@
+"""PostgreSQL's vector-search role (pgvector).
+
+Two-stage vector search, both stages in SQL inside one transaction: an HNSW shortlist of ``shortlist``
+rows on the short vector with every filter in the ``WHERE`` clause, with ``hnsw.iterative_scan =
+relaxed_order`` and ``hnsw.ef_search >= shortlist`` set locally (without the iterative scan a selective
+filter such as one user's rows can return far fewer rows than asked), then exact full-vector rescoring
+of that shortlist. Without a short query vector the search is one exact full-vector stage. Scores are
+cosine similarities (1 - cosine distance).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from psycopg.rows import dict_row
+
+from ..filters import postgres_filter
+from ..records import MEMORY_COLUMNS, POSTGRES, memory_from_row
+from ..values import ScoredMemory, SearchFilter, VectorSearchResult
+from .connection import PostgresDatabase
+
+_COLS_M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+#: pgvector accepts ef_search up to 1000.
+_MAX_EF_SEARCH = 1000
+
+
+class PostgresVectorSearch:
+    """The :class:`~cognis_memory.stores.roles.VectorSearch` of a PostgreSQL database. ``iterative_scan`` is
+    the pgvector ``hnsw.iterative_scan`` mode of the shortlist stage (``"relaxed_order"``,
+    ``"strict_order"`` or ``"off"`` — off exists for tests that show why it matters)."""
+
+    def __init__(self, db: PostgresDatabase, *, iterative_scan: str = "relaxed_order") -> None:
+        if iterative_scan not in {"relaxed_order", "strict_order", "off"}:
+            raise ValueError(f"iterative_scan: unknown mode {iterative_scan!r}")
+        self.db = db
+        self.iterative_scan = iterative_scan
+
+    async def vector_search(
+        self,
+        flt: SearchFilter,
+        query: np.ndarray,
+        query_short: np.ndarray | None,
+        *,
+        limit: int,
+        shortlist: int,
+    ) -> VectorSearchResult:
+        if limit <= 0:
+            return VectorSearchResult(hits=[])
+        owner = flt.owner
+        extra, fparams = postgres_filter(flt)
+        q_full = np.asarray(query, dtype=np.float32)
+        timings: dict[str, float] = {}
+        async with (
+            self.db.connection() as conn,
+            conn.transaction(),
+            conn.cursor(row_factory=dict_row, binary=True) as cur,
+        ):
+            if query_short is None:
+                t1 = time.perf_counter()
+                await cur.execute(
+                    f"SELECT {_COLS_M}, 1 - (m.embedding <=> %s) AS score FROM memories m"
+                    f" WHERE m.tenant_id = %s AND m.user_id = %s AND m.is_current{extra}"
+                    " ORDER BY m.embedding <=> %s, m.id LIMIT %s",
+                    (q_full, owner.tenant_id, owner.user_id, *fparams, q_full, limit),
+                )
+                rows = await cur.fetchall()
+                timings["vector_full"] = (time.perf_counter() - t1) * 1000
+                hits = [ScoredMemory(memory_from_row(r, POSTGRES), float(r["score"])) for r in rows]
+                return VectorSearchResult(hits=hits, candidates_short=0, timings_ms=timings)
+
+            t0 = time.perf_counter()
+            shortlist = max(shortlist, limit)
+            await cur.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
+                (str(min(_MAX_EF_SEARCH, max(40, shortlist))), self.iterative_scan),
+            )
+            await cur.execute(
+                "SELECT m.id FROM memories m"
+                f" WHERE m.tenant_id = %s AND m.user_id = %s AND m.is_current{extra}"
+                " ORDER BY m.embedding_short <=> %s LIMIT %s",
+                (owner.tenant_id, owner.user_id, *fparams, np.asarray(query_short, dtype=np.float32), shortlist),
+            )
+            cand = [r["id"] for r in await cur.fetchall()]
+            timings["vector_short"] = (time.perf_counter() - t0) * 1000
+            t1 = time.perf_counter()
+            rows = []
+            if cand:
+                await cur.execute(
+                    f"SELECT {_COLS_M}, 1 - (m.embedding <=> %s) AS score FROM memories m"
+                    " WHERE m.id = ANY(%s) AND m.tenant_id = %s AND m.user_id = %s AND m.is_current"
+                    " ORDER BY m.embedding <=> %s, m.id LIMIT %s",
+                    (q_full, cand, owner.tenant_id, owner.user_id, q_full, limit),
+                )
+                rows = await cur.fetchall()
+            timings["vector_full"] = (time.perf_counter() - t1) * 1000
+        hits = [ScoredMemory(memory_from_row(r, POSTGRES), float(r["score"])) for r in rows]
+        return VectorSearchResult(hits=hits, candidates_short=len(cand), timings_ms=timings)
