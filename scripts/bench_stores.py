@@ -124,7 +124,7 @@ async def open_store(kind: str, args: argparse.Namespace, pg_dsn: str | None, os
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
         from cognis_memory.stores.dual import DualStore
-        from cognis_memory.stores.opensearch_index import OpenSearchKeywordIndex
+        from cognis_memory.stores.opensearch import OpenSearchKeywordIndex
         from cognis_memory.stores.postgres import PostgresStore
 
         assert pg_dsn and os_url
@@ -135,7 +135,7 @@ async def open_store(kind: str, args: argparse.Namespace, pg_dsn: str | None, os
         keyword = OpenSearchKeywordIndex(os_client(os_url), index_prefix=prefix, replicas=0)
         store = DualStore(PostgresStore(dsn, dim=args.dim, dim_short=args.dim_short), keyword)
     else:
-        from cognis_memory.stores.opensearch_store import OpenSearchStore
+        from cognis_memory.stores.opensearch import OpenSearchStore
 
         assert os_url
         store = OpenSearchStore(

@@ -105,7 +105,7 @@ def build_dual(
     **dual_kwargs: Any,
 ) -> StoreHandle:
     from cognis_memory.stores.dual import DualStore
-    from cognis_memory.stores.opensearch_index import OpenSearchKeywordIndex
+    from cognis_memory.stores.opensearch import OpenSearchKeywordIndex
     from cognis_memory.stores.postgres import PostgresStore
 
     prefix = prefix or unique_prefix("d")
@@ -121,7 +121,7 @@ def build_dual(
 def build_opensearch(
     os_url: str, dim: int, *, prefix: str | None = None, refresh: Any = True, vector_space: str | None = None
 ) -> StoreHandle:
-    from cognis_memory.stores.opensearch_store import OpenSearchStore
+    from cognis_memory.stores.opensearch import OpenSearchStore
 
     prefix = prefix or unique_prefix("o")
     store = OpenSearchStore(

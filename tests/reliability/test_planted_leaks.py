@@ -21,6 +21,7 @@ leaks"), which the one-layer cases check.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import secrets
@@ -90,8 +91,8 @@ def real(module_name: str) -> types.ModuleType:
 EMBEDDED = "cognis_memory.stores.embedded"
 PG_VECTORS = "cognis_memory.stores.postgres.vectors"
 PG_MEMORIES = "cognis_memory.stores.postgres.memories"
-OS_INDEX = "cognis_memory.stores.opensearch_index"
-OS_STORE = "cognis_memory.stores.opensearch_store"
+OS_INDEX = "cognis_memory.stores.opensearch.keyword_index"
+OS_SEARCH = "cognis_memory.stores.opensearch.search"
 FILTERS = "cognis_memory.stores.filters"
 SPEAKERS = "cognis_memory.retrieval.speakers"
 REDIS = "cognis_memory.caching.redis_cache"
@@ -152,11 +153,21 @@ class Env:
         )  # fmt: skip
         return real("cognis_memory.stores.dual").DualStore(self.postgres(*pg_roles), kw)
 
-    def opensearch(self, store_mod: types.ModuleType) -> Any:
-        return store_mod.OpenSearchStore(
+    def opensearch(self, search: types.ModuleType | None = None) -> Any:
+        """The OpenSearch-only store's roles, the vector and keyword searches from ``search`` (a module like
+        :mod:`cognis_memory.stores.opensearch.search`, possibly mutated) when given."""
+        store = real("cognis_memory.stores.opensearch").OpenSearchStore(
             os_client(self.os_url()), index_prefix=unique_prefix("o"), dim=self.dim, dim_short=DIM_SHORT,
             replicas=0, refresh=True, search_timeout_s=5.0, write_timeout_s=5.0,
         )  # fmt: skip
+        roles = store.roles()
+        if search is None:
+            return roles
+        return dataclasses.replace(
+            roles,
+            vectors=search.OpenSearchVectorSearch(roles.memories),
+            keywords=search.OpenSearchKeywordSearch(roles.memories),
+        )
 
     def cache(self, mod: types.ModuleType) -> Any:
         return mod.RedisCache(self.request.getfixturevalue("redis_server").url, ttl_s=300)
@@ -187,7 +198,7 @@ CASES: dict[str, Case] = {
     ),
     "PostgreSQL vector query": lambda env: Parts(env.dual(real(OS_INDEX), mutant(PG_VECTORS, NO_USER_PG_VECTOR))),
     "OpenSearch filter clauses (OpenSearch-only store)": lambda env: Parts(
-        env.opensearch(with_mutated_filters(OS_STORE))
+        env.opensearch(with_mutated_filters(OS_SEARCH))
     ),
     "dual keyword query (OpenSearch filter and PostgreSQL hydration)": lambda env: Parts(
         env.dual(with_mutated_filters(OS_INDEX), mutant(PG_MEMORIES, NO_USER_PG_HYDRATION))
@@ -218,7 +229,7 @@ ONE_LAYER: dict[str, Case] = {
 CONTROLS: dict[str, Case] = {
     "embedded": lambda env: Parts(env.embedded(real(EMBEDDED)), cache=env.cache(real(REDIS))),
     "dual": lambda env: Parts(env.dual(real(OS_INDEX)), cache=env.cache(real(REDIS))),
-    "opensearch": lambda env: Parts(env.opensearch(real(OS_STORE)), cache=env.cache(real(REDIS))),
+    "opensearch": lambda env: Parts(env.opensearch(), cache=env.cache(real(REDIS))),
 }
 
 

@@ -25,8 +25,7 @@ from cognis_memory.domain import Owner
 from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.stores.filters import owner_token
-from cognis_memory.stores.opensearch_index import OpenSearchKeywordIndex
-from cognis_memory.stores.opensearch_store import OpenSearchStore
+from cognis_memory.stores.opensearch import OpenSearchKeywordIndex, OpenSearchStore
 from cognis_memory.stores.postgres import PostgresStore
 from tests.stores.helpers import DIM, DIM_SHORT, STORE_KINDS, Harness, create_database, new_prefix, os_client
 

@@ -21,7 +21,7 @@ from cognis_memory.domain import Owner
 from cognis_memory.stores.connections import opensearch_client, postgres_dsn
 from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.factory import build_store
-from cognis_memory.stores.opensearch_store import OpenSearchStore
+from cognis_memory.stores.opensearch import OpenSearchStore
 from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix
 

@@ -27,8 +27,8 @@ from cognis_memory.domain import Category, Memory
 from cognis_memory.serialization import memory_to_dict
 from cognis_memory.stores.migrations.postgres import MIGRATIONS as POSTGRES_MIGRATIONS
 from cognis_memory.stores.migrations.sqlite import apply_migrations
-from cognis_memory.stores.opensearch_index import MEMORY_FIELDS, memory_fields
-from cognis_memory.stores.opensearch_store import OpenSearchStore
+from cognis_memory.stores.opensearch import MEMORY_FIELDS, OpenSearchStore, memory_fields
+from cognis_memory.stores.opensearch.memories import OpenSearchMemories
 from cognis_memory.stores.records import MEMORY_COLUMNS, POSTGRES, memory_to_row
 
 #: Every field of the dataclass is stored (derived values such as ``effective_time`` are properties).
@@ -164,7 +164,7 @@ SITES: dict[str, Callable[[Path], Iterable[str]]] = {
     "postgres table": postgres_table,
     "sql record columns": lambda _: MEMORY_COLUMNS,
     "opensearch store mapping": opensearch_store_mapping,
-    "opensearch store document": lambda _: opensearch_names(OpenSearchStore._memory_doc(_sample())),
+    "opensearch store document": lambda _: opensearch_names(OpenSearchMemories._memory_doc(_sample())),
     "keyword index mapping": lambda _: opensearch_names(MEMORY_FIELDS),
     "keyword index document": lambda _: opensearch_names(memory_fields(_sample())),
     "plain json": lambda _: memory_to_dict(_sample()),

@@ -13,7 +13,8 @@ import pytest_asyncio
 
 from cognis_memory.domain import Job, Message
 from cognis_memory.errors import ConflictError
-from cognis_memory.stores.opensearch_store import OpenSearchStore, owner_key
+from cognis_memory.stores.opensearch import OpenSearchStore, owner_key
+from cognis_memory.stores.opensearch.memories import OpenSearchMemories
 from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner, new_prefix, os_client, short_of
 
@@ -60,7 +61,7 @@ async def test_a_crash_between_new_version_and_flip_is_tolerated_and_healed(
     v2.created_at = datetime.now(UTC) - timedelta(hours=1)
     await store.runner(
         store.client.index, index=store.memories, id=owner_key(o.tenant_id, o.user_id, v2.id),
-        body=store._memory_doc(v2, flip_pending=True), op_type="create", refresh=True,
+        body=OpenSearchMemories._memory_doc(v2, flip_pending=True), op_type="create", refresh=True,
     )  # fmt: skip
     assert (await store.roles().memories.get_memory(o, v1.id)).is_current  # type: ignore[union-attr]  # two current docs now
 

@@ -2,9 +2,9 @@
 through the registry (:mod:`.registry`): the kinds are
 
 * ``embedded``: the SQLite store at ``resolved_sqlite_path``;
-* ``dual``: :class:`~.postgres.PostgresStore` and :class:`~.opensearch_index.OpenSearchKeywordIndex`, the outbox
+* ``dual``: :class:`~.postgres.PostgresStore` and :class:`~.opensearch.keyword_index.OpenSearchKeywordIndex`, the outbox
   drained in the background (1 s interval);
-* ``opensearch``: :class:`~.opensearch_store.OpenSearchStore`.
+* ``opensearch``: :class:`~.opensearch.store.OpenSearchStore`.
 
 How those backends reach their servers (DSNs, Secrets Manager, RDS IAM tokens, the OpenSearch client) is
 :mod:`.connections`. Nothing here connects: the store's ``open()`` does.

@@ -31,7 +31,7 @@ from psycopg.rows import dict_row
 
 from ..domain import Memory
 from .dual import DualStore
-from .opensearch_index import IndexOp, KeywordDoc, OpenSearchKeywordIndex, doc_version_repair
+from .opensearch.keyword_index import IndexOp, KeywordDoc, OpenSearchKeywordIndex, doc_version_repair
 from .postgres import PostgresDatabase
 from .records import MEMORY_COLUMNS_WITHOUT_VECTORS, POSTGRES, memory_from_row
 

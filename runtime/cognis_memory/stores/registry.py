@@ -12,5 +12,5 @@ from __future__ import annotations
 STORES: dict[str, str] = {
     "embedded": "cognis_memory.stores.embedded:from_settings",
     "dual": "cognis_memory.stores.dual:from_settings",
-    "opensearch": "cognis_memory.stores.opensearch_store:from_settings",
+    "opensearch": "cognis_memory.stores.opensearch:from_settings",
 }

@@ -5,7 +5,7 @@ query walks back through ``replaces_id`` and forward through the rows that repla
 confined to the owner (tenant and user) at every step, and returns every member in version order.
 The two SQL dialects differ only in how a named parameter is written (``:id`` in SQLite,
 ``%(id)s`` in psycopg), so the text is built here from one template. The OpenSearch-only store
-walks documents instead (``opensearch_store.get_chain``: realtime GETs back, ``successor_id``
+walks documents instead (``opensearch.memories.OpenSearchMemories.get_chain``: realtime GETs back, ``successor_id``
 forward), since it has no join.
 """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..opensearch_index import OpenSearchKeywordIndex
+from ..opensearch.keyword_index import OpenSearchKeywordIndex
 from ..postgres import PostgresMemories
 from ..values import ScoredMemory, SearchFilter
 

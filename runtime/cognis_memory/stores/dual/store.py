@@ -12,7 +12,7 @@ Write path (transactional outbox):
    acknowledged them; failures stay in the outbox with an attempt count and the last error.
 3. The drain does not replay the outbox row: it pushes the memory's state *as Postgres has it
    now* (current -> index; superseded or gone -> delete), under external versions (see
-   :mod:`.opensearch_index`), so replays in any order converge and a stale retry cannot
+   :mod:`..opensearch.keyword_index`), so replays in any order converge and a stale retry cannot
    resurrect an old version.
 
 Roles (:mod:`.roles`): PostgreSQL supplies messages, memory versions, vector search, jobs and API keys
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from ...config import Settings
 from ...domain import Memory, Owner
 from ...errors import DependencyUnavailableError
-from ..opensearch_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
+from ..opensearch.keyword_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
 from ..postgres import PostgresStore
 from ..roles import StoreBundle
 from .keywords import HydratedKeywordSearch

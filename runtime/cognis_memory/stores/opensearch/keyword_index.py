@@ -1,11 +1,4 @@
-"""OpenSearch BM25 keyword index of the dual store, plus the OpenSearch plumbing both OpenSearch
-stores share (the thread-pool runner, error mapping, the filter translation, document fields).
-
-Client choice (measured on this machine, 300 sequential searches, then 400 concurrent):
-the synchronous ``opensearchpy.OpenSearch`` client run on a dedicated thread pool had a p50 of
-1.0-3.4 ms and p95 2.4-13 ms, ``AsyncOpenSearch`` (aiohttp) 3.0-5.2 ms and 9-16 ms, with equal
-throughput under concurrency. So the stores take a *synchronous* client and run its calls on
-their own :class:`OpenSearchRunner` (no extra dependency on aiohttp).
+"""OpenSearch BM25 keyword index of the dual store.
 
 Index design (one alias ``<prefix>-keyword`` over ``<prefix>-keyword-000001``):
 
@@ -30,32 +23,18 @@ Index design (one alias ``<prefix>-keyword`` over ``<prefix>-keyword-000001``):
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import logging
-import re
-from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
 
-from ..domain import Memory, Owner
-from ..errors import DependencyUnavailableError
-from .filters import opensearch_filter
-from .records import OPENSEARCH, SEARCHED_MEMORY_RECORD, Column, epoch_us, iso, memory_to_row
-from .values import SearchFilter
-
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-Refresh = bool | Literal["wait_for"]
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-#: The most words of user text sent to a match query (each word is one clause; the cluster caps clauses).
-MAX_QUERY_WORDS = 256
+from ...domain import Memory, Owner
+from ..filters import opensearch_filter
+from ..values import SearchFilter
+from .client import OpenSearchRunner, Refresh, create_index_once, delete_matching, index_settings
+from .documents import MEMORY_FIELDS, match_clause, match_text, memory_fields
 
 
 # -- versions ---------------------------------------------------------------------------------------
@@ -72,206 +51,6 @@ def doc_version_repair(version: int) -> int:
 def doc_version_gone(version: int) -> int:
     """External version of the deletion of a memory that is superseded or gone."""
     return 4 * version + 2
-
-
-# -- plumbing ---------------------------------------------------------------------------------------
-def is_unavailable(exc: BaseException) -> bool:
-    """Whether an opensearch-py error means "the cluster is unreachable or overloaded"."""
-    if isinstance(exc, os_exc.ConnectionError):  # includes ConnectionTimeout
-        return True
-    if isinstance(exc, os_exc.TransportError):
-        status = exc.status_code
-        return not isinstance(status, int) or status >= 500 or status == 429
-    return isinstance(exc, OSError | TimeoutError)
-
-
-class OpenSearchRunner:
-    """Runs blocking opensearch-py calls on a dedicated thread pool.
-
-    Unreachable/overloaded-cluster errors become ``DependencyUnavailableError("opensearch")``; request
-    errors (400 bad request, 404, 409 conflicts) propagate unchanged for the caller to interpret.
-    """
-
-    def __init__(self, client: OpenSearch, *, max_workers: int = 8) -> None:
-        self.client = client
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="opensearch")
-
-    async def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
-        except Exception as e:
-            if is_unavailable(e):
-                raise DependencyUnavailableError("opensearch", f"{type(e).__name__}: {e}") from e
-            raise
-
-    async def ping(self, timeout_s: float = 1.0) -> bool:
-        try:
-            return bool(await self(self.client.ping, request_timeout=timeout_s))
-        except Exception:  # health reports, never raises
-            return False
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        try:
-            self.client.close()
-        except Exception:
-            log.debug("opensearch client close failed", exc_info=True)
-
-
-def match_text(text: str) -> str:
-    """The plain words of user text (punctuation dropped, at most MAX_QUERY_WORDS)."""
-    return " ".join(_WORD.findall(text)[:MAX_QUERY_WORDS])
-
-
-def match_clause(words: str) -> dict[str, Any]:
-    """BM25 on ``content`` and its stemmed subfield; ``words`` only ever goes into ``match``."""
-    return {
-        "bool": {
-            "should": [
-                {"match": {"content": {"query": words}}},
-                {"match": {"content.english": {"query": words}}},
-            ],
-            "minimum_should_match": 1,
-        }
-    }
-
-
-_KEYWORD = {"type": "keyword"}
-_DATE = {"type": "date"}
-#: how an OpenSearch memory index keeps each column kind of :mod:`.records` (vectors: the store's own fields)
-_FIELD_TYPES: dict[str, dict[str, Any]] = {
-    "text": _KEYWORD, "enum": _KEYWORD, "ids": _KEYWORD, "int": {"type": "integer"}, "flag": {"type": "boolean"},
-    "time": _DATE, "required_time": _DATE, "json": {"type": "object", "enabled": False},
-}  # fmt: skip
-#: the memory text, the one field BM25 scores: analysed as plain words and, in a subfield, stemmed English
-_CONTENT = {"type": "text", "analyzer": "standard", "fields": {"english": {"type": "text", "analyzer": "english"}}}
-#: derived from the effective time (event time, else message time), what time ranges filter on
-_EFFECTIVE_TIME = {
-    "effective_time": _DATE,
-    # Exact (microsecond) effective time for range filters; `date` keeps only milliseconds.
-    "effective_us": {"type": "long"},
-}
-
-
-def memory_mapping(
-    record: Sequence[Column], vector_fields: Callable[[str], dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """The mapping properties of the memory columns ``record`` and the effective time; ``vector_fields``
-    maps a vector column to its fields (needed when ``record`` has vectors)."""
-    properties: dict[str, Any] = {}
-    for c in record:
-        name = OPENSEARCH.memory_id_field if c.name == "id" else c.name
-        if c.kind == "vector":
-            assert vector_fields is not None, f"{c.name}: a vector column needs its fields"
-            properties.update(vector_fields(name))
-        else:
-            properties[name] = _CONTENT if c.name == "content" else _FIELD_TYPES[c.kind]
-    return properties | _EFFECTIVE_TIME
-
-
-#: Fields shared by both OpenSearch memory indices (keyword index and the OpenSearch-only store).
-MEMORY_FIELDS: dict[str, Any] = memory_mapping(SEARCHED_MEMORY_RECORD)
-
-
-def memory_fields(m: Memory, record: tuple[Column, ...] = SEARCHED_MEMORY_RECORD) -> dict[str, Any]:
-    """The document fields of one memory: the columns ``record`` (default: the searchable ones, no
-    vectors) and the effective time."""
-    eff = m.effective_time
-    return memory_to_row(m, OPENSEARCH, record) | {
-        "effective_time": iso(eff),
-        "effective_us": epoch_us(eff) if eff is not None else None,
-    }
-
-
-def index_settings(*, shards: int, replicas: int | None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    settings: dict[str, Any] = {"number_of_shards": shards, "gc_deletes": "1h"}
-    if replicas is not None:
-        settings["number_of_replicas"] = replicas
-    settings.update(extra or {})
-    return {"index": settings}
-
-
-async def create_index_once(runner: OpenSearchRunner, alias: str, concrete: str, body: dict[str, Any]) -> bool:
-    """Create ``concrete`` with ``alias`` unless the alias exists; tolerate a concurrent creator.
-
-    Returns True when this call created it.
-    """
-    client = runner.client
-    if await runner(client.indices.exists_alias, name=alias):
-        return False
-    body = {**body, "aliases": {alias: {"is_write_index": True}}}
-    try:
-        await runner(client.indices.create, index=concrete, body=body)
-        return True
-    except os_exc.RequestError as e:  # 400 resource_already_exists_exception: someone else won
-        if "resource_already_exists" in str(e.error):
-            return False
-        raise
-
-
-async def delete_matching(
-    runner: OpenSearchRunner,
-    index: str,
-    query: dict[str, Any],
-    *,
-    version_of: Callable[[dict[str, Any]], int] | None = None,
-    refresh: Refresh = False,
-    timeout_s: float = 30.0,
-    page: int = 1000,
-) -> int:
-    """Delete every document of ``index`` matching ``query``; returns how many were deleted.
-
-    The index is refreshed first (so documents written a moment ago are seen); then the query
-    is run page by page, each page deleted in one bulk request (refreshed, so the next page
-    starts after it). With ``version_of`` the deletes carry an external version computed from
-    each ``_source`` (a tombstone that rejects delayed retries); a document whose stored
-    version is higher than that is deleted without a version, since a forget must not leave
-    anything behind.
-    """
-    client = runner.client
-    await runner(client.indices.refresh, index=index, request_timeout=timeout_s)
-    deleted = 0
-    while True:
-        res = await runner(
-            client.search,
-            index=index,
-            body={"size": page, "query": query, "_source": ["version"] if version_of else False},
-            request_timeout=timeout_s,
-        )
-        hits = res["hits"]["hits"]
-        if not hits:
-            break
-        body: list[dict[str, Any]] = []
-        for h in hits:
-            meta: dict[str, Any] = {"_index": h["_index"], "_id": h["_id"]}
-            if version_of is not None:
-                meta.update(version=version_of(h["_source"]), version_type="external")
-            body.append({"delete": meta})
-        bres = await runner(client.bulk, body=body, refresh=True, request_timeout=timeout_s)
-        retry: list[dict[str, Any]] = []
-        for item in bres["items"]:
-            r = item["delete"]
-            status = int(r.get("status", 500))
-            if status == 200:
-                deleted += 1
-            elif status == 409:
-                retry.append({"delete": {"_index": r["_index"], "_id": r["_id"]}})
-            elif status != 404:
-                raise RuntimeError(f"delete_matching on {index}: delete failed: {r}")
-        if retry:
-            rres = await runner(client.bulk, body=retry, refresh=True, request_timeout=timeout_s)
-            for item in rres["items"]:
-                status = int(item["delete"].get("status", 500))
-                if status == 200:
-                    deleted += 1
-                elif status != 404:
-                    raise RuntimeError(f"delete_matching on {index}: delete failed: {item['delete']}")
-        if len(hits) < page:
-            break
-    if refresh is not False:
-        await runner(client.indices.refresh, index=index, request_timeout=timeout_s)
-    return deleted
 
 
 # -- the keyword index ------------------------------------------------------------------------------

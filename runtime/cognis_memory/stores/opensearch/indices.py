@@ -1,0 +1,186 @@
+"""The indices of the OpenSearch-only store: their names, mappings and creation, the vector-space check,
+and the document reads and writes every role of the store uses.
+
+Indices (each an alias ``<prefix>-<name>`` over ``<prefix>-<name>-000001``): ``memories``,
+``messages``, ``message-keys`` (client message id claims), ``jobs``, ``apikeys``,
+``apikey-revocations`` (hashes revoked for good). Document ids are *owner-scoped*
+(:func:`~.documents.owner_key`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from opensearchpy import OpenSearch
+from opensearchpy import exceptions as os_exc
+
+from ..records import MEMORY_RECORD
+from ..vector_space import KEY as VECTOR_SPACE_KEY
+from ..vector_space import check as check_vector_space
+from .client import OpenSearchRunner, Refresh, create_index_once, index_settings
+from .documents import knn_field, memory_mapping
+
+
+class OpenSearchIndices:
+    """The indices of one OpenSearch-only store (``client``: a synchronous ``opensearchpy.OpenSearch``,
+    which the store owns from now on)."""
+
+    def __init__(
+        self,
+        client: OpenSearch,
+        *,
+        index_prefix: str,
+        dim: int,
+        dim_short: int,
+        shards: int = 1,
+        replicas: int | None = None,
+        refresh: Refresh = False,
+        search_timeout_s: float = 5.0,
+        write_timeout_s: float = 10.0,
+        max_workers: int = 8,
+        vector_space: str | None = None,
+    ) -> None:
+        self.client = client
+        #: the embedding model's vector space, kept in the memories index's ``_meta`` (None: no check)
+        self.vector_space = vector_space
+        self.runner = OpenSearchRunner(client, max_workers=max_workers)
+        self.prefix = index_prefix
+        self.dim, self.dim_short = dim, dim_short
+        self.shards, self.replicas = shards, replicas
+        self.refresh = refresh
+        self.search_timeout_s = search_timeout_s
+        self.write_timeout_s = write_timeout_s
+        self.memories = f"{index_prefix}-memories"
+        self.messages = f"{index_prefix}-messages"
+        self.message_keys = f"{index_prefix}-message-keys"
+        self.jobs = f"{index_prefix}-jobs"
+        self.apikeys = f"{index_prefix}-apikeys"
+        self.revocations = f"{index_prefix}-apikey-revocations"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def _bodies(self) -> dict[str, dict[str, Any]]:
+        kw = {"type": "keyword"}
+        date = {"type": "date"}
+        settings = index_settings(shards=self.shards, replicas=self.replicas)
+        memories = {
+            "settings": index_settings(shards=self.shards, replicas=self.replicas, extra={"knn": True}),
+            "mappings": {
+                "dynamic": "strict",
+                "properties": memory_mapping(MEMORY_RECORD, self.vector_fields)
+                | {"successor_id": kw, "flip_pending": {"type": "boolean"}},
+                "_source": {"excludes": ["embedding", "embedding_short"]},
+            },
+        }
+        messages = {
+            "settings": settings,
+            "mappings": {
+                "dynamic": "strict",
+                "properties": {
+                    "id": kw, "tenant_id": kw, "user_id": kw, "session_id": kw, "agent_id": kw, "speaker": kw,
+                    "role": kw, "content": {"type": "text", "index": False}, "ts": date, "client_message_id": kw,
+                    "metadata": {"type": "object", "enabled": False}, "created_at": date,
+                },
+            },
+        }  # fmt: skip
+        message_keys = {
+            "settings": settings,
+            "mappings": {"dynamic": "strict", "properties": {"tenant_id": kw, "user_id": kw, "message_id": kw}},
+        }
+        jobs = {
+            "settings": settings,
+            "mappings": {
+                "dynamic": "strict",
+                "properties": {
+                    "id": kw, "tenant_id": kw, "user_id": kw, "message_ids": kw, "status": kw,
+                    "attempts": {"type": "integer"}, "max_attempts": {"type": "integer"},
+                    "last_error": {"type": "text", "index": False}, "next_attempt_at": date,
+                    "next_attempt_us": {"type": "long"}, "lease_until": date, "lease_until_us": {"type": "long"},
+                    "created_at": date, "updated_at": date, "result": {"type": "object", "enabled": False},
+                },
+            },
+        }  # fmt: skip
+        apikeys = {
+            "settings": settings,
+            "mappings": {
+                "dynamic": "strict",
+                "properties": {"key_hash": kw, "tenant_id": kw, "read_only": {"type": "boolean"}, "name": kw},
+            },
+        }
+        revocations = {
+            "settings": settings,
+            "mappings": {"dynamic": "strict", "properties": {"key_hash": kw, "revoked_at": date}},
+        }
+        return {
+            self.memories: memories,
+            self.messages: messages,
+            self.message_keys: message_keys,
+            self.jobs: jobs,
+            self.apikeys: apikeys,
+            self.revocations: revocations,
+        }
+
+    def vector_fields(self, name: str) -> dict[str, Any]:
+        """A vector's ``knn_vector`` field and the compact copy (float32, base64) returned with hits: the knn
+        fields are not in ``_source``."""
+        return {
+            name: knn_field(self.dim if name == "embedding" else self.dim_short),
+            f"{name}_b64": {"type": "binary"},
+        }
+
+    async def open(self) -> None:
+        """Create the indices (with aliases) when missing; idempotent and safe under concurrency."""
+        for alias, body in self._bodies().items():
+            await create_index_once(self.runner, alias, f"{alias}-000001", body)
+        await self._check_vector_space()
+
+    async def _check_vector_space(self) -> None:
+        """Record the configured vector space in the memories index's ``_meta`` (first open), or refuse another."""
+        if self.vector_space is None:
+            return
+        mappings: dict[str, Any] = await self.runner(self.client.indices.get_mapping, index=self.memories)
+        index: dict[str, Any] = next(iter(mappings.values()), {})  # the alias's one concrete index
+        meta: dict[str, Any] = index.get("mappings", {}).get("_meta", {})
+        where = f"the OpenSearch index {self.memories}"
+        if check_vector_space(where, meta.get(VECTOR_SPACE_KEY), self.vector_space):
+            body = {"_meta": {**meta, VECTOR_SPACE_KEY: self.vector_space}}
+            await self.runner(self.client.indices.put_mapping, index=self.memories, body=body)
+
+    async def close(self) -> None:
+        self.runner.close()
+
+    async def health(self) -> dict[str, bool]:
+        return {"opensearch": await self.runner.ping(min(self.search_timeout_s, 2.0))}
+
+    # -- documents -------------------------------------------------------------------------------
+    async def get_source(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        """Realtime GET: the raw response (``_source``, ``_seq_no``, ``_primary_term``) or None."""
+        try:
+            return await self.runner(self.client.get, index=index, id=doc_id, request_timeout=self.write_timeout_s)
+        except os_exc.NotFoundError:
+            return None
+
+    async def mget_sources(self, index: str, doc_ids: Sequence[str]) -> list[dict[str, Any]]:
+        if not doc_ids:
+            return []
+        res = await self.runner(
+            self.client.mget, index=index, body={"ids": list(doc_ids)}, request_timeout=self.write_timeout_s
+        )
+        return [d["_source"] for d in res["docs"] if d.get("found")]
+
+    async def create(self, index: str, doc_id: str, doc: dict[str, Any]) -> bool:
+        """Create a document; False when that id exists already."""
+        try:
+            await self.runner(
+                self.client.index, index=index, id=doc_id, body=doc, op_type="create",
+                refresh=self.refresh, request_timeout=self.write_timeout_s,
+            )  # fmt: skip
+            return True
+        except os_exc.ConflictError:
+            return False
+
+    async def delete_quietly(self, index: str, doc_id: str) -> None:
+        try:
+            await self.runner(self.client.delete, index=index, id=doc_id, refresh=self.refresh)
+        except os_exc.NotFoundError:
+            pass

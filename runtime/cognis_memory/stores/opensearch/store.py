@@ -1,0 +1,82 @@
+"""The OpenSearch-only store (pattern A): its indices and the roles it supplies, every one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from opensearchpy import OpenSearch
+
+from ...config import Settings
+from ...domain import Memory
+from ..roles import StoreBundle
+from .api_keys import OpenSearchApiKeys
+from .client import Refresh
+from .indices import OpenSearchIndices
+from .jobs import OpenSearchJobs
+from .memories import OpenSearchMemories
+from .messages import OpenSearchMessages
+from .search import OpenSearchKeywordSearch, OpenSearchVectorSearch
+
+
+class OpenSearchStore(OpenSearchIndices):
+    """OpenSearch-only store: its indices (:class:`OpenSearchIndices`) and every role of
+    :mod:`cognis_memory.stores.roles`, each an object of its own module, composed by :meth:`roles`.
+
+    ``client`` is a synchronous ``opensearchpy.OpenSearch`` (the store owns it from now on).
+    """
+
+    name = "opensearch"
+
+    def __init__(
+        self,
+        client: OpenSearch,
+        *,
+        index_prefix: str,
+        dim: int,
+        dim_short: int,
+        shards: int = 1,
+        replicas: int | None = None,
+        refresh: Refresh = False,
+        search_timeout_s: float = 5.0,
+        write_timeout_s: float = 10.0,
+        max_workers: int = 8,
+        leftover_after_s: float = 30.0,
+        vector_space: str | None = None,
+    ) -> None:
+        super().__init__(
+            client, index_prefix=index_prefix, dim=dim, dim_short=dim_short, shards=shards, replicas=replicas,
+            refresh=refresh, search_timeout_s=search_timeout_s, write_timeout_s=write_timeout_s,
+            max_workers=max_workers, vector_space=vector_space,
+        )  # fmt: skip
+        memories = OpenSearchMemories(self, leftover_after_s=leftover_after_s)
+        self._roles = StoreBundle(
+            backend=self,
+            messages=OpenSearchMessages(self),
+            memories=memories,
+            vectors=OpenSearchVectorSearch(memories),
+            keywords=OpenSearchKeywordSearch(memories),
+            jobs=OpenSearchJobs(self),
+            api_keys=OpenSearchApiKeys(self),
+        )
+
+    def roles(self) -> StoreBundle:
+        return self._roles
+
+    async def bulk_load(self, memories: Sequence[Memory]) -> None:
+        """Index many memories fast (benchmarks, imports): :meth:`OpenSearchMemories.bulk_load`."""
+        await self._roles.memories.bulk_load(memories)  # type: ignore[attr-defined]
+
+
+def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+    """The OpenSearch-only store over ``opensearch_url`` (registry entry ``opensearch``)."""
+    from ..connections import opensearch_client
+
+    return OpenSearchStore(
+        opensearch_client(settings),
+        index_prefix=settings.opensearch.index_prefix,
+        dim=dim,
+        dim_short=dim_short,
+        search_timeout_s=settings.opensearch.timeout_s,
+        write_timeout_s=settings.opensearch.timeout_s,
+        vector_space=settings.embedder.vector_space,
+    ).roles()
