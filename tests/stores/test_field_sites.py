@@ -29,7 +29,7 @@ from cognis_memory.stores.migrations.postgres import MIGRATIONS as POSTGRES_MIGR
 from cognis_memory.stores.migrations.sqlite import apply_migrations
 from cognis_memory.stores.opensearch import MEMORY_FIELDS, OpenSearchStore, memory_fields
 from cognis_memory.stores.opensearch.memories import OpenSearchMemories
-from cognis_memory.stores.records import MEMORY_COLUMNS, POSTGRES, memory_to_row
+from cognis_memory.stores.records import MEMORY_COLUMNS, MEMORY_RECORD, POSTGRES, memory_to_row
 
 #: Every field of the dataclass is stored (derived values such as ``effective_time`` are properties).
 STORED: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Memory))
@@ -49,14 +49,14 @@ ABSENT: dict[str, dict[str, str]] = {
     "sql record columns": {},
     "opensearch store mapping": {},
     "opensearch store document": {},
+    # the keyword index holds exactly the columns the record marks ``searched`` (checked below), so a new
+    # field's place there is decided once, in records.py
     "keyword index mapping": {
-        "speaker": _KEYWORD_INDEX_ONLY_SEARCHES,
-        "deleted": _KEYWORD_INDEX_ONLY_SEARCHES + " (a deleted memory is not current, so not indexed)",
-        "replaces_id": _KEYWORD_INDEX_ONLY_SEARCHES,
-        "source_message_ids": _KEYWORD_INDEX_ONLY_SEARCHES,
-        "metadata": _KEYWORD_INDEX_ONLY_SEARCHES,
-        "embedding": "vectors are searched in PostgreSQL (pgvector), not in the keyword index",
-        "embedding_short": "vectors are searched in PostgreSQL (pgvector), not in the keyword index",
+        c.name: _KEYWORD_INDEX_ONLY_SEARCHES
+        + (" (a deleted memory is not current, so not indexed)" if c.name == "deleted" else "")
+        + (" (vectors are searched in PostgreSQL, pgvector)" if c.kind == "vector" else "")
+        for c in MEMORY_RECORD
+        if not c.searched
     },
     "keyword index document": {},  # filled below: the same as its mapping
     "plain json": {

@@ -20,6 +20,7 @@ import pytest
 
 from cognis_memory.domain import Category, Owner, Scope
 from cognis_memory.stores.embedded import EmbeddedStore
+from cognis_memory.stores.filters import owner_token
 from cognis_memory.stores.migrations.sqlite import (
     FTS_TOKENIZE,
     MIGRATIONS,
@@ -29,6 +30,7 @@ from cognis_memory.stores.migrations.sqlite import (
     apply_migrations,
     schema_version,
 )
+from cognis_memory.stores.records import SQLITE, insert_statement, memory_to_row, row_values
 from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner
 
@@ -66,13 +68,17 @@ def close_store(store: EmbeddedStore) -> None:
     asyncio.run(store.close())
 
 
+#: the newest migration of this build, and the version a planted migration takes (the tests hold for any number
+#: of real migrations)
+LAST = MIGRATIONS[-1].version
+NEXT = LAST + 1
 PLANTED = Migration(
-    2,
+    NEXT,
     "planted: a table, a row, a trigger",
-    """
+    f"""
 -- a ";" in a comment, in a string and in a trigger body must not cut a statement
 CREATE TABLE planted (id INTEGER PRIMARY KEY, note TEXT NOT NULL);
-INSERT INTO planted (note) VALUES ('added once; by migration 2');
+INSERT INTO planted (note) VALUES ('added once; by migration {NEXT}');
 CREATE TRIGGER planted_guard BEFORE DELETE ON planted BEGIN
     SELECT RAISE(ABORT, 'planted rows stay');
 END;
@@ -98,20 +104,25 @@ def test_a_store_made_before_migrations_opens_unchanged_and_reads_its_data(tmp_p
                     event_time=datetime(1965, 5, 1, 8, 30, tzinfo=UTC), source_message_ids=["m1"],
                     metadata={"n": 2})  # fmt: skip
     b = make_memory(owner, "Prefers green tea", rng, scope=Scope.CONTEXT, session_id="s1")
-    # The rows written by the store's own insert (the write path migrations do not change).
-    writer = EmbeddedStore(path, dim=DIM, dim_short=DIM_SHORT)
+    # The rows as the store's record mapping writes them, in the columns of the schema of then.
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(memories)")]
     conn.execute("BEGIN")
     for m in (a, b):
-        writer._insert_memory(conn, m)
+        conn.execute(insert_statement("memories", columns, "?"), row_values(memory_to_row(m, SQLITE), columns))
+        conn.execute(
+            "INSERT INTO memories_fts (owner, content, memory_id) VALUES (?, ?, ?)",
+            (owner_token(owner), m.content, m.id),
+        )
     conn.execute("COMMIT")
     conn.close()
     before = schema_of(path)
 
     store = open_store(path)
     try:
-        # nothing was written on open: the WAL is still empty, the schema and its version unchanged
-        assert (tmp_path / "old.db-wal").stat().st_size == 0
-        assert schema_of(path) == before and version_of(path) == 1
+        if LAST == 1:  # nothing to migrate: nothing was written on open, the WAL is still empty
+            assert (tmp_path / "old.db-wal").stat().st_size == 0
+            assert schema_of(path) == before
+        assert version_of(path) == LAST
 
         async def read() -> None:
             got = await store.fetch_memories(owner, [a.id, b.id])
@@ -141,14 +152,14 @@ def test_a_new_store_is_migrated_and_recorded(tmp_path: Path) -> None:
 
 def test_a_planted_migration_is_applied_once_and_recorded(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    close_store(open_store(path))  # version 1
+    close_store(open_store(path))  # version LAST
     migrations = (*MIGRATIONS, PLANTED)
     conn = connect(path)
     try:
-        assert apply_migrations(conn, migrations) == [2]
-        assert schema_version(conn) == 2
+        assert apply_migrations(conn, migrations) == [NEXT]
+        assert schema_version(conn) == NEXT
         assert conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 1
-        assert conn.execute("SELECT note FROM planted").fetchall() == [("added once; by migration 2",)]
+        assert conn.execute("SELECT note FROM planted").fetchall() == [(f"added once; by migration {NEXT}",)]
         with pytest.raises(sqlite3.IntegrityError, match="planted rows stay"):
             conn.execute("DELETE FROM planted")  # the trigger came through whole
     finally:
@@ -162,7 +173,7 @@ def test_a_planted_migration_is_applied_once_and_recorded(tmp_path: Path) -> Non
     # from an empty file, every migration in order
     fresh = connect(tmp_path / "fresh.db")
     try:
-        assert apply_migrations(fresh, migrations) == [1, 2] and schema_version(fresh) == 2
+        assert apply_migrations(fresh, migrations) == [m.version for m in migrations] and schema_version(fresh) == NEXT
     finally:
         fresh.close()
 
@@ -172,7 +183,7 @@ def test_a_failing_migration_rolls_back_and_raises(tmp_path: Path) -> None:
     close_store(open_store(path))
     before = schema_of(path)
     broken = Migration(
-        2,
+        NEXT,
         "fails at its third statement",
         """
 CREATE TABLE half_done (x INTEGER);
@@ -182,18 +193,20 @@ CREATE TABLE memories (x INTEGER);
     )
     conn = connect(path)
     try:
-        with pytest.raises(MigrationError, match=r"migration 2 \(fails at its third statement\).*version 1") as err:
+        with pytest.raises(
+            MigrationError, match=rf"migration {NEXT} \(fails at its third statement\).*version {LAST}"
+        ) as err:
             apply_migrations(conn, (*MIGRATIONS, broken))
         assert isinstance(err.value.__cause__, sqlite3.OperationalError)
         assert not conn.in_transaction
     finally:
         conn.close()
-    assert schema_of(path) == before and version_of(path) == 1
-    # the store still opens and works; a corrected migration 2 then applies
+    assert schema_of(path) == before and version_of(path) == LAST
+    # the store still opens and works; a corrected migration then applies
     close_store(open_store(path))
     conn = connect(path)
     try:
-        assert apply_migrations(conn, (*MIGRATIONS, PLANTED)) == [2]
+        assert apply_migrations(conn, (*MIGRATIONS, PLANTED)) == [NEXT]
     finally:
         conn.close()
 
@@ -252,8 +265,8 @@ def test_concurrent_runners_apply_each_migration_once(tmp_path: Path) -> None:
     results = _run_together(4, migrate)
     applied = [r for r in results if isinstance(r, list)]
     assert len(applied) == len(results), results
-    assert sorted(v for r in applied for v in r) == [1, 2]
-    assert version_of(path) == 2
+    assert sorted(v for r in applied for v in r) == [m.version for m in migrations]
+    assert version_of(path) == NEXT
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM planted").fetchone()[0] == 1
 
@@ -262,10 +275,10 @@ def test_a_store_from_a_newer_release_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "newer.db"
     close_store(open_store(path))
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE schema_version SET version = 7")
+        conn.execute("UPDATE schema_version SET version = ?", (NEXT + 5,))
     before = schema_of(path)
     store = EmbeddedStore(path, dim=DIM, dim_short=DIM_SHORT)
-    with pytest.raises(SchemaTooNewError, match=r"schema version 7.*versions up to 1") as err:
+    with pytest.raises(SchemaTooNewError, match=rf"schema version {NEXT + 5}.*versions up to {LAST}") as err:
         asyncio.run(store.open())
-    assert str(path) in str(err.value) and (err.value.recorded, err.value.known) == (7, 1)
-    assert schema_of(path) == before and version_of(path) == 7
+    assert str(path) in str(err.value) and (err.value.recorded, err.value.known) == (NEXT + 5, LAST)
+    assert schema_of(path) == before and version_of(path) == NEXT + 5
