@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from opensearchpy import OpenSearch
 
@@ -10,7 +11,6 @@ from ...config import Settings
 from ...domain import Memory
 from ..roles import StoreBundle
 from .api_keys import OpenSearchApiKeys
-from .client import Refresh
 from .indices import OpenSearchIndices
 from .jobs import OpenSearchJobs
 from .memories import OpenSearchMemories
@@ -27,27 +27,10 @@ class OpenSearchStore(OpenSearchIndices):
 
     name = "opensearch"
 
-    def __init__(
-        self,
-        client: OpenSearch,
-        *,
-        index_prefix: str,
-        dim: int,
-        dim_short: int,
-        shards: int = 1,
-        replicas: int | None = None,
-        refresh: Refresh = False,
-        search_timeout_s: float = 5.0,
-        write_timeout_s: float = 10.0,
-        max_workers: int = 8,
-        leftover_after_s: float = 30.0,
-        vector_space: str | None = None,
-    ) -> None:
-        super().__init__(
-            client, index_prefix=index_prefix, dim=dim, dim_short=dim_short, shards=shards, replicas=replicas,
-            refresh=refresh, search_timeout_s=search_timeout_s, write_timeout_s=write_timeout_s,
-            max_workers=max_workers, vector_space=vector_space,
-        )  # fmt: skip
+    def __init__(self, client: OpenSearch, *, leftover_after_s: float = 30.0, **indices: Any) -> None:
+        """``indices``: the keyword arguments of :class:`OpenSearchIndices` (``index_prefix``, ``dim`` and
+        ``dim_short`` required); ``leftover_after_s``: see :class:`OpenSearchMemories`."""
+        super().__init__(client, **indices)
         memories = OpenSearchMemories(self, leftover_after_s=leftover_after_s)
         self._roles = StoreBundle(
             backend=self,

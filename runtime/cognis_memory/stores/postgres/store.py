@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from .api_keys import PostgresApiKeys
 from .connection import PostgresDatabase
@@ -19,29 +20,9 @@ class PostgresStore(PostgresDatabase):
 
     name = "postgres"
 
-    def __init__(
-        self,
-        dsn: str | Callable[[], str],
-        *,
-        dim: int,
-        dim_short: int,
-        pool_min: int = 1,
-        pool_max: int = 10,
-        connect_timeout_s: float = 5.0,
-        pool_timeout_s: float = 10.0,
-        statement_timeout_ms: int = 30_000,
-        iterative_scan: str = "relaxed_order",
-        migration_dsn: str | Callable[[], str] | None = None,
-        app_role: str | None = None,
-        vector_space: str | None = None,
-        migrate: bool = True,
-    ) -> None:
-        super().__init__(
-            dsn, dim=dim, dim_short=dim_short, pool_min=pool_min, pool_max=pool_max,
-            connect_timeout_s=connect_timeout_s, pool_timeout_s=pool_timeout_s,
-            statement_timeout_ms=statement_timeout_ms, migration_dsn=migration_dsn, app_role=app_role,
-            vector_space=vector_space, migrate=migrate,
-        )  # fmt: skip
+    def __init__(self, dsn: str | Callable[[], str], *, iterative_scan: str = "relaxed_order", **database: Any) -> None:
+        """``database``: the keyword arguments of :class:`PostgresDatabase` (``dim`` and ``dim_short`` required)."""
+        super().__init__(dsn, **database)
         self.messages = PostgresMessages(self)
         self.memories = PostgresMemories(self)
         self.vectors = PostgresVectorSearch(self, iterative_scan=iterative_scan)
