@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from cognis_memory.domain import Category, Owner, Scope
-from cognis_memory.stores.embedded import EmbeddedStore
+from cognis_memory.stores.embedded import EmbeddedStore, connect
 from cognis_memory.stores.filters import owner_token
 from cognis_memory.stores.migrations.sqlite import (
     FTS_TOKENIZE,
@@ -39,13 +39,6 @@ from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner
 # that script, byte for byte. Pinned by its digest (`git show c0480d7:runtime/cognis_memory/stores/embedded.py`
 # has the text).
 SCHEMA_BEFORE_MIGRATIONS_SHA256 = "765af9da0610152e00bbe0ffd9ed61610b374af107f08fbfea742358d5138b29"
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    """A connection set up as the store sets up its own (autocommit, WAL, a busy timeout)."""
-    conn = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    return conn
 
 
 def schema_of(path: Path) -> list[tuple[str, str, str | None]]:
@@ -282,3 +275,23 @@ def test_a_store_from_a_newer_release_is_refused(tmp_path: Path) -> None:
         asyncio.run(store.open())
     assert str(path) in str(err.value) and (err.value.recorded, err.value.known) == (NEXT + 5, LAST)
     assert schema_of(path) == before and version_of(path) == NEXT + 5
+
+
+def test_openers_of_a_new_store_at_the_same_moment_all_connect(tmp_path: Path) -> None:
+    """Switching a new file to WAL takes its exclusive lock and SQLite answers "database is locked" at
+    once, busy timeout or not: six openers of one new store failed in about one trial of seven."""
+
+    def open_and_write(path: Path) -> str:
+        conn = connect(path)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("CREATE TABLE IF NOT EXISTS seen (x)")
+            conn.execute("COMMIT")
+            return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+        finally:
+            conn.close()
+
+    for trial in range(60):
+        path = tmp_path / f"new-{trial}.db"
+        results = _run_together(6, lambda path=path: open_and_write(path))
+        assert results == ["wal"] * 6, (trial, results)
