@@ -153,7 +153,11 @@ async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> di
     from cognis_memory.encoding.batching import Priority
     from cognis_memory.providers.factory import build_embedder
     from cognis_memory.retrieval.pipeline import SearchQuery, fact_filter
-    from cognis_memory.stores.embedded import _quote, fts_query_terms
+
+    try:
+        from cognis_memory.stores.embedded.keyword_query import _quote, fts_query_terms
+    except ImportError:  # a runtime from before the embedded store was split by role (--compare-with)
+        from cognis_memory.stores.embedded import _quote, fts_query_terms  # type: ignore[attr-defined,no-redef]
     from cognis_memory.stores.filters import owner_token
     from cognis_memory.stores.values import SearchFilter
     from cognis_memory.telemetry.recorder import StageRecorder

@@ -89,6 +89,8 @@ def real(module_name: str) -> types.ModuleType:
 
 # -- what each case mutates ---------------------------------------------------------------------------
 EMBEDDED = "cognis_memory.stores.embedded"
+EMBEDDED_SEARCH = "cognis_memory.stores.embedded.search"
+EMBEDDED_BASE = "cognis_memory.stores.embedded.base"
 PG_VECTORS = "cognis_memory.stores.postgres.vectors"
 PG_MEMORIES = "cognis_memory.stores.postgres.memories"
 OS_INDEX = "cognis_memory.stores.opensearch.keyword_index"
@@ -98,11 +100,11 @@ SPEAKERS = "cognis_memory.retrieval.speakers"
 REDIS = "cognis_memory.caching.redis_cache"
 
 #: SQL: keep the parameter bound but make the condition always true
-NO_USER_SQLITE = Edit("m.user_id = ?", "(m.user_id = ? OR 1)", 2, "EmbeddedStore._keyword_search")
-NO_OWNER_TOKEN = Edit('owner : "{owner_token(owner)}" AND ', "", 1, "EmbeddedStore._keyword_search")
+NO_USER_SQLITE = Edit("m.user_id = ?", "(m.user_id = ? OR 1)", 2, "EmbeddedSearch._keyword_search")
+NO_OWNER_TOKEN = Edit('owner : "{owner_token(owner)}" AND ', "", 1, "EmbeddedSearch._keyword_search")
 NO_USER_INDEX_ROWS = Edit("AND user_id = ? AND is_current", "AND (user_id = ? OR 1) AND is_current", 1,
-                          "EmbeddedStore._load_index_rows")  # fmt: skip
-NO_USER_FETCH = Edit("AND user_id = ? AND id IN", "AND (user_id = ? OR 1) AND id IN", 1, "EmbeddedStore._fetch")
+                          "EmbeddedSearch._load_index_rows")  # fmt: skip
+NO_USER_FETCH = Edit("AND user_id = ? AND id IN", "AND (user_id = ? OR 1) AND id IN", 1, "EmbeddedBase._fetch")
 NO_USER_PG_VECTOR = Edit("m.user_id = %s", "(m.user_id = %s OR TRUE)", 3, "PostgresVectorSearch.vector_search")
 NO_USER_PG_HYDRATION = Edit("AND user_id = %s AND is_current AND id", "AND (user_id = %s OR TRUE) AND is_current AND id",
                             1)  # fmt: skip
@@ -126,8 +128,16 @@ class Env:
     def __init__(self, request: pytest.FixtureRequest, tmp_path, dim: int) -> None:
         self.request, self.tmp_path, self.dim = request, tmp_path, dim
 
-    def embedded(self, mod: types.ModuleType) -> Any:
-        return mod.EmbeddedStore(self.tmp_path / f"{unique_prefix('e')}.db", dim=self.dim, dim_short=DIM_SHORT)
+    def embedded(self, *roles: types.ModuleType) -> Any:
+        """An embedded store whose role classes from ``roles`` (modules of :mod:`cognis_memory.stores.embedded`,
+        possibly mutated) come before its own: their methods are the ones that run."""
+        store_cls = real(EMBEDDED).EmbeddedStore
+        mutated = [  # the classes each module defines (a role module also holds the base class it imported)
+            cls for mod in roles for cls in vars(mod).values()
+            if isinstance(cls, type) and cls.__name__.startswith("Embedded") and cls.__module__ == mod.__name__
+        ]  # fmt: skip
+        cls = type("PlantedEmbeddedStore", (*mutated, store_cls), {}) if mutated else store_cls
+        return cls(self.tmp_path / f"{unique_prefix('e')}.db", dim=self.dim, dim_short=DIM_SHORT)
 
     def postgres(self, *roles: types.ModuleType) -> Any:
         """A PostgreSQL store whose role objects come from ``roles`` (modules of :mod:`cognis_memory.stores.postgres`,
@@ -191,10 +201,10 @@ def with_mutated_filters(module_name: str) -> types.ModuleType:
 Case = Callable[[Env], Parts]
 CASES: dict[str, Case] = {
     "embedded keyword query (FTS owner token and SQL user condition)": lambda env: Parts(
-        env.embedded(mutant(EMBEDDED, NO_USER_SQLITE, NO_OWNER_TOKEN))
+        env.embedded(mutant(EMBEDDED_SEARCH, NO_USER_SQLITE, NO_OWNER_TOKEN))
     ),
     "embedded vector query (index rows and their fetch)": lambda env: Parts(
-        env.embedded(mutant(EMBEDDED, NO_USER_INDEX_ROWS, NO_USER_FETCH))
+        env.embedded(mutant(EMBEDDED_SEARCH, NO_USER_INDEX_ROWS), mutant(EMBEDDED_BASE, NO_USER_FETCH))
     ),
     "PostgreSQL vector query": lambda env: Parts(env.dual(real(OS_INDEX), mutant(PG_VECTORS, NO_USER_PG_VECTOR))),
     "OpenSearch filter clauses (OpenSearch-only store)": lambda env: Parts(
@@ -204,30 +214,30 @@ CASES: dict[str, Case] = {
         env.dual(with_mutated_filters(OS_INDEX), mutant(PG_MEMORIES, NO_USER_PG_HYDRATION))
     ),
     "speaker directory owner key": lambda env: Parts(
-        env.embedded(real(EMBEDDED)),
+        env.embedded(),
         speakers=mutant(
             SPEAKERS, NO_USER_SPEAKERS, NO_USER_SPEAKERS_SET, NO_USER_SPEAKERS_MOVE, NO_USER_SPEAKERS_POP
         ).SpeakerDirectory,
     ),
     "Redis cache key prefix": lambda env: Parts(
-        env.embedded(real(EMBEDDED)), cache=env.cache(mutant(REDIS, NO_USER_CACHE_PREFIX))
+        env.embedded(), cache=env.cache(mutant(REDIS, NO_USER_CACHE_PREFIX))
     ),  # fmt: skip
 }
 #: one layer of a two-layer filter removed: the other layer alone must still keep every owner apart
 ONE_LAYER: dict[str, Case] = {
-    "embedded keyword query without the FTS owner token": lambda env: Parts(env.embedded(mutant(EMBEDDED,
+    "embedded keyword query without the FTS owner token": lambda env: Parts(env.embedded(mutant(EMBEDDED_SEARCH,
                                                                                               NO_OWNER_TOKEN))),
-    "embedded keyword query without the SQL user condition": lambda env: Parts(env.embedded(mutant(EMBEDDED,
+    "embedded keyword query without the SQL user condition": lambda env: Parts(env.embedded(mutant(EMBEDDED_SEARCH,
                                                                                                 NO_USER_SQLITE))),
     "embedded vector index rows of the whole tenant": lambda env: Parts(
-        env.embedded(mutant(EMBEDDED, NO_USER_INDEX_ROWS))
+        env.embedded(mutant(EMBEDDED_SEARCH, NO_USER_INDEX_ROWS))
     ),
     "dual store without the OpenSearch user filter": lambda env: Parts(
         env.dual(with_mutated_filters(OS_INDEX))
     ),
 }  # fmt: skip
 CONTROLS: dict[str, Case] = {
-    "embedded": lambda env: Parts(env.embedded(real(EMBEDDED)), cache=env.cache(real(REDIS))),
+    "embedded": lambda env: Parts(env.embedded(), cache=env.cache(real(REDIS))),
     "dual": lambda env: Parts(env.dual(real(OS_INDEX)), cache=env.cache(real(REDIS))),
     "opensearch": lambda env: Parts(env.opensearch(), cache=env.cache(real(REDIS))),
 }

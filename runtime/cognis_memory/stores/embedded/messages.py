@@ -1,0 +1,50 @@
+"""The embedded store's messages: saved once per client id, read back by id."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from ...domain import Message, Owner
+from ..records import (
+    MESSAGE_COLUMNS,
+    SQLITE,
+    message_from_row,
+    message_to_row,
+    row_values,
+)
+from .base import _INSERT_MESSAGE, EmbeddedBase
+
+
+class EmbeddedMessages(EmbeddedBase):
+    """The embedded store's messages: saved once per client id, read back by id."""
+
+    def _save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
+        out: list[tuple[Message, bool]] = []
+        with self._tx() as conn:
+            for msg in messages:
+                if msg.client_message_id is not None:
+                    row = conn.execute(
+                        "SELECT * FROM messages WHERE tenant_id = ? AND user_id = ? AND client_message_id = ?",
+                        (msg.tenant_id, msg.user_id, msg.client_message_id),
+                    ).fetchone()
+                    if row is not None:
+                        out.append((message_from_row(row, SQLITE), False))
+                        continue
+                conn.execute(_INSERT_MESSAGE, row_values(message_to_row(msg, SQLITE), MESSAGE_COLUMNS))
+                out.append((msg, True))
+        return out
+
+    async def save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
+        return await asyncio.to_thread(self._save_messages, messages)
+
+    async def get_messages(self, owner: Owner, ids: Sequence[str]) -> list[Message]:
+        if not ids:
+            return []
+        q = ",".join("?" * len(ids))
+        rows = await asyncio.to_thread(
+            self._read,
+            f"SELECT * FROM messages WHERE tenant_id = ? AND user_id = ? AND id IN ({q}) ORDER BY ts, id",
+            (owner.tenant_id, owner.user_id, *ids),
+        )
+        return [message_from_row(r, SQLITE) for r in rows]
