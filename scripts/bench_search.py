@@ -81,9 +81,11 @@ def _service(db: Path, embedder: Any) -> Any:
     from cognis_memory.stores.factory import build_store
 
     settings = Settings(data_dir=db.parent, sqlite_path=db, run_worker=False)
+    # a runtime from before nested settings (--compare-with) has the flat field
+    dim_short = settings.encoder.dim_short if hasattr(settings, "encoder") else settings.embedding_dim_short
     return MemoryService(
         settings,
-        store=build_store(settings, dim=embedder.dim, dim_short=settings.encoder.dim_short),
+        store=build_store(settings, dim=embedder.dim, dim_short=dim_short),
         embedder=embedder,
         telemetry=bc.RecordingTelemetry(),
     )
