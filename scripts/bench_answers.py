@@ -419,7 +419,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "settings": {
             "context_tokens": args.context_tokens,
             "limit": args.limit,
-            "recipe": args.recipe or svc.settings.retrieval.recipe,
+            "recipe": args.recipe or bc.setting(svc.settings, "recipe"),
             "extract": args.extract,
             "concurrency": args.concurrency,
             "seed": args.seed,

@@ -247,8 +247,8 @@ async def quality_longmemeval(args: argparse.Namespace) -> dict[str, Any]:
                             max_message_bytes=1 << 20)  # fmt: skip
         embedder = MemoEmbedder(build_embedder(settings))
         svc = MemoryService(
-            settings, store=EmbeddedStore(settings.embedded.resolved_sqlite_path, dim=embedder.dim,
-                                          dim_short=settings.encoder.dim_short),
+            settings, store=EmbeddedStore(getattr(settings, "embedded", settings).resolved_sqlite_path,
+                                          dim=embedder.dim, dim_short=bc.setting(settings, "embedding_dim_short")),
             embedder=embedder, telemetry=bc.RecordingTelemetry(),
         )  # fmt: skip
         await svc.start(run_worker=False)

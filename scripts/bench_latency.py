@@ -62,7 +62,7 @@ def build_service(db: Path, embedder: Any, args: argparse.Namespace) -> MemorySe
     settings = Settings(**overrides)
     svc = MemoryService(
         settings,
-        store=build_store(settings, dim=embedder.dim, dim_short=settings.encoder.dim_short),
+        store=build_store(settings, dim=embedder.dim, dim_short=bc.setting(settings, "embedding_dim_short")),
         embedder=embedder,
         telemetry=bc.RecordingTelemetry(),
     )

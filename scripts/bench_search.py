@@ -81,7 +81,8 @@ def _service(db: Path, embedder: Any) -> Any:
     from cognis_memory.stores.factory import build_store
 
     settings = Settings(data_dir=db.parent, sqlite_path=db, run_worker=False)
-    # a runtime from before nested settings (--compare-with) has the flat field
+    # a baseline runtime (--compare-with) runs with its own cognis_dev, so this cannot be bench_common.setting:
+    # before nested settings the prefix size was a field of Settings itself
     dim_short = settings.encoder.dim_short if hasattr(settings, "encoder") else settings.embedding_dim_short
     return MemoryService(
         settings,

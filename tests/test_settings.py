@@ -60,3 +60,17 @@ def test_replace_sets_flat_names_without_touching_the_rest() -> None:
     copy = settings.replace(run_worker=False, postgres_port=1)
     assert (copy.jobs.run_worker, copy.postgres.port, copy.postgres.db) == (False, 1, "kept")
     assert (settings.jobs.run_worker, settings.postgres.port) == (True, 5432)
+
+
+def test_the_benchmarks_read_a_setting_by_its_flat_name_in_nested_and_flat_settings() -> None:
+    """The benchmarks run a baseline runtime from before nested settings too (--baseline-ref)."""
+    from cognis_dev.bench_common import setting
+
+    s = Settings(embedding_dim_short=64, recipe="rrf")
+    assert setting(s, "embedding_dim_short") == 64 == s.encoder.dim_short
+    assert setting(s, "recipe") == "rrf" and setting(s, "store") == s.store
+
+    class FlatSettings:  # what a runtime before nested settings had: every setting a field of Settings
+        embedding_dim_short = 96
+
+    assert setting(FlatSettings(), "embedding_dim_short") == 96

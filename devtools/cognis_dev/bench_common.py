@@ -271,6 +271,19 @@ def has_setting(name: str) -> bool:
     return name in ({f.flat for f in flat_fields()} if flat_fields else Settings.model_fields)
 
 
+def setting(settings: Any, flat: str) -> Any:
+    """The value of the setting of flat name ``flat`` (``embedding_dim_short``) in ``settings`` of the runtime on
+    the path, whether its settings are nested (``settings.encoder.dim_short``) or flat (a baseline runtime from
+    before nested settings, run with the benchmarks' --compare-with / --baseline-ref)."""
+    flat_fields = getattr(type(settings), "flat_fields", None)
+    if flat_fields is None:
+        return getattr(settings, flat)
+    for f in flat_fields():
+        if f.flat == flat:
+            return getattr(settings if f.component is None else getattr(settings, f.component), f.name)
+    raise AttributeError(f"no setting {flat!r}")
+
+
 def quality_service(db_path: Path, *, cache: bool = True, extraction_llm: Any = None, **settings: Any) -> Any:
     """A :class:`MemoryService` on an embedded store at ``db_path`` for the quality benchmarks:
     the configured embedder (wrapped in :class:`CachingEmbedder` unless ``cache`` is false),
