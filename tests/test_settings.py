@@ -71,6 +71,7 @@ def test_the_benchmarks_read_a_setting_by_its_flat_name_in_nested_and_flat_setti
     assert setting(s, "recipe") == "rrf" and setting(s, "store") == s.store
 
     class FlatSettings:  # what a runtime before nested settings had: every setting a field of Settings
+        model_fields = {"embedding_dim_short": None}
         embedding_dim_short = 96
 
     assert setting(FlatSettings(), "embedding_dim_short") == 96

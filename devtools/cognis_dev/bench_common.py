@@ -262,26 +262,33 @@ class CachingEmbedder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
+def _flat_field(settings_cls: Any, flat: str) -> Any:
+    """Where the setting of flat name ``flat`` lives in the runtime on the path: its ``FlatField`` (nested
+    settings), ``flat`` itself when the runtime is older (before nested settings every setting was a field of
+    ``Settings``), None when it has no such setting."""
+    flat_fields = getattr(settings_cls, "flat_fields", None)
+    if flat_fields is None:
+        return flat if flat in settings_cls.model_fields else None
+    return next((f for f in flat_fields() if f.flat == flat), None)
+
+
 def has_setting(name: str) -> bool:
-    """Whether the runtime on the path has the setting of flat name ``name`` (a baseline runtime may be older:
-    before nested settings, every setting was a field of ``Settings``)."""
+    """Whether the runtime on the path has the setting of flat name ``name`` (a baseline runtime may be older)."""
     from cognis_memory.config import Settings
 
-    flat_fields = getattr(Settings, "flat_fields", None)
-    return name in ({f.flat for f in flat_fields()} if flat_fields else Settings.model_fields)
+    return _flat_field(Settings, name) is not None
 
 
 def setting(settings: Any, flat: str) -> Any:
     """The value of the setting of flat name ``flat`` (``embedding_dim_short``) in ``settings`` of the runtime on
     the path, whether its settings are nested (``settings.encoder.dim_short``) or flat (a baseline runtime from
     before nested settings, run with the benchmarks' --compare-with / --baseline-ref)."""
-    flat_fields = getattr(type(settings), "flat_fields", None)
-    if flat_fields is None:
-        return getattr(settings, flat)
-    for f in flat_fields():
-        if f.flat == flat:
-            return getattr(settings if f.component is None else getattr(settings, f.component), f.name)
-    raise AttributeError(f"no setting {flat!r}")
+    field = _flat_field(type(settings), flat)
+    if field is None:
+        raise AttributeError(f"no setting {flat!r}")
+    if isinstance(field, str):
+        return getattr(settings, field)
+    return getattr(settings if field.component is None else getattr(settings, field.component), field.name)
 
 
 def quality_service(db_path: Path, *, cache: bool = True, extraction_llm: Any = None, **settings: Any) -> Any:
