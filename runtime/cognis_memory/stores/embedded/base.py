@@ -17,7 +17,7 @@ import numpy as np
 from ...domain import Category, Memory, MemoryKind, Owner, Scope
 from ..filters import owner_token
 from ..keyword_index import FtsStatistics, FtsTokenizer, UserKeywordIndex
-from ..migrations.sqlite import FTS_TOKENIZE, apply_migrations
+from ..migrations.sqlite import FTS_TOKENIZE, add_record_columns, apply_migrations
 from ..numpy_index import IndexedRow, UserVectorIndex, category_code, kind_code, scope_code
 from ..owner_cache import OwnerCache
 from ..records import (
@@ -119,6 +119,7 @@ class EmbeddedBase:
         self._writer = self._connect()
         try:
             apply_migrations(self._writer, where=f"the store at {self.path}")
+            add_record_columns(self._writer, where=f"the store at {self.path}")
             self._check_dims()
             self._check_vector_space()
         except BaseException:

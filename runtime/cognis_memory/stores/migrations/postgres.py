@@ -6,6 +6,10 @@ session-level advisory lock, so two processes never race on ``CREATE EXTENSION``
 half-applied migration. The vector sizes are part of the schema (``vector(dim)``); opening
 an existing database with other sizes fails with a clear error instead of corrupting data.
 
+After the numbered migrations, under the same lock, the columns that ``records.py`` declares and a
+table lacks are added (:mod:`.record_columns`): a new stored field needs no migration here. A
+service that does not migrate refuses a schema that lacks one, naming it.
+
 Every run also, under the same lock:
 
 * brings pgvector to the newest version the server ships (``ALTER EXTENSION vector UPDATE``:
@@ -27,6 +31,8 @@ from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
+
+from .record_columns import POSTGRES_TYPES, RECORD_TABLES, AddedColumn, column_definition, missing_columns, sql_text
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +215,7 @@ async def apply_migrations(
                 await conn.execute(m.render(dim, dim_short))
                 await conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name))
             applied_now.append(m.version)
+        await add_record_columns(conn)
         await check_dimensions(conn, dim=dim, dim_short=dim_short)
         if app_role is not None:
             await ensure_app_role(conn, app_role)
@@ -231,11 +238,13 @@ async def check_schema_current(conn: psycopg.AsyncConnection, *, dim: int, dim_s
     except psycopg.errors.UndefinedTable:
         done = set()
     missing = [v for v in wanted if v not in done]
-    if missing:
+    lacking = [] if missing else [f"{a.table}.{a.column.name}" for a in missing_columns(await table_columns(conn))]
+    if missing or lacking:
         raise SchemaNotMigratedError(
-            f"the database schema lacks migrations {missing} of this build and this service does not migrate "
-            "(postgres_migrate=false): run `cognis-memory migrate` with the schema owner's credentials (on AWS the "
-            "stack's migration task does, before the service is updated; docs/deploy.md, 'Migrations')"
+            f"the database schema lacks {f'migrations {missing}' if missing else f'the columns {lacking}'} of this "
+            "build and this service does not migrate (postgres_migrate=false): run `cognis-memory migrate` with the "
+            "schema owner's credentials (on AWS the stack's migration task does, before the service is updated; "
+            "docs/deploy.md, 'Migrations')"
         )
     await require_pgvector(conn)
     await check_dimensions(conn, dim=dim, dim_short=dim_short)
@@ -253,6 +262,50 @@ async def check_dimensions(conn: psycopg.AsyncConnection, *, dim: int, dim_short
             f"embedding sizes: the database holds {sizes.get('embedding')}/{sizes.get('embedding_short')}-d vectors "
             f"but the service is configured for {dim}/{dim_short}; use another database or re-import"
         )
+
+
+# --- columns of the record, added after the numbered migrations ---------------------------------------
+
+
+def _literal(added: AddedColumn) -> str:
+    value = added.default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    text = str(value)
+    if added.column.kind == "ids":
+        return "'{}'"  # the only list of ids record_columns lets through is the empty one
+    if added.column.kind in ("json", "json_list"):
+        return f"{sql_text(text)}::jsonb"
+    return sql_text(text)
+
+
+async def table_columns(conn: psycopg.AsyncConnection) -> dict[str, set[str]]:
+    """The columns of each record table that exists, in the connection's schema."""
+    cur = await conn.execute(
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND table_name = ANY(%s)",
+        (list(RECORD_TABLES),),
+    )
+    present: dict[str, set[str]] = {}
+    for table, column in await cur.fetchall():
+        present.setdefault(table, set()).add(column)
+    return present
+
+
+async def add_record_columns(conn: psycopg.AsyncConnection) -> list[str]:
+    """Add the record columns the tables lack, in one transaction (the caller holds the migration lock);
+    returns ``table.column`` of each. On PostgreSQL 11 and later adding a column with a constant default
+    rewrites no row."""
+    pending = missing_columns(await table_columns(conn))
+    if pending:
+        async with conn.transaction():
+            for added in pending:
+                definition = column_definition(added, POSTGRES_TYPES, _literal)
+                await conn.execute(f'ALTER TABLE "{added.table}" ADD COLUMN {definition}')
+        log.info("postgres: added record columns %s", [f"{a.table}.{a.column.name}" for a in pending])
+    return [f"{a.table}.{a.column.name}" for a in pending]
 
 
 # --- pgvector version -------------------------------------------------------------------------------

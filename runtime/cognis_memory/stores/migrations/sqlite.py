@@ -13,6 +13,8 @@ made before migrations existed holds version 1 and today's schema, so it opens u
   a newer release: it is refused (:class:`SchemaTooNewError`), never opened with a schema the code
   does not know.
 * A store that is already current costs one read (no write lock) on open.
+* After the numbered migrations, :func:`add_record_columns` adds the columns that ``records.py``
+  declares and a table lacks (:mod:`.record_columns`): a new stored field needs no migration here.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from .record_columns import RECORD_TABLES, SQLITE_TYPES, AddedColumn, column_definition, missing_columns, sql_text
 
 #: The FTS5 tokenizer of ``memories_fts`` (the in-memory keyword index tokenizes with the same one).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -225,3 +229,47 @@ def apply_migrations(
                 conn.execute("ROLLBACK")
             raise
     return applied
+
+
+def _literal(added: AddedColumn) -> str:
+    value = added.default
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    return sql_text(str(value))
+
+
+def table_columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """The columns of each record table that exists (``PRAGMA table_info`` is empty for one that does not)."""
+    present = {}
+    for table in RECORD_TABLES:
+        names = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+        if names:
+            present[table] = names
+    return present
+
+
+def add_record_columns(conn: sqlite3.Connection, *, where: str = "the store") -> list[str]:
+    """Add the record columns the tables lack (``table.column`` of each, in one transaction); [] when none
+    is missing, which costs three reads and no write lock. Same connection rules as :func:`apply_migrations`."""
+    if not missing_columns(table_columns(conn)):
+        return []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        pending = missing_columns(table_columns(conn))  # another connection may have added them meanwhile
+        for added in pending:
+            try:
+                conn.execute(
+                    f'ALTER TABLE "{added.table}" ADD COLUMN {column_definition(added, SQLITE_TYPES, _literal)}'
+                )
+            except sqlite3.Error as e:
+                raise MigrationError(
+                    f"{where}: adding column {added.table}.{added.column.name} failed and was rolled back: {e}"
+                ) from e
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return [f"{a.table}.{a.column.name}" for a in pending]

@@ -80,13 +80,17 @@ def index_settings(*, shards: int, replicas: int | None, extra: dict[str, Any] |
     return {"index": settings}
 
 
-async def create_index_once(runner: OpenSearchRunner, alias: str, concrete: str, body: dict[str, Any]) -> bool:
-    """Create ``concrete`` with ``alias`` unless the alias exists; tolerate a concurrent creator.
+async def ensure_index(runner: OpenSearchRunner, alias: str, concrete: str, body: dict[str, Any]) -> bool:
+    """Create ``concrete`` with ``alias`` unless the alias exists (tolerating a concurrent creator); when it
+    exists, add the fields of ``body``'s mapping that its index lacks.
 
-    Returns True when this call created it.
+    Adding fields is the one mapping change OpenSearch allows on an existing index, and all a new record
+    column needs (a field already mapped is left as it is, even when ``body`` maps it otherwise).
+    Returns True when this call created the index.
     """
     client = runner.client
     if await runner(client.indices.exists_alias, name=alias):
+        await _add_missing_fields(runner, alias, body.get("mappings", {}).get("properties", {}))
         return False
     body = {**body, "aliases": {alias: {"is_write_index": True}}}
     try:
@@ -96,6 +100,17 @@ async def create_index_once(runner: OpenSearchRunner, alias: str, concrete: str,
         if "resource_already_exists" in str(e.error):
             return False
         raise
+
+
+async def _add_missing_fields(runner: OpenSearchRunner, alias: str, wanted: dict[str, Any]) -> None:
+    mappings: dict[str, Any] = await runner(runner.client.indices.get_mapping, index=alias)
+    missing: dict[str, Any] = {}
+    for index in mappings.values():  # the alias's concrete indices
+        have = index.get("mappings", {}).get("properties", {})
+        missing |= {name: field for name, field in wanted.items() if name not in have}
+    if missing:
+        await runner(runner.client.indices.put_mapping, index=alias, body={"properties": missing})
+        log.info("opensearch: added fields %s to %s", sorted(missing), alias)
 
 
 async def delete_matching(

@@ -18,7 +18,7 @@ from opensearchpy import exceptions as os_exc
 from ..records import MEMORY_RECORD
 from ..vector_space import KEY as VECTOR_SPACE_KEY
 from ..vector_space import check as check_vector_space
-from .client import OpenSearchRunner, Refresh, create_index_once, index_settings
+from .client import OpenSearchRunner, Refresh, ensure_index, index_settings
 from .documents import knn_field, memory_mapping
 
 
@@ -129,9 +129,10 @@ class OpenSearchIndices:
         }
 
     async def open(self) -> None:
-        """Create the indices (with aliases) when missing; idempotent and safe under concurrency."""
+        """Create the indices (with aliases) when missing, add the fields a newer record has to those that exist;
+        idempotent and safe under concurrency."""
         for alias, body in self._bodies().items():
-            await create_index_once(self.runner, alias, f"{alias}-000001", body)
+            await ensure_index(self.runner, alias, f"{alias}-000001", body)
         await self._check_vector_space()
 
     async def _check_vector_space(self) -> None:

@@ -33,7 +33,7 @@ from opensearchpy import exceptions as os_exc
 from ...domain import Memory, Owner
 from ..filters import opensearch_filter
 from ..values import SearchFilter
-from .client import OpenSearchRunner, Refresh, create_index_once, delete_matching, index_settings
+from .client import OpenSearchRunner, Refresh, delete_matching, ensure_index, index_settings
 from .documents import MEMORY_FIELDS, match_clause, match_text, memory_fields
 
 
@@ -126,7 +126,7 @@ class OpenSearchKeywordIndex:
         """Create the index and alias if missing (idempotent, safe under concurrency)."""
         if self._ready:
             return
-        await create_index_once(self.runner, self.alias, self.concrete, self.index_body())
+        await ensure_index(self.runner, self.alias, self.concrete, self.index_body())
         self._ready = True
 
     async def ping(self) -> bool:
