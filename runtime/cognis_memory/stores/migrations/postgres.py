@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from .record_columns import POSTGRES_TYPES, RECORD_TABLES, AddedColumn, column_definition, missing_columns, sql_text
+from .record_columns import POSTGRES_DIALECT, RECORD_TABLES, add_column_statement, missing_columns
 
 log = logging.getLogger(__name__)
 
@@ -267,20 +267,6 @@ async def check_dimensions(conn: psycopg.AsyncConnection, *, dim: int, dim_short
 # --- columns of the record, added after the numbered migrations ---------------------------------------
 
 
-def _literal(added: AddedColumn) -> str:
-    value = added.default
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    text = str(value)
-    if added.column.kind == "ids":
-        return "'{}'"  # the only list of ids record_columns lets through is the empty one
-    if added.column.kind in ("json", "json_list"):
-        return f"{sql_text(text)}::jsonb"
-    return sql_text(text)
-
-
 async def table_columns(conn: psycopg.AsyncConnection) -> dict[str, set[str]]:
     """The columns of each record table that exists, in the connection's schema."""
     cur = await conn.execute(
@@ -302,8 +288,7 @@ async def add_record_columns(conn: psycopg.AsyncConnection) -> list[str]:
     if pending:
         async with conn.transaction():
             for added in pending:
-                definition = column_definition(added, POSTGRES_TYPES, _literal)
-                await conn.execute(f'ALTER TABLE "{added.table}" ADD COLUMN {definition}')
+                await conn.execute(add_column_statement(added, POSTGRES_DIALECT))
         log.info("postgres: added record columns %s", [f"{a.table}.{a.column.name}" for a in pending])
     return [f"{a.table}.{a.column.name}" for a in pending]
 

@@ -9,15 +9,16 @@ a field without a default, a required column whose default is None, a vector (it
 store's), a time with a default, a non-empty list of ids. Those, and every change that is not a
 plain addition (a rename, a type change, an index, moving data), stay numbered migrations.
 
-Each dialect says how a kind is declared (:data:`SQLITE_TYPES`, :data:`POSTGRES_TYPES`) and renders the
-default; which columns are missing and what their default is is decided here once.
+Which columns are missing, what their default is and how each dialect writes them is decided here once
+(:data:`SQLITE_DIALECT`, :data:`POSTGRES_DIALECT`); the backends only list their tables' columns and run the
+statements.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -32,16 +33,34 @@ RECORD_TABLES: dict[str, tuple[tuple[Column, ...], type]] = {
     "jobs": (JOB_RECORD, Job),
 }
 
-#: SQL type of each column kind that can be added (vectors cannot: their size is the store's).
-SQLITE_TYPES = {
-    "text": "TEXT", "enum": "TEXT", "int": "INTEGER", "flag": "INTEGER", "time": "REAL",
-    "required_time": "REAL", "ids": "TEXT", "json_list": "TEXT", "json": "TEXT",
-}  # fmt: skip
-#: (PostgreSQL's own names, which psycopg's binary COPY also takes: ``bulk_load`` uses this map too)
-POSTGRES_TYPES = {
-    "text": "text", "enum": "text", "int": "int4", "flag": "bool", "time": "timestamptz",
-    "required_time": "timestamptz", "ids": "text[]", "json_list": "jsonb", "json": "jsonb",
-}  # fmt: skip
+
+@dataclass(frozen=True, slots=True)
+class SqlDialect:
+    """How one SQL backend declares an added column: the type of each column kind that can be added (vectors
+    cannot: their size is the store's) and how a default of each kind is written."""
+
+    types: Mapping[str, str]
+    true: str
+    false: str
+    empty_ids: str  #: the empty list of ids (the only list of ids that can be a default)
+    json_cast: str = ""  #: appended to a JSON text default
+
+
+SQLITE_DIALECT = SqlDialect(
+    types={
+        "text": "TEXT", "enum": "TEXT", "int": "INTEGER", "flag": "INTEGER", "time": "REAL",
+        "required_time": "REAL", "ids": "TEXT", "json_list": "TEXT", "json": "TEXT",
+    },
+    true="1", false="0", empty_ids="'[]'",
+)  # fmt: skip
+#: (PostgreSQL's own type names, which psycopg's binary COPY also takes: ``bulk_load`` uses them too)
+POSTGRES_DIALECT = SqlDialect(
+    types={
+        "text": "text", "enum": "text", "int": "int4", "flag": "bool", "time": "timestamptz",
+        "required_time": "timestamptz", "ids": "text[]", "json_list": "jsonb", "json": "jsonb",
+    },
+    true="true", false="false", empty_ids="'{}'", json_cast="::jsonb",
+)  # fmt: skip
 
 
 class NeedsMigrationError(ValueError):
@@ -118,14 +137,28 @@ def missing_columns(
     return added
 
 
-def sql_text(value: str) -> str:
+def _sql_text(value: str) -> str:
     """A quoted SQL string literal (the standard form both SQLite and PostgreSQL read)."""
     return "'" + value.replace("'", "''") + "'"
 
 
-def column_definition(added: AddedColumn, types: Mapping[str, str], literal: Callable[[AddedColumn], str]) -> str:
-    """``name TYPE [NOT NULL DEFAULT literal]`` for ``ALTER TABLE ... ADD COLUMN`` (``literal`` renders the default)."""
-    definition = f'"{added.column.name}" {types[added.column.kind]}'
+def _literal(added: AddedColumn, dialect: SqlDialect) -> str:
+    value = added.default
+    if isinstance(value, bool):
+        return dialect.true if value else dialect.false
+    if isinstance(value, int):
+        return str(value)
+    text = str(value)
+    if added.column.kind == "ids":
+        return dialect.empty_ids
+    if added.column.kind in ("json", "json_list"):
+        return _sql_text(text) + dialect.json_cast
+    return _sql_text(text)
+
+
+def add_column_statement(added: AddedColumn, dialect: SqlDialect) -> str:
+    """``ALTER TABLE table ADD COLUMN name TYPE [NOT NULL DEFAULT literal]`` in ``dialect``."""
+    definition = f'"{added.column.name}" {dialect.types[added.column.kind]}'
     if added.not_null:
-        definition += f" NOT NULL DEFAULT {literal(added)}"
-    return definition
+        definition += f" NOT NULL DEFAULT {_literal(added, dialect)}"
+    return f'ALTER TABLE "{added.table}" ADD COLUMN {definition}'

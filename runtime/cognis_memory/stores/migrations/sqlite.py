@@ -23,7 +23,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .record_columns import RECORD_TABLES, SQLITE_TYPES, AddedColumn, column_definition, missing_columns, sql_text
+from .record_columns import RECORD_TABLES, SQLITE_DIALECT, add_column_statement, missing_columns
 
 #: The FTS5 tokenizer of ``memories_fts`` (the in-memory keyword index tokenizes with the same one).
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -231,15 +231,6 @@ def apply_migrations(
     return applied
 
 
-def _literal(added: AddedColumn) -> str:
-    value = added.default
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    return sql_text(str(value))
-
-
 def table_columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
     """The columns of each record table that exists (``PRAGMA table_info`` is empty for one that does not)."""
     present = {}
@@ -260,9 +251,7 @@ def add_record_columns(conn: sqlite3.Connection, *, where: str = "the store") ->
         pending = missing_columns(table_columns(conn))  # another connection may have added them meanwhile
         for added in pending:
             try:
-                conn.execute(
-                    f'ALTER TABLE "{added.table}" ADD COLUMN {column_definition(added, SQLITE_TYPES, _literal)}'
-                )
+                conn.execute(add_column_statement(added, SQLITE_DIALECT))
             except sqlite3.Error as e:
                 raise MigrationError(
                     f"{where}: adding column {added.table}.{added.column.name} failed and was rolled back: {e}"

@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 
 from ...domain import Memory, Owner
 from ...errors import ConflictError, NotFoundError
-from ..migrations.record_columns import POSTGRES_TYPES
+from ..migrations.record_columns import POSTGRES_DIALECT
 from ..records import (
     MEMORY_COLUMNS,
     MEMORY_RECORD,
@@ -36,7 +36,7 @@ _CHAIN_SQL = chain_query(_COLS, PSYCOPG_PARAM)
 _INSERT_MEMORY = insert_statement("memories", MEMORY_COLUMNS, "%s")
 _INSERT_OUTBOX = "INSERT INTO outbox (op, memory_id, tenant_id, user_id, version) VALUES (%s, %s, %s, %s, %s)"
 #: the PostgreSQL type of each column kind (the binary COPY of :meth:`PostgresMemories.bulk_load` names them)
-_COPY_TYPES = {**POSTGRES_TYPES, "vector": "vector"}
+_COPY_TYPES = {**POSTGRES_DIALECT.types, "vector": "vector"}
 
 
 def _memory_params(m: Memory) -> tuple[Any, ...]:
