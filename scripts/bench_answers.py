@@ -57,7 +57,7 @@ from cognis_dev import answer_scoring as sc
 from cognis_dev import bench_common as bc
 
 from cognis_memory.config import Settings
-from cognis_memory.providers.factory import build_llm
+from cognis_memory.wiring import build_llm
 
 #: what the judge is told about a LoCoMo category-5 question (its gold is the absence of an answer)
 ADVERSARIAL_GOLD = "The conversation does not contain this information."
@@ -236,7 +236,7 @@ def judge_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_model(overrides: dict[str, Any]) -> Any:
-    """The project's provider for these settings (``providers.factory.build_llm``)."""
+    """The project's provider for these settings (``wiring.build_llm``)."""
     llm = build_llm(Settings(**overrides))
     if llm is None:  # pragma: no cover - the overrides always name a provider
         raise SystemExit("no LLM configured")

@@ -234,9 +234,9 @@ def _lme_time(value: str) -> datetime:
 
 async def quality_longmemeval(args: argparse.Namespace) -> dict[str, Any]:
     from cognis_memory.config import Settings
-    from cognis_memory.providers.factory import build_embedder
     from cognis_memory.service import MemoryService, MessageIn
     from cognis_memory.stores.embedded import EmbeddedStore
+    from cognis_memory.wiring import build_embedder
 
     with gzip.open(LONGMEMEVAL, "rt", encoding="utf-8") as f:
         items = json.load(f)[args.lme_offset : args.lme_questions]

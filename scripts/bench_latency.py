@@ -47,7 +47,7 @@ INGEST_TARGET = 150.0
 
 
 def build_service(db: Path, embedder: Any, args: argparse.Namespace) -> MemoryService:
-    from cognis_memory.stores.factory import build_store
+    from cognis_memory.wiring import build_store
 
     overrides: dict[str, Any] = {
         "data_dir": db.parent, "sqlite_path": db, "run_worker": False, "api_keys": f"{API_KEY}={TENANT}",
@@ -196,7 +196,7 @@ def _torch_threads() -> int | None:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from cognis_memory.providers.factory import build_embedder
+    from cognis_memory.wiring import build_embedder
 
     embedder = build_embedder(Settings())  # the configured embedder (COGNIS_EMBEDDER; default: ONNX int8)
     synth = bc.SyntheticVectors(embedder, vocab=args.vocab)

@@ -78,7 +78,7 @@ def owners_of(n: int, layout: str, per_user: int) -> list[str]:
 def _service(db: Path, embedder: Any) -> Any:
     from cognis_memory.config import Settings
     from cognis_memory.service import MemoryService
-    from cognis_memory.stores.factory import build_store
+    from cognis_memory.wiring import build_store
 
     settings = Settings(data_dir=db.parent, sqlite_path=db, run_worker=False)
     # a baseline runtime (--compare-with) runs with its own cognis_dev, so this cannot be bench_common.setting:
@@ -95,7 +95,7 @@ def _service(db: Path, embedder: Any) -> Any:
 async def build(db: Path, n: int, layout: str, per_user: int, vocab: int) -> dict[str, Any]:
     """The store for (n, layout) at ``db``, made once (a finished store has a ``.done`` file beside it)."""
     from cognis_memory.config import Settings
-    from cognis_memory.providers.factory import build_embedder
+    from cognis_memory.wiring import build_embedder
 
     done = db.parent / ".done"
     if done.exists():
@@ -154,8 +154,8 @@ async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> di
     from cognis_memory.config import Settings
     from cognis_memory.domain import Owner
     from cognis_memory.encoding.batching import Priority
-    from cognis_memory.providers.factory import build_embedder
     from cognis_memory.retrieval.pipeline import SearchQuery, fact_filter
+    from cognis_memory.wiring import build_embedder
 
     try:
         from cognis_memory.stores.embedded.keyword_query import _quote, fts_query_terms

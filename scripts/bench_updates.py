@@ -66,8 +66,8 @@ from cognis_dev.update_oracle import UpdateSetOracle
 from cognis_dev.update_set import TENANT, evaluate, fact_audit, generate, ingest, llm_summary
 
 from cognis_memory.config import Settings
-from cognis_memory.providers.factory import build_llm
 from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS
+from cognis_memory.wiring import build_llm
 
 HEADERS = ["recipe", "current@1", "stale>current", "current R@5", "history R@5", "previous@1", "unchanged@1"]
 

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         texts = texts[: args.sample]
         if len(texts) < 100:
             raise SystemExit(f"--texts: {len(texts)} texts is too few to fit a rotation (use thousands)")
-        from cognis_memory.providers.factory import build_embedder
+        from cognis_memory.wiring import build_embedder
 
         vectors = build_embedder(Settings()).embed(texts)
     else:

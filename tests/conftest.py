@@ -18,7 +18,7 @@ from cognis_dev.fixtures import *  # noqa: F403 - session fixtures for PostgreSQ
 def embedder():
     """The real offline default embedder: all-MiniLM-L6-v2 on ONNX Runtime, as the core install ships it."""
     from cognis_memory.config import Settings
-    from cognis_memory.providers.factory import build_embedder
+    from cognis_memory.wiring import build_embedder
 
     return build_embedder(Settings())
 

@@ -3,6 +3,9 @@ with argument > environment > default, and errors name the flat setting."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from pydantic import ValidationError
 
@@ -75,3 +78,13 @@ def test_the_benchmarks_read_a_setting_by_its_flat_name_in_nested_and_flat_setti
         embedding_dim_short = 96
 
     assert setting(FlatSettings(), "embedding_dim_short") == 96
+
+
+def test_loading_the_configuration_imports_no_store_client_library() -> None:
+    """``config.py`` composes the settings classes of the stores, which may live in the store's own module:
+    such a module imports its client library inside its functions, so reading the configuration (every CLI
+    command, the Lambda handler's cold start) does not load PostgreSQL, OpenSearch, AWS or Redis clients."""
+    clients = ("psycopg", "psycopg_pool", "opensearchpy", "boto3", "botocore", "redis")
+    code = f"import sys, cognis_memory.config; print(sorted(m for m in {clients!r} if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"

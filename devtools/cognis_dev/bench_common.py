@@ -297,9 +297,8 @@ def quality_service(db_path: Path, *, cache: bool = True, extraction_llm: Any = 
     no worker, telemetry kept in memory. ``settings`` override :class:`Settings` fields; ``extraction_llm``, an
     object of the LLM protocol, replaces the configured one (an oracle, say)."""
     from cognis_memory.config import Settings
-    from cognis_memory.providers.factory import build_embedder, build_llm, build_reranker
     from cognis_memory.service import MemoryService
-    from cognis_memory.stores.factory import build_store
+    from cognis_memory.wiring import build_embedder, build_llm, build_reranker, build_store
 
     s = Settings(**{"data_dir": db_path.parent, "sqlite_path": db_path, "run_worker": False, **settings})
     embedder = build_embedder(s)

@@ -2,7 +2,7 @@
 
 Each component's settings class lives beside the component (``stores/settings.py``,
 ``caching/settings.py``, ``providers/settings.py``, ``encoding/settings.py``,
-``retrieval/settings.py``, ``ingest/settings.py``, ``api/settings.py``,
+``retrieval/settings.py``, ``ingest/settings.py``, ``api_settings.py``,
 ``telemetry/settings.py``); code reads ``settings.<component>.<field>``. From outside, every
 setting keeps its flat name (:mod:`.component_settings`): the environment variable
 ``COGNIS_<FLAT NAME>`` and the keyword argument ``Settings(postgres_dsn=...)`` (or, whole,
@@ -11,7 +11,8 @@ setting keeps its flat name (:mod:`.component_settings`): the environment variab
 belong to no single component and are fields here: ``store`` (which backend) and ``aws_region``
 (every AWS client: Bedrock, SageMaker, Secrets Manager, RDS IAM, OpenSearch SigV4).
 The retrieval knobs live in :class:`cognis_memory.retrieval.config.RetrievalConfig`; the
-service settings carry the name of a recipe plus optional per-knob overrides.
+service settings carry the name of a recipe plus optional per-knob overrides. No component reads this
+class: each is built from its own section by :mod:`.wiring` (or by the service and the entry points).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .api.settings import ApiSettings
+from .api_settings import ApiSettings
 from .caching.settings import CacheSettings
 from .component_settings import (
     ComponentSettings,

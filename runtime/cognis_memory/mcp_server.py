@@ -150,7 +150,7 @@ def _telemetry(settings: Settings) -> Any:
     from .telemetry.emitter import Telemetry
 
     # stdout belongs to the protocol (stdio): logs and metrics go to stderr.
-    return Telemetry.from_settings(settings, stream=sys.stderr)
+    return Telemetry.from_settings(settings.telemetry, stream=sys.stderr)
 
 
 @asynccontextmanager

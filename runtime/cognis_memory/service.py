@@ -24,12 +24,12 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from . import wiring
 from .api_keys import LEGACY_LIST_KEY_NAME, MAX_KEY_LENGTH, hash_api_key, parse_api_key_list
 from .caching.result_cache import Cache, NullCache
 from .config import Settings
 from .domain import Category, Job, JobStatus, Memory, MemoryKind, Scope, utcnow
 from .encoding.batching import Priority
-from .encoding.encoder import MatryoshkaEncoder
 from .errors import InvalidInputError, NotFoundError
 from .ingest.categorizer import EmbeddingCategorizer
 from .ingest.pipeline import IngestPipeline, IngestResult, extraction_metrics
@@ -70,7 +70,7 @@ __all__ = ["MAX_PROMPT_BLOCK_TOKENS", "MemoryService", "MessageIn"]
 class MemoryService:
     """Builds and owns the pipelines, the store, the cache and the worker.
 
-    ``store`` is a :class:`~cognis_memory.stores.roles.StoreBundle` (what ``build_store`` returns) or a
+    ``store`` is a :class:`~cognis_memory.stores.roles.StoreBundle` (what :func:`~.wiring.build_store` returns) or a
     backend object with ``roles()`` (``EmbeddedStore(...)``); each pipeline gets only the roles it uses."""
 
     def __init__(
@@ -93,8 +93,8 @@ class MemoryService:
         self.stores = stores = as_bundle(store)
         self.cache = cache or NullCache()
         self._owns_telemetry = telemetry is None  # then its trace exporter is flushed and stopped on close
-        self.telemetry = telemetry or Telemetry.from_settings(settings)
-        self.encoder = MatryoshkaEncoder.from_settings(settings, embedder)
+        self.telemetry = telemetry or Telemetry.from_settings(settings.telemetry)
+        self.encoder = wiring.build_encoder(settings, embedder)
         #: named recipes with the settings' recipe_overrides applied, by name (built on first use)
         self._recipes: dict[str, RetrievalConfig] = {}
         self.retrieval_config = retrieval_config or self.recipe(settings.retrieval.recipe)
@@ -141,23 +141,19 @@ class MemoryService:
     def from_settings(
         cls, settings: Settings | None = None, *, telemetry: Telemetry | None = None, **overrides: Any
     ) -> MemoryService:
-        """Build every component named by the settings (argument > environment > default)."""
-        from .caching.factory import build_cache
-        from .providers.factory import build_embedder, build_llm, build_reranker
-        from .stores.factory import build_store
-
+        """Build every component named by the settings (argument > environment > default), through :mod:`.wiring`."""
         settings = settings.replace(**overrides) if settings else Settings(**overrides)
-        embedder = build_embedder(settings)
+        embedder = wiring.build_embedder(settings)
         dim = settings.encoder.dim_full or embedder.dim
         return cls(
             settings,
-            store=build_store(settings, dim=dim, dim_short=settings.encoder.dim_short),
+            store=wiring.build_store(settings, dim=dim, dim_short=settings.encoder.dim_short),
             embedder=embedder,
-            cache=build_cache(settings),
-            llm=build_llm(settings),
-            reranker=build_reranker(settings),
+            cache=wiring.build_cache(settings),
+            llm=wiring.build_llm(settings),
+            reranker=wiring.build_reranker(settings),
             telemetry=telemetry,
-            model_check=BedrockModelLifecycleCheck.from_settings(settings),
+            model_check=wiring.build_model_check(settings),
         )
 
     async def start(self, *, run_worker: bool | None = None) -> MemoryService:

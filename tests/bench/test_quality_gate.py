@@ -196,7 +196,7 @@ def _record(argv: list[str]) -> None:
         from cognis_dev.llm_recording import RecordingLLM
 
         from cognis_memory.config import Settings
-        from cognis_memory.providers.factory import build_llm
+        from cognis_memory.wiring import build_llm
 
         path, model = LLM_BASELINE, DEFAULT_MODEL
         base = json.loads(path.read_text(encoding="utf-8"))

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from cognis_memory.config import Settings
 from cognis_memory.providers import bge_small
-from cognis_memory.providers.factory import build_embedder
+from cognis_memory.wiring import build_embedder
 
 BGE = "bge-small-en-v1.5"
 

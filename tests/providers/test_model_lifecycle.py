@@ -97,9 +97,10 @@ async def test_the_service_says_it_at_start_and_in_ready(make_service, caplog):
 
 def test_from_settings_builds_the_check_only_for_bedrock():
     from cognis_memory.config import Settings
+    from cognis_memory.wiring import build_model_check
 
-    assert BedrockModelLifecycleCheck.from_settings(Settings(llm="none")) is None
-    built = BedrockModelLifecycleCheck.from_settings(Settings(llm="bedrock", aws_region="us-east-1"))
+    assert build_model_check(Settings(llm="none")) is None
+    built = build_model_check(Settings(llm="bedrock", aws_region="us-east-1"))
     assert built is not None and built.model_id == PROFILE
 
 

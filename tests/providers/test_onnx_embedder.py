@@ -91,7 +91,7 @@ def test_a_vector_does_not_depend_on_the_batch_it_was_computed_in(fp32_file, tex
 
 def test_input_key_is_what_the_model_sees(texts) -> None:
     from cognis_memory.config import Settings
-    from cognis_memory.providers.factory import build_embedder
+    from cognis_memory.wiring import build_embedder
 
     embedder = build_embedder(Settings())
     assert embedder.input_key("Where does ANA   live ?") == embedder.input_key("where does Ana live?")
@@ -170,7 +170,7 @@ def test_the_pooling_setting_reaches_the_onnx_embedder(fp32_file) -> None:
     from pydantic import ValidationError
 
     from cognis_memory.config import Settings
-    from cognis_memory.providers.factory import build_embedder
+    from cognis_memory.wiring import build_embedder
 
     tokenizer = default_model.tokenizer_file()
     built = build_embedder(Settings(embedder_path=fp32_file, embedder_tokenizer=tokenizer, embedding_pooling="cls"))

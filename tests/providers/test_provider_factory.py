@@ -10,12 +10,12 @@ import pytest
 from cognis_memory.config import Settings
 from cognis_memory.providers import default_model
 from cognis_memory.providers.base import LLM, Embedder, Reranker
-from cognis_memory.providers.factory import build_embedder, build_llm, build_reranker
 from cognis_memory.providers.llms import BedrockConverseLLM, OpenAICompatibleLLM
 from cognis_memory.providers.onnx_embedder import OnnxEmbedder
 from cognis_memory.providers.rerankers import LocalCrossEncoderReranker, SageMakerReranker
 from cognis_memory.providers.sentence_transformers_embedder import SentenceTransformerEmbedder
 from cognis_memory.providers.settings import EmbedderSettings, LLMSettings, RerankerSettings
+from cognis_memory.wiring import build_embedder, build_llm, build_reranker
 
 pytestmark = pytest.mark.usefixtures("no_cognis_env")
 

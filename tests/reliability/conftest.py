@@ -19,13 +19,8 @@ import pytest_asyncio
 
 from cognis_memory.stores.registry import STORES
 from tests.llm_server import ScriptedLLMServer
-from tests.reliability.helpers import (
-    COMMON_WORDS,
-    TOKEN_RE,
-    StoreHandle,
-    Truth,
-    new_handle,
-)
+from tests.reliability.helpers import COMMON_WORDS, TOKEN_RE, Truth, new_handle
+from tests.store_kinds import StoreHandle
 
 STORE_KINDS = list(STORES)  # every registered store kind
 

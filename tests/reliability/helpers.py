@@ -1,4 +1,5 @@
-"""Shared machinery of the reliability suite: store builders, owner tokens, ground truth, leak checks.
+"""Shared machinery of the reliability suite: stores of every kind (built by :mod:`tests.store_kinds`), owner
+tokens, ground truth, leak checks.
 
 Every owner (tenant, user) writes content carrying its own distinctive random tokens
 (``zq`` + 10 hex digits), and every id the test learns is registered with its owner, so a
@@ -12,8 +13,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import sqlite3
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from cognis_memory.config import Settings
 from cognis_memory.domain import Owner, Scope
 from cognis_memory.service import MemoryService
 from cognis_memory.telemetry.emitter import Telemetry
+from tests.store_kinds import KINDS, StoreHandle
 
 DIM_SHORT = 128
 #: An owner's random token ("zq" + 10 hex) or speaker name (the same, capitalised: "Zq" + 10 hex).
@@ -61,103 +61,17 @@ def new_token() -> str:
     return "zq" + secrets.token_hex(5)
 
 
-def unique_prefix(tag: str) -> str:
-    """A lowercase OpenSearch index prefix / database name unique to this run."""
-    return f"rel{tag}{uuid.uuid4().hex[:10]}"
-
-
 # -- stores ----------------------------------------------------------------------------------------
-def os_client(url: str, timeout: float = 10.0):
-    from opensearchpy import OpenSearch
-
-    return OpenSearch(hosts=[url], timeout=timeout, max_retries=0, retry_on_timeout=False)
-
-
-@dataclass
-class StoreHandle:
-    """A store plus what a test needs to inspect its backends directly."""
-
-    kind: str
-    store: Any
-    sqlite_path: Path | None = None
-    pg_dsn: str | None = None
-    os_url: str | None = None
-    prefix: str | None = None
-
-
-def build_embedded(path: Path, dim: int, *, vector_space: str | None = None) -> StoreHandle:
-    from cognis_memory.stores.embedded import EmbeddedStore
-
-    store = EmbeddedStore(path, dim=dim, dim_short=DIM_SHORT, vector_space=vector_space)
-    return StoreHandle("embedded", store, sqlite_path=path)
-
-
-def build_dual(
-    pg_dsn: str,
-    os_url: str,
-    dim: int,
-    *,
-    prefix: str | None = None,
-    refresh: Any = True,
-    pool_max: int = 4,
-    pg_kwargs: dict[str, Any] | None = None,
-    vector_space: str | None = None,
-    **dual_kwargs: Any,
-) -> StoreHandle:
-    from cognis_memory.stores.dual import DualStore
-    from cognis_memory.stores.opensearch import OpenSearchKeywordIndex
-    from cognis_memory.stores.postgres import PostgresStore
-
-    prefix = prefix or unique_prefix("d")
-    pg = PostgresStore(
-        pg_dsn, dim=dim, dim_short=DIM_SHORT, pool_max=pool_max, vector_space=vector_space, **(pg_kwargs or {})
-    )
-    kw = OpenSearchKeywordIndex(
-        os_client(os_url), index_prefix=prefix, replicas=0, refresh=refresh, search_timeout_s=2.0, write_timeout_s=5.0
-    )
-    return StoreHandle("dual", DualStore(pg, kw, **dual_kwargs), pg_dsn=pg_dsn, os_url=os_url, prefix=prefix)
-
-
-def build_opensearch(
-    os_url: str, dim: int, *, prefix: str | None = None, refresh: Any = True, vector_space: str | None = None
-) -> StoreHandle:
-    from cognis_memory.stores.opensearch import OpenSearchStore
-
-    prefix = prefix or unique_prefix("o")
-    store = OpenSearchStore(
-        os_client(os_url), index_prefix=prefix, dim=dim, dim_short=DIM_SHORT, replicas=0, refresh=refresh,
-        search_timeout_s=5.0, write_timeout_s=5.0, vector_space=vector_space,
-    )  # fmt: skip
-    return StoreHandle("opensearch", store, os_url=os_url, prefix=prefix)
-
-
-def new_handle(kind: str, request: Any, tmp_dir: Path, dim: int, **kwargs: Any) -> StoreHandle:
+def new_handle(kind: str, request: Any, tmp_dir: Path, dim: int, **options: Any) -> StoreHandle:
     """A store of ``kind`` (a registered store kind) in a fresh namespace of the shared session servers
-    (``request`` is the pytest request, for the server fixtures). A new store kind adds its builder here
-    and in :func:`reopen`: the reliability suites then run on it."""
-    if kind == "embedded":
-        return build_embedded(tmp_dir / f"{unique_prefix('e')}.db", dim, **kwargs)
-    if kind == "dual":
-        pg = request.getfixturevalue("postgres_server")
-        return build_dual(pg.create_database(unique_prefix("db")), request.getfixturevalue("opensearch_server").url,
-                          dim, **kwargs)  # fmt: skip
-    if kind == "opensearch":
-        return build_opensearch(request.getfixturevalue("opensearch_server").url, dim, **kwargs)
-    raise ValueError(f"no reliability builder for store kind {kind!r}")
+    (``request`` is the pytest request, for the server fixtures), built by its harness in
+    :mod:`tests.store_kinds`: a new store kind adds its harness there and the reliability suites run on it."""
+    return KINDS[kind].new(request, tmp_dir, dim, DIM_SHORT, **options)
 
 
-def reopen(handle: StoreHandle, dim: int, **kwargs: Any) -> StoreHandle:
+def reopen(handle: StoreHandle, dim: int, **options: Any) -> StoreHandle:
     """A new store object on the same backend namespace: what a restarted process opens."""
-    if handle.kind == "embedded":
-        assert handle.sqlite_path is not None
-        return build_embedded(handle.sqlite_path, dim, **kwargs)
-    assert handle.os_url is not None
-    if handle.kind == "dual":
-        assert handle.pg_dsn is not None
-        return build_dual(handle.pg_dsn, handle.os_url, dim, prefix=handle.prefix, **kwargs)
-    if handle.kind == "opensearch":
-        return build_opensearch(handle.os_url, dim, prefix=handle.prefix, **kwargs)
-    raise ValueError(f"no reliability builder for store kind {handle.kind!r}")
+    return KINDS[handle.kind].reopen(handle, dim, DIM_SHORT, **options)
 
 
 def make_service(
@@ -167,37 +81,6 @@ def make_service(
     return MemoryService(
         settings, store=store, embedder=embedder, cache=cache, llm=llm, reranker=reranker, telemetry=quiet_telemetry()
     )
-
-
-# -- direct inspection of the backends (forget-user proofs, hashed keys) ---------------------------
-def sqlite_rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-
-
-async def pg_rows(dsn: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    import psycopg
-
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        cur = await conn.execute(sql, params)
-        return list(await cur.fetchall())
-
-
-def os_count(url: str, index: str, query: dict[str, Any] | None = None) -> int:
-    client = os_client(url)
-    try:
-        client.indices.refresh(index=index)
-        body = {"query": query or {"match_all": {}}}
-        return int(client.count(index=index, body=body)["count"])
-    finally:
-        client.close()
-
-
-def owner_query(owner: Owner) -> dict[str, Any]:
-    return {"bool": {"filter": [{"term": {"tenant_id": owner.tenant_id}}, {"term": {"user_id": owner.user_id}}]}}
 
 
 # -- ground truth ----------------------------------------------------------------------------------

@@ -37,44 +37,15 @@ from cognis_memory.serialization import memory_to_dict
 from cognis_memory.service import MemoryService, MessageIn
 from cognis_memory.stores.values import ApiKeyRecord
 from tests.llm_server import Reply, ScriptedLLMServer
-from tests.reliability.helpers import (
-    StoreHandle,
-    make_service,
-    os_client,
-    pg_rows,
-    reopen,
-    seg,
-    sqlite_rows,
-)
+from tests.reliability.helpers import make_service, reopen, seg
+from tests.store_kinds import KINDS, StoreHandle
 
 pytestmark = pytest.mark.integration
 
 
 async def stored_key_rows(handle, key: str) -> list[dict[str, Any]]:
     """Every stored API-key record, read directly from the backend; asserts the plaintext is absent."""
-    needle = key.encode()
-    if handle.kind == "embedded":
-        for suffix in ("", "-wal"):
-            path = handle.sqlite_path.with_name(handle.sqlite_path.name + suffix)
-            if path.exists():
-                assert needle not in path.read_bytes(), f"plaintext key found in {path}"
-        rows = sqlite_rows(handle.sqlite_path, "SELECT key_hash, tenant_id, read_only FROM api_keys")
-        return [{"key_hash": r[0], "tenant_id": r[1], "read_only": bool(r[2])} for r in rows]
-    if handle.kind == "dual":
-        leaked = await pg_rows(handle.pg_dsn, "SELECT count(*) FROM api_keys t WHERE strpos(t::text, %s) > 0", (key,))
-        assert leaked[0][0] == 0, "plaintext key found in api_keys"
-        rows = await pg_rows(handle.pg_dsn, "SELECT key_hash, tenant_id, read_only FROM api_keys")
-        return [{"key_hash": r[0], "tenant_id": r[1], "read_only": r[2]} for r in rows]
-    client = os_client(handle.os_url)
-    try:
-        index = handle.store.apikeys
-        client.indices.refresh(index=index)
-        hits = client.search(index=index, body={"size": 1000, "query": {"match_all": {}}})["hits"]["hits"]
-    finally:
-        client.close()
-    assert key not in json.dumps(hits), "plaintext key found in the api-key index"
-    assert all(h["_id"] == h["_source"]["key_hash"] for h in hits)
-    return [dict(h["_source"]) for h in hits]
+    return await KINDS[handle.kind].api_key_rows(handle, key)
 
 
 @pytest_asyncio.fixture(scope="module")

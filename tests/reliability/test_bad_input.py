@@ -27,6 +27,7 @@ from cognis_memory.api.app import create_app
 from cognis_memory.serialization import memory_to_dict
 from cognis_memory.service import MessageIn
 from tests.reliability.helpers import make_service, seg
+from tests.store_kinds import KINDS
 
 pytestmark = pytest.mark.integration
 
@@ -298,16 +299,10 @@ def _cli_env(monkeypatch, handle, embedder) -> None:
     import cognis_memory.providers.factory as factory
 
     monkeypatch.setattr(factory, "build_embedder", lambda settings: embedder)
-    monkeypatch.setenv("COGNIS_STORE", handle.kind)
+    for name, value in KINDS[handle.kind].environment(handle).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("COGNIS_METRICS_ENABLED", "false")
     monkeypatch.setenv("COGNIS_LOG_LEVEL", "WARNING")
-    if handle.kind == "embedded":
-        monkeypatch.setenv("COGNIS_SQLITE_PATH", str(handle.sqlite_path))
-    if handle.pg_dsn:
-        monkeypatch.setenv("COGNIS_POSTGRES_DSN", handle.pg_dsn)
-    if handle.os_url:
-        monkeypatch.setenv("COGNIS_OPENSEARCH_URL", handle.os_url)
-        monkeypatch.setenv("COGNIS_OPENSEARCH_INDEX_PREFIX", handle.prefix)
 
 
 def _run_cli(argv: list[str]) -> int:
@@ -359,9 +354,10 @@ def test_python_client_cannot_be_steered_to_another_route_by_an_id(tmp_path, emb
     from starlette.testclient import TestClient
 
     from cognis_memory.client import MemoryAPIError, MemoryClient
-    from tests.reliability.helpers import build_embedded
+    from tests.reliability.helpers import DIM_SHORT
+    from tests.store_kinds import build_embedded
 
-    handle = build_embedded(tmp_path / "client.db", embedder.dim)
+    handle = build_embedded(tmp_path / "client.db", embedder.dim, DIM_SHORT)
     svc = make_service(handle.store, embedder)
 
     async def setup() -> str:

@@ -26,7 +26,8 @@ from cognis_memory.api.app import create_app
 from cognis_memory.domain import Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from tests.llm_server import Reply, ScriptedLLMServer
-from tests.reliability.helpers import build_dual, build_embedded, build_opensearch, make_service, unique_prefix
+from tests.reliability.helpers import DIM_SHORT, make_service
+from tests.store_kinds import build_dual, build_embedded, build_opensearch, unique_prefix
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +99,7 @@ def private_pg():
 
 
 async def test_postgres_restart_and_crash_under_load_dual_store(private_pg, opensearch_server, embedder):
-    handle = build_dual(private_pg.dsn, opensearch_server.url, embedder.dim,
+    handle = build_dual(private_pg.dsn, opensearch_server.url, embedder.dim, DIM_SHORT,
                         pg_kwargs={"connect_timeout_s": 2.0, "pool_timeout_s": 3.0})  # fmt: skip
     svc = make_service(handle.store, embedder)
     await svc.start(run_worker=False)
@@ -178,8 +179,8 @@ def private_os():
 
 
 async def test_opensearch_down_dual_degrades_and_opensearch_only_refuses(private_os, postgres_server, embedder):
-    dual = build_dual(postgres_server.create_database(unique_prefix("db")), private_os.url, embedder.dim)
-    only = build_opensearch(private_os.url, embedder.dim)
+    dual = build_dual(postgres_server.create_database(unique_prefix("db")), private_os.url, embedder.dim, DIM_SHORT)
+    only = build_opensearch(private_os.url, embedder.dim, DIM_SHORT)
     dsvc, osvc = make_service(dual.store, embedder), make_service(only.store, embedder)
     await dsvc.start(run_worker=False)
     await osvc.start(run_worker=False)
@@ -257,7 +258,7 @@ async def redis_env(tmp_path, embedder):
 
     server = start_or_skip(RedisServer(die_with_parent=True))
     cache = RedisCache(server.url, ttl_s=300, socket_timeout_s=0.25, retry_after_s=0.5)
-    handle = build_embedded(tmp_path / "redis.db", embedder.dim)
+    handle = build_embedded(tmp_path / "redis.db", embedder.dim, DIM_SHORT)
     svc = make_service(handle.store, embedder, cache=cache)
     await svc.start(run_worker=False)
     try:
@@ -382,7 +383,7 @@ async def test_reranker_timeout_or_failure_is_a_degraded_answer(tmp_path, embedd
         )
 
     reranker = SageMakerReranker("cognis-bge", client=sagemaker_client(endpoint), timeout_ms=300)
-    handle = build_embedded(tmp_path / "rerank.db", embedder.dim)
+    handle = build_embedded(tmp_path / "rerank.db", embedder.dim, DIM_SHORT)
     svc = make_service(handle.store, embedder, reranker=reranker, reranker_timeout_ms=300)
     await svc.start(run_worker=False)
     try:
@@ -449,7 +450,7 @@ async def _job(api: Api, job_id: str) -> dict[str, Any]:
 
 async def test_async_jobs_wait_out_an_llm_outage_and_dead_letter_only_unusable_answers(tmp_path, embedder, flaky_llm):
     server, llm = flaky_llm
-    handle = build_embedded(tmp_path / "llm.db", embedder.dim)
+    handle = build_embedded(tmp_path / "llm.db", embedder.dim, DIM_SHORT)
     svc = make_service(handle.store, embedder, llm=OpenAICompatibleLLM(server.base_url, "scripted", timeout_s=0.5),
                        job_max_attempts=3, job_backoff_s=0.05, job_max_backoff_s=0.2)  # fmt: skip
     svc.worker.poll_s = 0.05
@@ -518,7 +519,7 @@ async def test_sync_mode_llm_failure_answers_stored_with_facts_pending_and_loses
     answer) the request still answers 202 "stored, facts pending" with the job, never a 500 or a 503
     that would look like "not stored", and the extraction happens once the LLM answers again."""
     server, llm = flaky_llm
-    handle = build_embedded(tmp_path / "sync.db", embedder.dim)
+    handle = build_embedded(tmp_path / "sync.db", embedder.dim, DIM_SHORT)
     svc = make_service(handle.store, embedder, llm=OpenAICompatibleLLM(server.base_url, "scripted", timeout_s=0.5),
                        job_backoff_s=0.0)  # fmt: skip
     await svc.start(run_worker=False)

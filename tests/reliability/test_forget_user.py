@@ -27,9 +27,9 @@ from cognis_memory.caching.redis_cache import owner_prefix
 from cognis_memory.domain import Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from cognis_memory.service import MessageIn
-from cognis_memory.stores.filters import owner_token
 from tests.llm_server import ScriptedLLMServer
-from tests.reliability.helpers import make_service, os_count, owner_query, pg_rows, sqlite_rows
+from tests.reliability.helpers import make_service
+from tests.store_kinds import KINDS
 
 pytestmark = pytest.mark.integration
 
@@ -54,35 +54,12 @@ class Extractor:
 
 
 async def backend_counts(handle: Any, cache: Any, owner: Owner) -> dict[str, int]:
-    """Everything of ``owner`` that each backend still holds, counted at the source."""
-    t, u = owner.tenant_id, owner.user_id
-    out: dict[str, int] = {}
+    """Everything of ``owner`` that each backend still holds, counted at the source (the store kind's harness,
+    plus the embedded store's in-memory vector index and the Redis cache)."""
+    out = {f"{handle.kind}.{part}": n for part, n in (await KINDS[handle.kind].owner_counts(handle, owner)).items()}
     if handle.kind == "embedded":
-        for table in ("memories", "messages", "jobs"):
-            out[f"sqlite.{table}"] = sqlite_rows(
-                handle.sqlite_path, f"SELECT count(*) FROM {table} WHERE tenant_id = ? AND user_id = ?", (t, u)
-            )[0][0]
-        out["sqlite.memories_fts"] = sqlite_rows(
-            handle.sqlite_path, "SELECT count(*) FROM memories_fts WHERE owner = ?", (owner_token(owner),)
-        )[0][0]
         idx = handle.store._vectors.peek(owner)
         out["numpy_index.rows"] = idx.n if idx is not None else 0
-    elif handle.kind == "dual":
-        for table in ("memories", "messages", "jobs", "outbox"):
-            out[f"postgres.{table}"] = (
-                await pg_rows(
-                    handle.pg_dsn, f"SELECT count(*) FROM {table} WHERE tenant_id = %s AND user_id = %s", (t, u)
-                )
-            )[0][0]
-        out["opensearch.keyword"] = await asyncio.to_thread(
-            os_count, handle.os_url, handle.store.keyword.alias, owner_query(owner)
-        )
-    else:
-        s = handle.store
-        for index in (s.memories, s.messages, s.message_keys, s.jobs):
-            out[f"opensearch.{index.removeprefix(handle.prefix + '-')}"] = await asyncio.to_thread(
-                os_count, handle.os_url, index, owner_query(owner)
-            )
     out["redis.keys"] = len([k async for k in cache._redis.scan_iter(match=owner_prefix(owner) + "*")])
     return out
 

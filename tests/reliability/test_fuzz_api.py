@@ -20,7 +20,8 @@ from schemathesis.checks import content_type_conformance, not_a_server_error, re
 
 from cognis_memory.api.app import create_app
 from cognis_memory.service import MessageIn
-from tests.reliability.helpers import build_embedded, make_service
+from tests.reliability.helpers import DIM_SHORT, make_service
+from tests.store_kinds import build_embedded
 
 SCALE = float(os.environ.get("COGNIS_RELIABILITY_SCALE", "1"))
 FUZZ_EXAMPLES = max(5, int(60 * SCALE))
@@ -32,7 +33,7 @@ def fuzz_target(tmp_path_factory, embedder):
     import torch
 
     torch.set_num_threads(1)
-    handle = build_embedded(tmp_path_factory.mktemp("fuzz") / "memory.db", embedder.dim)
+    handle = build_embedded(tmp_path_factory.mktemp("fuzz") / "memory.db", embedder.dim, DIM_SHORT)
     svc = make_service(handle.store, embedder)
 
     async def setup() -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.helpers import unique_prefix
+from tests.store_kinds import unique_prefix
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

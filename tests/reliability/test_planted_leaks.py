@@ -34,8 +34,9 @@ import pytest
 
 from cognis_memory.domain import Owner
 from tests.reliability.executors import ServiceExecutor
-from tests.reliability.helpers import DIM_SHORT, Leak, Truth, os_client, unique_prefix
+from tests.reliability.helpers import DIM_SHORT, Leak, Truth
 from tests.reliability.test_isolation import PLAIN_SEARCH, Program, services
+from tests.store_kinds import os_client, unique_prefix
 
 pytestmark = pytest.mark.integration
 

@@ -13,16 +13,16 @@ from moto import mock_aws
 from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
 from psycopg.conninfo import conninfo_to_dict
 
-from cognis_memory.caching.factory import build_cache
 from cognis_memory.caching.redis_cache import RedisCache
 from cognis_memory.caching.result_cache import NullCache
 from cognis_memory.config import Settings
 from cognis_memory.domain import Owner
 from cognis_memory.stores.connections import opensearch_client, postgres_dsn
 from cognis_memory.stores.dual import DualStore
-from cognis_memory.stores.factory import build_store
 from cognis_memory.stores.opensearch import OpenSearchStore
+from cognis_memory.stores.settings import OpenSearchSettings, PostgresSettings
 from cognis_memory.stores.values import SearchFilter
+from cognis_memory.wiring import build_cache, build_store
 from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix
 
 
@@ -42,7 +42,7 @@ def test_dsn_from_host_and_secrets_manager(aws_env: None) -> None:
         settings = Settings(store="dual", postgres_host="db.internal", postgres_port=5433, postgres_db="mem",
                             postgres_secret_arn=arn, postgres_sslmode="require", opensearch_url="https://search:443",
                             aws_region="eu-west-1")  # fmt: skip
-        params = conninfo_to_dict(postgres_dsn(settings)())
+        params = conninfo_to_dict(postgres_dsn(settings.postgres, aws_region=settings.aws_region)())
         assert params == {"host": "db.internal", "port": "5433", "dbname": "mem", "user": "cognis",
                           "password": "p@ss:w/rd", "sslmode": "require"}  # fmt: skip
         store = build_store(settings, dim=DIM, dim_short=DIM_SHORT).backend
@@ -50,12 +50,10 @@ def test_dsn_from_host_and_secrets_manager(aws_env: None) -> None:
 
         bad = sm.create_secret(Name="not-json", SecretString="just a string")["ARN"]
         with pytest.raises(ValueError, match="postgres_secret_arn"):
-            postgres_dsn(Settings(store="dual", postgres_host="h", postgres_secret_arn=bad, aws_region="eu-west-1"))()
+            postgres_dsn(PostgresSettings(postgres_host="h", postgres_secret_arn=bad), aws_region="eu-west-1")()
         partial = sm.create_secret(Name="no-password", SecretString=json.dumps({"username": "u"}))["ARN"]
         with pytest.raises(ValueError, match="password"):
-            postgres_dsn(
-                Settings(store="dual", postgres_host="h", postgres_secret_arn=partial, aws_region="eu-west-1")
-            )()
+            postgres_dsn(PostgresSettings(postgres_host="h", postgres_secret_arn=partial), aws_region="eu-west-1")()
 
 
 def test_rotated_secret_is_picked_up_after_the_refresh_interval(aws_env: None) -> None:
@@ -65,7 +63,7 @@ def test_rotated_secret_is_picked_up_after_the_refresh_interval(aws_env: None) -
     with mock_aws():
         sm = boto3.client("secretsmanager", region_name="eu-west-1")
         arn = sm.create_secret(Name="rotating", SecretString=json.dumps({"username": "u", "password": "one"}))["ARN"]
-        dsn = SecretDsn(Settings(store="dual", postgres_host="h", postgres_secret_arn=arn, aws_region="eu-west-1"),
+        dsn = SecretDsn(PostgresSettings(postgres_host="h", postgres_secret_arn=arn), aws_region="eu-west-1",
                         clock=lambda: now[0])  # fmt: skip
         assert conninfo_to_dict(dsn())["password"] == "one"
         sm.put_secret_value(SecretId=arn, SecretString=json.dumps({"username": "u", "password": "two"}))
@@ -80,13 +78,13 @@ def test_missing_settings_are_explained() -> None:
         build_store(Settings(store="dual", opensearch_url="http://x:9200"), dim=DIM, dim_short=DIM_SHORT)
     with pytest.raises(ValueError, match="COGNIS_OPENSEARCH_URL"):
         build_store(Settings(store="opensearch"), dim=DIM, dim_short=DIM_SHORT)
-    explicit = Settings(store="dual", postgres_dsn="postgresql://u:secret@h/db", opensearch_url="http://x:9200")
-    assert postgres_dsn(explicit) == "postgresql://u:secret@h/db"
+    explicit = PostgresSettings(postgres_dsn="postgresql://u:secret@h/db")
+    assert postgres_dsn(explicit, aws_region=None) == "postgresql://u:secret@h/db"
 
 
 def test_sigv4_client_signs_for_the_es_service(aws_env: None) -> None:
-    client = opensearch_client(Settings(store="opensearch", opensearch_url="https://search.example:443",
-                                        opensearch_auth="sigv4", aws_region="eu-west-1"))  # fmt: skip
+    client = opensearch_client(OpenSearchSettings(opensearch_url="https://search.example:443", opensearch_auth="sigv4"),
+                               store="opensearch", aws_region="eu-west-1")  # fmt: skip
     conn = client.transport.get_connection()
     assert isinstance(conn, RequestsHttpConnection) and conn.use_ssl
     auth = conn.session.auth
@@ -134,13 +132,11 @@ async def test_settings_build_working_dual_and_opensearch_stores(postgres_server
 
 
 def test_the_registry_names_a_builder_for_every_store_kind_and_settings_accept_only_those() -> None:
-    import importlib
-
     from cognis_memory.stores.registry import STORES
 
-    for kind, target in STORES.items():
-        module, _, function = target.partition(":")
-        assert callable(getattr(importlib.import_module(module), function)), kind
+    for kind, entry in STORES.items():
+        assert callable(entry.load()), kind
+        assert all(name in Settings.model_fields for name in entry.sections), kind
         assert Settings(store=kind).store == kind
     with pytest.raises(ValueError, match="unknown store kind 'sqlite-vec'"):
         Settings(store="sqlite-vec")

@@ -15,9 +15,10 @@ from psycopg.conninfo import conninfo_to_dict
 
 from cognis_memory.config import Settings
 from cognis_memory.stores.connections import AppRoleDsn
-from cognis_memory.stores.migrate import migrate_postgres
 from cognis_memory.stores.migrations.postgres import SchemaNotMigratedError
 from cognis_memory.stores.postgres import PostgresStore
+from cognis_memory.stores.settings import PostgresSettings
+from cognis_memory.wiring import build_store, migrate_postgres
 from tests.stores.helpers import create_database
 
 DIM, DIM_SHORT = 16, 4
@@ -32,9 +33,10 @@ def owner_dsn(postgres_server) -> str:
 def _app_store(owner_dsn: str, role: str) -> PostgresStore:
     # The API's settings: where the database is, the application role, no owner credentials, no migration.
     params = conninfo_to_dict(owner_dsn)
-    settings = Settings(store="dual", postgres_host=params["host"], postgres_port=int(params["port"]),
-                        postgres_db=params["dbname"], postgres_app_user=role, postgres_migrate=False)  # fmt: skip
-    return PostgresStore(AppRoleDsn(settings), dim=DIM, dim_short=DIM_SHORT, app_role=role, migrate=False)
+    settings = PostgresSettings(postgres_host=params["host"], postgres_port=int(params["port"]),
+                                postgres_db=params["dbname"], postgres_app_user=role, postgres_migrate=False)  # fmt: skip
+    dsn = AppRoleDsn(settings, aws_region=None)
+    return PostgresStore(dsn, dim=DIM, dim_short=DIM_SHORT, app_role=role, migrate=False)
 
 
 async def test_a_service_that_does_not_migrate_refuses_a_schema_that_is_behind(owner_dsn):
@@ -73,9 +75,7 @@ def test_the_cli_migrates_and_prints_what_it_applied(owner_dsn, monkeypatch, cap
 
 
 def test_the_dual_store_needs_no_owner_credentials_when_it_does_not_migrate():
-    from cognis_memory.stores.dual import from_settings
-
-    bundle = from_settings(
+    bundle = build_store(
         Settings(
             store="dual",
             postgres_host="db.internal",
@@ -89,5 +89,5 @@ def test_the_dual_store_needs_no_owner_credentials_when_it_does_not_migrate():
     pg = bundle.backend.pg
     assert pg.migrate_on_open is False and pg.migration_dsn is pg.dsn  # never an owner DSN
     with pytest.raises(ValueError, match="COGNIS_POSTGRES_SECRET_ARN"):
-        from_settings(Settings(store="dual", postgres_host="db.internal", postgres_app_user="cognis_app",
-                               opensearch_url="http://127.0.0.1:9"), dim=DIM, dim_short=DIM_SHORT)  # fmt: skip
+        build_store(Settings(store="dual", postgres_host="db.internal", postgres_app_user="cognis_app",
+                             opensearch_url="http://127.0.0.1:9"), dim=DIM, dim_short=DIM_SHORT)  # fmt: skip

@@ -19,7 +19,6 @@ from cognis_memory.config import Settings
 from cognis_memory.domain import Category, Memory, Message, Owner, utcnow
 from cognis_memory.stores.connections import AppRoleDsn, postgres_app_dsn
 from cognis_memory.stores.dual import DualStore
-from cognis_memory.stores.factory import build_store
 from cognis_memory.stores.migrations.postgres import (
     MIN_PGVECTOR,
     PgvectorVersionError,
@@ -28,6 +27,8 @@ from cognis_memory.stores.migrations.postgres import (
     pgvector_version_error,
     validate_app_role,
 )
+from cognis_memory.stores.settings import PostgresSettings
+from cognis_memory.wiring import build_store
 from tests.stores.helpers import create_database, new_prefix, unit
 
 DIM, DIM_SHORT = 16, 4
@@ -169,7 +170,7 @@ async def test_app_role_privileges_cover_tables_of_later_migrations(postgres_ser
     await _migrate(owner_dsn, app_role=role)
     with psycopg.connect(owner_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE later_table (id bigserial PRIMARY KEY, v text)")
-    app_dsn = AppRoleDsn(Settings(store="dual", postgres_dsn=owner_dsn, postgres_app_user=role))()
+    app_dsn = AppRoleDsn(PostgresSettings(postgres_dsn=owner_dsn, postgres_app_user=role), aws_region=None)()
     with psycopg.connect(app_dsn, autocommit=True) as conn:
         conn.execute("INSERT INTO later_table (v) VALUES ('ok')")
         assert conn.execute("SELECT v FROM later_table").fetchone() == ("ok",)
@@ -177,15 +178,14 @@ async def test_app_role_privileges_cover_tables_of_later_migrations(postgres_ser
 
 
 def test_app_role_dsn_keeps_the_owners_server_and_drops_its_credentials() -> None:
-    settings = Settings(
-        store="dual",
+    settings = PostgresSettings(
         postgres_dsn="postgresql://admin:s3cret@db.internal:6432/cognis?sslmode=require",
         postgres_app_user="cognis_app",
     )
-    params = conninfo_to_dict(postgres_app_dsn(settings)())  # type: ignore[misc]
+    params = conninfo_to_dict(postgres_app_dsn(settings, aws_region=None)())  # type: ignore[misc]
     assert params == {"host": "db.internal", "port": "6432", "dbname": "cognis", "sslmode": "require",
                       "user": "cognis_app"}  # fmt: skip
-    assert postgres_app_dsn(Settings(store="dual", postgres_dsn="postgresql://a@h/db")) is None
+    assert postgres_app_dsn(PostgresSettings(postgres_dsn="postgresql://a@h/db"), aws_region=None) is None
 
 
 def test_iam_auth_puts_a_signed_rds_token_in_the_password(monkeypatch) -> None:
@@ -193,11 +193,11 @@ def test_iam_auth_puts_a_signed_rds_token_in_the_password(monkeypatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example/secret/key/for/signing/only000000")
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    settings = Settings(
-        store="dual", postgres_host="db.cluster-x.eu-west-1.rds.amazonaws.com", postgres_secret_arn="arn:secret",
-        postgres_sslmode="require", postgres_app_user="cognis_app", postgres_iam_auth=True, aws_region="eu-west-1",
+    settings = PostgresSettings(
+        postgres_host="db.cluster-x.eu-west-1.rds.amazonaws.com", postgres_secret_arn="arn:secret",
+        postgres_sslmode="require", postgres_app_user="cognis_app", postgres_iam_auth=True,
     )  # fmt: skip
-    params = conninfo_to_dict(postgres_app_dsn(settings)())  # type: ignore[misc]
+    params = conninfo_to_dict(postgres_app_dsn(settings, aws_region="eu-west-1")())  # type: ignore[misc]
     assert params["user"] == "cognis_app" and params["sslmode"] == "require"
     token = params["password"]
     assert token.startswith("db.cluster-x.eu-west-1.rds.amazonaws.com:5432/?")
@@ -214,7 +214,7 @@ def test_iam_auth_puts_a_signed_rds_token_in_the_password(monkeypatch) -> None:
 )
 def test_app_role_settings_are_checked(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
-        postgres_app_dsn(Settings(store="dual", **kwargs))
+        postgres_app_dsn(PostgresSettings(**kwargs), aws_region=None)
 
 
 def test_app_role_names_are_plain_identifiers() -> None:

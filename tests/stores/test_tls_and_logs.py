@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from cognis_memory.config import Settings
+from cognis_memory.stores.settings import OpenSearchSettings, PostgresSettings
 
 pytestmark = pytest.mark.integration
 
@@ -103,9 +103,10 @@ def tls_postgres(pki):
 def _app_dsn(server: PostgresServer, ca: Path) -> str:
     from cognis_memory.stores.connections import AppRoleDsn
 
-    settings = Settings(store="dual", postgres_host="localhost", postgres_port=server.port, postgres_db="cognis",
-                        postgres_app_user="postgres", postgres_sslmode="verify-full", postgres_sslrootcert=str(ca))  # fmt: skip
-    return AppRoleDsn(settings)()
+    settings = PostgresSettings(postgres_host="localhost", postgres_port=server.port, postgres_db="cognis",
+                                postgres_app_user="postgres", postgres_sslmode="verify-full",
+                                postgres_sslrootcert=str(ca))  # fmt: skip
+    return AppRoleDsn(settings, aws_region=None)()
 
 
 def test_postgres_verify_full_accepts_the_right_ca_and_refuses_a_wrong_one(tls_postgres, pki):
@@ -130,9 +131,9 @@ def test_the_owner_secret_dsn_carries_the_ca_too(monkeypatch, pki):
     with mock_aws():
         sm = boto3.client("secretsmanager", region_name="eu-west-1")
         arn = sm.create_secret(Name="owner", SecretString=json.dumps({"username": "u", "password": "p"}))["ARN"]
-        settings = Settings(store="dual", postgres_host="db.example", postgres_secret_arn=arn, aws_region="eu-west-1",
-                            postgres_sslmode="verify-full", postgres_sslrootcert=str(pki["ca"]))  # fmt: skip
-        dsn = SecretDsn(settings)()
+        settings = PostgresSettings(postgres_host="db.example", postgres_secret_arn=arn,
+                                    postgres_sslmode="verify-full", postgres_sslrootcert=str(pki["ca"]))  # fmt: skip
+        dsn = SecretDsn(settings, aws_region="eu-west-1")()
     assert "sslmode=verify-full" in dsn and f"sslrootcert={pki['ca']}" in dsn and "user=u" in dsn
 
 
@@ -193,9 +194,15 @@ def test_opensearch_https_accepts_the_right_ca_and_refuses_a_wrong_one(pki):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"https://localhost:{server.server_address[1]}"
     try:
-        ok = opensearch_client(Settings(store="dual", opensearch_url=url, opensearch_ca_certs=str(pki["ca"])))
+        ok = opensearch_client(
+            OpenSearchSettings(opensearch_url=url, opensearch_ca_certs=str(pki["ca"])), store="dual", aws_region=None
+        )
         assert ok.info()["version"]["number"] == "2.19.0"
-        bad = opensearch_client(Settings(store="dual", opensearch_url=url, opensearch_ca_certs=str(pki["wrong_ca"])))
+        bad = opensearch_client(
+            OpenSearchSettings(opensearch_url=url, opensearch_ca_certs=str(pki["wrong_ca"])),
+            store="dual",
+            aws_region=None,
+        )
         with pytest.raises(SSLError):
             bad.info()
     finally:

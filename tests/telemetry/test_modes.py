@@ -71,12 +71,12 @@ def test_explicit_modes_win_and_unknown_ones_are_refused(terminal):
 
 def test_settings_choose_the_mode(monkeypatch):
     monkeypatch.setenv("COGNIS_TELEMETRY", "text")
-    assert Telemetry.from_settings(Settings(), stream=io.StringIO()).mode == "text"
+    assert Telemetry.from_settings(Settings().telemetry, stream=io.StringIO()).mode == "text"
     monkeypatch.delenv("COGNIS_TELEMETRY")
     monkeypatch.setenv(ECS_MARKER, "http://169.254.170.2/v4/abc")
-    assert Telemetry.from_settings(Settings(), stream=io.StringIO()).mode == "emf"
+    assert Telemetry.from_settings(Settings().telemetry, stream=io.StringIO()).mode == "emf"
     monkeypatch.delenv(ECS_MARKER)
-    assert Telemetry.from_settings(Settings(), stream=io.StringIO()).mode == "json"
+    assert Telemetry.from_settings(Settings().telemetry, stream=io.StringIO()).mode == "json"
 
 
 # -- what each mode writes ----------------------------------------------------------------------

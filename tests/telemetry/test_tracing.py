@@ -247,9 +247,9 @@ async def test_a_background_job_is_traced_with_its_extraction_stage(tmp_path, em
 # -- no tracing, and OTLP export -----------------------------------------------------------------
 async def test_without_traces_nothing_is_traced_and_the_log_line_has_no_trace_id(tmp_path, embedder):
     settings = Settings(data_dir=tmp_path, run_worker=False)
-    assert settings.telemetry.traces == "off" and Tracing.from_settings(settings) is None
+    assert settings.telemetry.traces == "off" and Tracing.from_settings(settings.telemetry) is None
     logs = io.StringIO()
-    telemetry = Telemetry.from_settings(settings, stream=logs)
+    telemetry = Telemetry.from_settings(settings.telemetry, stream=logs)
     assert telemetry.tracing is None and telemetry.recorder()._tracer is None
     store = EmbeddedStore(
         settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
@@ -304,7 +304,7 @@ async def test_traces_otlp_exports_the_spans_to_the_configured_endpoint(tmp_path
         store = EmbeddedStore(
             settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
         )
-        telemetry = Telemetry.from_settings(settings, stream=io.StringIO())
+        telemetry = Telemetry.from_settings(settings.telemetry, stream=io.StringIO())
         svc = MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry)
         async with svc:
             await svc.add_messages(TENANT, USER, [MessageIn(content="I like tea")])

@@ -36,7 +36,7 @@ async def _with_service(args: argparse.Namespace, fn, *, run_worker: bool = Fals
 
     settings = settings or _settings(args)
     # Logs and metrics go to stderr: stdout carries the command's own output (JSON, JSONL).
-    telemetry = Telemetry.from_settings(settings, stream=sys.stderr)
+    telemetry = Telemetry.from_settings(settings.telemetry, stream=sys.stderr)
     svc = MemoryService.from_settings(settings, telemetry=telemetry)
     await svc.start(run_worker=run_worker)
     try:
@@ -254,7 +254,7 @@ def cmd_fetch_model(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from ..stores.migrate import migrate_postgres
+    from ..wiring import migrate_postgres
 
     applied = asyncio.run(migrate_postgres(_settings(args)))
     print(json.dumps({"applied": applied}))

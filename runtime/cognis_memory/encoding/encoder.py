@@ -40,7 +40,7 @@ from .batching import EmbeddingBatcher, Priority
 from .query_cache import QueryVectorCache
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from .settings import EncoderSettings
 
 
 def normalise_rows(x: np.ndarray) -> np.ndarray:
@@ -104,25 +104,34 @@ class MatryoshkaEncoder:
         self.query_cache = query_cache or QueryVectorCache()
 
     @classmethod
-    def from_settings(cls, settings: Settings, embedder: Embedder) -> MatryoshkaEncoder:
-        """The encoder, its embedding queue and its query cache as the ``embedding_*`` and
-        ``query_cache_*`` settings say."""
+    def from_settings(
+        cls,
+        settings: EncoderSettings,
+        embedder: Embedder,
+        *,
+        cpu_threads: int,
+        embedding_batch_size: int,
+        query_prefix: str,
+    ) -> MatryoshkaEncoder:
+        """The encoder, its embedding queue and its query cache as the ``embedding_*`` and ``query_cache_*``
+        settings say; ``cpu_threads`` and ``embedding_batch_size`` are the embedder's (``embedding_threads``,
+        ``embedding_batch_size``), ``query_prefix`` the query instruction resolved for the embedding model."""
         return cls(
             embedder,
-            dim_short=settings.encoder.dim_short,
-            dim_full=settings.encoder.dim_full,
-            rotation=settings.encoder.rotation_path,
-            cpu_threads=settings.embedder.threads,
+            dim_short=settings.dim_short,
+            dim_full=settings.dim_full,
+            rotation=settings.rotation_path,
+            cpu_threads=cpu_threads,
             batcher=EmbeddingBatcher(
                 embedder,
-                workers=settings.encoder.workers,
-                max_batch=2 * settings.embedder.batch_size,
-                max_tokens=settings.encoder.batch_tokens,
+                workers=settings.workers,
+                max_batch=2 * embedding_batch_size,
+                max_tokens=settings.batch_tokens,
             ),
             query_cache=QueryVectorCache(
-                per_tenant=settings.encoder.query_cache_per_tenant, total=settings.encoder.query_cache_entries
+                per_tenant=settings.query_cache_per_tenant, total=settings.query_cache_entries
             ),
-            query_prefix=settings.resolved_query_prefix,
+            query_prefix=query_prefix,
         )
 
     @property

@@ -19,12 +19,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .bedrock_models import ACTIVE, LEGACY, foundation_model_id
-
-if TYPE_CHECKING:
-    from ..config import Settings
+from .settings import LLMSettings
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +86,11 @@ class BedrockModelLifecycleCheck:
         self._clock = clock
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> BedrockModelLifecycleCheck | None:
-        """The check of the configured Bedrock model; None unless ``llm`` is ``bedrock``."""
-        if settings.llm.kind != "bedrock":
+    def from_settings(cls, settings: LLMSettings, *, aws_region: str | None) -> BedrockModelLifecycleCheck | None:
+        """The check of the configured Bedrock model in ``aws_region``; None unless ``llm`` is ``bedrock``."""
+        if settings.kind != "bedrock":
             return None
-        return cls(str(settings.llm.bedrock_model_id), region=settings.aws_region)
+        return cls(str(settings.bedrock_model_id), region=aws_region)
 
     def _bedrock(self) -> Any:
         if self._client is None:

@@ -36,7 +36,7 @@ import numpy as np
 from .settings import required
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cognis_memory.config import Settings
+    from .settings import EmbedderSettings
 
 #: Sentence-transformers' ``max_seq_length`` of all-MiniLM-L6-v2 (sentence_bert_config.json).
 DEFAULT_MAX_TOKENS = 256
@@ -115,10 +115,10 @@ class OnnxEmbedder:
         self.batch_size = batch_size
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> OnnxEmbedder:
+    def from_settings(cls, settings: EmbedderSettings) -> OnnxEmbedder:
         """``embedder_path`` with ``embedder_tokenizer``, or by default the files of the named ``embedding_model``
         (:mod:`.embedding_models`), with its pooling unless ``embedding_pooling`` says otherwise."""
-        s = settings.embedder
+        s = settings
         spec = s.model_spec
         own_model = s.path is not None
         tokenizer = s.tokenizer or (None if own_model else spec.tokenizer_file())

@@ -1,8 +1,8 @@
 """Every provider kind per family: ``{kind: Provider(class path)}``.
 
-Adding a provider is its module (its class with a ``from_settings(settings)`` classmethod that reads
-``settings.<family>``, and a settings field of its own in :mod:`.settings` when it needs one) plus one line
-here; the accepted values of ``COGNIS_EMBEDDER``, ``COGNIS_RERANKER`` and ``COGNIS_LLM`` and the CLI's
+Adding a provider is its module (its class with a ``from_settings`` classmethod that takes its family's
+settings, :mod:`.factory` says with what else, and a settings field of its own in :mod:`.settings` when it
+needs one) plus one line here; the accepted values of ``COGNIS_EMBEDDER``, ``COGNIS_RERANKER`` and ``COGNIS_LLM`` and the CLI's
 ``--embedder``/``--reranker``/``--llm`` choices are read from these tables. ``none`` (no reranker, no LLM)
 is not a provider and is not listed. Classes are imported only when chosen, so a provider's libraries are
 needed only where it is used.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Provider:
-    target: str  #: "module:Class" of the provider; the class builds itself with ``from_settings(settings)``
+    target: str  #: "module:Class" of the provider; the class builds itself with ``from_settings`` (see :mod:`.factory`)
 
 
 EMBEDDERS: dict[str, Provider] = {

@@ -28,12 +28,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cognis_memory.errors import DependencyUnavailableError
 
-from .settings import required
+from .settings import RerankerSettings, required
 
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import CrossEncoder
-
-    from cognis_memory.config import Settings
 
 __all__ = ["LocalCrossEncoderReranker", "PayloadFormat", "SageMakerReranker", "parse_reranker_scores"]
 
@@ -95,12 +93,11 @@ class LocalCrossEncoderReranker:
         self.path = model_path
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LocalCrossEncoderReranker:
-        """The cross-encoder directory ``reranker_path`` on the embedding device."""
-        return cls(
-            required(settings.reranker.path, "reranker=local", "reranker_path"),
-            device=settings.embedder.device,
-        )
+    def from_settings(
+        cls, settings: RerankerSettings, *, device: str, aws_region: str | None
+    ) -> LocalCrossEncoderReranker:
+        """The cross-encoder directory ``reranker_path`` on ``device`` (the embedding device); no AWS region."""
+        return cls(required(settings.path, "reranker=local", "reranker_path"), device=device)
 
     def _predict(self, query: str, documents: list[str]) -> list[float]:
         pairs = [(query, doc) for doc in documents]
@@ -251,11 +248,10 @@ class SageMakerReranker:
         self._client = client
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> SageMakerReranker:
-        """The endpoint ``sagemaker_endpoint`` in ``aws_region``, time-boxed by ``reranker_timeout_ms``."""
-        s = settings.reranker
-        endpoint = required(s.sagemaker_endpoint, "reranker=sagemaker", "sagemaker_endpoint")
-        return cls(endpoint, region=settings.aws_region, timeout_ms=s.timeout_ms)
+    def from_settings(cls, settings: RerankerSettings, *, device: str, aws_region: str | None) -> SageMakerReranker:
+        """The endpoint ``sagemaker_endpoint`` in ``aws_region``, time-boxed by ``reranker_timeout_ms``; no device."""
+        endpoint = required(settings.sagemaker_endpoint, "reranker=sagemaker", "sagemaker_endpoint")
+        return cls(endpoint, region=aws_region, timeout_ms=settings.timeout_ms)
 
     def encode_request(self, query: str, documents: Sequence[str]) -> bytes:
         """The JSON request body for one InvokeEndpoint call (see the class docstring)."""

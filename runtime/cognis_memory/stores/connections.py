@@ -1,4 +1,4 @@
-"""How the server-backed stores reach their servers, from :class:`~cognis_memory.config.Settings`.
+"""How the server-backed stores reach their servers, from their settings (:mod:`.settings`).
 
 * PostgreSQL (the dual store): the DSN from ``postgres_dsn``, or from ``postgres_host``/``postgres_port``/
   ``postgres_db`` plus the ``{username, password}`` of the Secrets Manager secret ``postgres_secret_arn``
@@ -19,74 +19,73 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..config import Settings
+from .settings import OpenSearchSettings, PostgresSettings
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
 
-def _tls_params(settings: Settings) -> dict[str, Any]:
+def _tls_params(settings: PostgresSettings) -> dict[str, Any]:
     """sslmode and, when given, the CA file libpq verifies the server certificate with."""
-    params: dict[str, Any] = {"sslmode": settings.postgres.sslmode}
-    if settings.postgres.sslrootcert:
-        params["sslrootcert"] = settings.postgres.sslrootcert
+    params: dict[str, Any] = {"sslmode": settings.sslmode}
+    if settings.sslrootcert:
+        params["sslrootcert"] = settings.sslrootcert
     return params
 
 
-def postgres_dsn(settings: Settings) -> str | Callable[[], str]:
+def postgres_dsn(settings: PostgresSettings, *, aws_region: str | None) -> str | Callable[[], str]:
     """The libpq DSN: ``postgres_dsn`` as given, or a provider built from the host settings and
     the Secrets Manager secret. The provider re-reads the secret at most every
     ``SECRET_REFRESH_S`` seconds, so new connections pick up a rotated password (Aurora's managed
-    master secret rotates every 7 days by default) without a restart."""
-    if settings.postgres.dsn is not None:
-        return settings.postgres.dsn.get_secret_value()
-    if not settings.postgres.host or not settings.postgres.secret_arn:
+    master secret rotates every 7 days by default) without a restart. ``aws_region``: Secrets Manager's."""
+    if settings.dsn is not None:
+        return settings.dsn.get_secret_value()
+    if not settings.host or not settings.secret_arn:
         raise ValueError(
             "postgres_dsn: store 'dual' needs COGNIS_POSTGRES_DSN, or COGNIS_POSTGRES_HOST with "
             "COGNIS_POSTGRES_SECRET_ARN (a Secrets Manager secret holding {username, password})"
         )
-    return SecretDsn(settings)
+    return SecretDsn(settings, aws_region=aws_region)
 
 
-def postgres_app_dsn(settings: Settings) -> AppRoleDsn | None:
+def postgres_app_dsn(settings: PostgresSettings, *, aws_region: str | None) -> AppRoleDsn | None:
     """DSN provider of the least-privilege application role, or None without ``postgres_app_user``."""
-    if settings.postgres.app_user is None:
-        if settings.postgres.iam_auth:
+    if settings.app_user is None:
+        if settings.iam_auth:
             raise ValueError("postgres_iam_auth: IAM authentication needs COGNIS_POSTGRES_APP_USER")
         return None
-    return AppRoleDsn(settings)
+    return AppRoleDsn(settings, aws_region=aws_region)
 
 
 class AppRoleDsn:
     """Callable DSN of ``postgres_app_user``: the owner's host, port, database and sslmode, the role as
     user, and as password a fresh RDS IAM token (``postgres_iam_auth``; tokens live 15 minutes and
-    are only checked when a connection opens) or none (``.pgpass``, ``PGPASSWORD`` or trust)."""
+    are only checked when a connection opens) or none (``.pgpass``, ``PGPASSWORD`` or trust).
+    ``aws_region``: the region the tokens are signed for."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: PostgresSettings, *, aws_region: str | None) -> None:
         from psycopg.conninfo import conninfo_to_dict
 
-        if settings.postgres.dsn is not None:
-            params = conninfo_to_dict(settings.postgres.dsn.get_secret_value())
+        if settings.dsn is not None:
+            params = conninfo_to_dict(settings.dsn.get_secret_value())
             params.pop("user", None)
             params.pop("password", None)
-        elif settings.postgres.host:
+        elif settings.host:
             params = {
-                "host": settings.postgres.host,
-                "port": settings.postgres.port,
-                "dbname": settings.postgres.db,
+                "host": settings.host,
+                "port": settings.port,
+                "dbname": settings.db,
                 **_tls_params(settings),
             }
         else:
             raise ValueError("postgres_app_user: needs COGNIS_POSTGRES_HOST or COGNIS_POSTGRES_DSN")
-        self.user = str(settings.postgres.app_user)
+        self.user = str(settings.app_user)
         self._params = params
         self._token: Callable[[], str] | None = None
-        if settings.postgres.iam_auth:
-            if not params.get("host") or not settings.aws_region:
+        if settings.iam_auth:
+            if not params.get("host") or not aws_region:
                 raise ValueError("postgres_iam_auth: needs a PostgreSQL host and COGNIS_AWS_REGION")
-            self._token = RdsIamToken(
-                str(params["host"]), int(params.get("port") or 5432), self.user, settings.aws_region
-            )
+            self._token = RdsIamToken(str(params["host"]), int(params.get("port") or 5432), self.user, aws_region)
 
     def __call__(self) -> str:
         from psycopg.conninfo import make_conninfo
@@ -121,10 +120,13 @@ SECRET_REFRESH_S = 60.0
 
 
 class SecretDsn:
-    """Callable DSN provider backed by a Secrets Manager secret (cached for ``SECRET_REFRESH_S``)."""
+    """Callable DSN provider backed by a Secrets Manager secret (cached for ``SECRET_REFRESH_S``) in
+    ``aws_region`` (None: the ambient region)."""
 
-    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.settings, self._clock = settings, clock
+    def __init__(
+        self, settings: PostgresSettings, *, aws_region: str | None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.settings, self.aws_region, self._clock = settings, aws_region, clock
         self._dsn: str | None = None
         self._read_at = 0.0
         self._lock = threading.Lock()
@@ -135,12 +137,12 @@ class SecretDsn:
         with self._lock:
             if self._dsn is None or self._clock() - self._read_at >= SECRET_REFRESH_S:
                 s = self.settings
-                assert s.postgres.secret_arn is not None
-                secret = read_db_secret(s.postgres.secret_arn, region=s.aws_region)
+                assert s.secret_arn is not None
+                secret = read_db_secret(s.secret_arn, region=self.aws_region)
                 self._dsn = make_conninfo(
-                    host=s.postgres.host,
-                    port=s.postgres.port,
-                    dbname=s.postgres.db,
+                    host=s.host,
+                    port=s.port,
+                    dbname=s.db,
                     user=secret["username"],
                     password=secret["password"],
                     **_tls_params(s),
@@ -164,30 +166,31 @@ def read_db_secret(secret_arn: str, *, region: str | None = None) -> dict[str, A
     return value
 
 
-def opensearch_client(settings: Settings) -> OpenSearch:
-    """A synchronous OpenSearch client for ``opensearch_url`` (SigV4-signed when ``opensearch_auth='sigv4'``)."""
+def opensearch_client(settings: OpenSearchSettings, *, store: str, aws_region: str | None) -> OpenSearch:
+    """A synchronous OpenSearch client for ``opensearch_url`` (SigV4-signed in ``aws_region``, else the ambient
+    region, when ``opensearch_auth='sigv4'``); ``store`` names the store kind that needs it."""
     from opensearchpy import OpenSearch
 
-    if not settings.opensearch.url:
-        raise ValueError(f"opensearch_url: store {settings.store!r} needs COGNIS_OPENSEARCH_URL")
-    url = settings.opensearch.url
+    if not settings.url:
+        raise ValueError(f"opensearch_url: store {store!r} needs COGNIS_OPENSEARCH_URL")
+    url = settings.url
     kwargs: dict[str, Any] = {
         "hosts": [url],
         "use_ssl": url.startswith("https://"),
         "verify_certs": url.startswith("https://"),
-        "timeout": settings.opensearch.timeout_s,
+        "timeout": settings.timeout_s,
         "max_retries": 1,
         "retry_on_timeout": False,
         "pool_maxsize": 16,
     }
-    if settings.opensearch.ca_certs:
-        kwargs["ca_certs"] = settings.opensearch.ca_certs
-    if settings.opensearch.auth == "sigv4":
+    if settings.ca_certs:
+        kwargs["ca_certs"] = settings.ca_certs
+    if settings.auth == "sigv4":
         import boto3
         from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
 
-        session = boto3.Session(region_name=settings.aws_region) if settings.aws_region else boto3.Session()
-        region = settings.aws_region or session.region_name
+        session = boto3.Session(region_name=aws_region) if aws_region else boto3.Session()
+        region = aws_region or session.region_name
         credentials = session.get_credentials()
         if not region or credentials is None:
             raise ValueError("opensearch_auth: sigv4 needs an AWS region (COGNIS_AWS_REGION) and AWS credentials")

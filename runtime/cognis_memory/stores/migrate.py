@@ -10,26 +10,22 @@ may read the owner's secret, before the API service is updated; the API tasks th
 
 from __future__ import annotations
 
-from ..config import Settings
 from .connections import postgres_dsn
 from .postgres import PostgresStore
+from .registry import StoreContext
+from .settings import PostgresSettings
 
 
-async def migrate_postgres(settings: Settings, *, dim: int | None = None) -> list[int]:
-    """Apply the pending migrations; the versions applied. ``dim`` defaults to the embedding model's size."""
-    if settings.store != "dual":
-        raise ValueError(f"store: migrate applies the PostgreSQL schema of the dual store; this is {settings.store!r}")
-    if dim is None:
-        from ..providers.factory import build_embedder
-
-        dim = settings.encoder.dim_full or build_embedder(settings).dim
-    owner = postgres_dsn(settings)
+async def migrate_postgres(context: StoreContext, *, postgres: PostgresSettings) -> list[int]:
+    """Apply the pending migrations of the dual store's PostgreSQL (vectors as ``context`` says); the versions
+    applied."""
+    owner = postgres_dsn(postgres, aws_region=context.aws_region)
     store = PostgresStore(
         owner,
-        dim=dim,
-        dim_short=settings.encoder.dim_short,
+        dim=context.dim,
+        dim_short=context.dim_short,
         migration_dsn=owner,
-        app_role=settings.postgres.app_user,
-        vector_space=settings.embedder.vector_space,
+        app_role=postgres.app_user,
+        vector_space=context.vector_space,
     )
     return await store.migrate()

@@ -31,6 +31,7 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from . import names, text
 from .modes import TelemetryMode, resolve_mode
 from .recorder import StageRecorder
+from .settings import TelemetrySettings
 from .tracing import Tracing, trace_id_of_current_span
 
 #: operation -> (log event, latency metric, pipeline dimension, span name in the GenAI memory conventions)
@@ -86,18 +87,17 @@ class Telemetry:
         self._write_lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Any, *, stream: IO[str] | None = None) -> Telemetry:
-        """Telemetry as ``settings`` (a :class:`~cognis_memory.config.Settings`) name it; ``stream`` sends
-        logs and EMF metrics there instead of stdout (the CLI and the MCP stdio server keep stdout for
-        their own output)."""
+    def from_settings(cls, settings: TelemetrySettings, *, stream: IO[str] | None = None) -> Telemetry:
+        """Telemetry as its settings say; ``stream`` sends logs and EMF metrics there instead of stdout (the CLI
+        and the MCP stdio server keep stdout for their own output)."""
         return cls(
-            service=settings.telemetry.service_name,
-            namespace=settings.telemetry.metrics_namespace,
-            metrics_enabled=settings.telemetry.metrics_enabled,
-            log_level=settings.telemetry.log_level,
+            service=settings.service_name,
+            namespace=settings.metrics_namespace,
+            metrics_enabled=settings.metrics_enabled,
+            log_level=settings.log_level,
             log_stream=stream,
             metrics_stream=stream,
-            mode=settings.telemetry.mode,
+            mode=settings.mode,
             tracing=Tracing.from_settings(settings),
         )
 

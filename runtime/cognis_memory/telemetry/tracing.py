@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanKind, Tracer
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+    from .settings import TelemetrySettings
+
 
 #: Instrumentation scope name of every span this package makes.
 SCOPE = "cognis_memory"
@@ -59,9 +61,9 @@ class Tracing:
         self.tracer: Tracer = provider.get_tracer(SCOPE)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Tracing | None:
-        """None when ``settings.telemetry.traces`` is ``off``; else a provider that batches spans to OTLP/HTTP."""
-        if settings.telemetry.traces == "off":
+    def from_settings(cls, settings: TelemetrySettings) -> Tracing | None:
+        """None when ``settings.traces`` is ``off``; else a provider that batches spans to OTLP/HTTP."""
+        if settings.traces == "off":
             return None
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -72,16 +74,12 @@ class Tracing:
         except ImportError as exc:
             raise RuntimeError(OTEL_MISSING) from exc
         provider = TracerProvider(
-            resource=Resource.create({"service.name": settings.telemetry.service_name}),
-            sampler=ParentBased(TraceIdRatioBased(settings.telemetry.trace_sample_ratio)),
+            resource=Resource.create({"service.name": settings.service_name}),
+            sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio)),
             id_generator=time_prefixed_ids(),
         )
         # No endpoint: the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, else localhost:4318.
-        exporter = (
-            OTLPSpanExporter(endpoint=settings.telemetry.otlp_endpoint)
-            if settings.telemetry.otlp_endpoint
-            else OTLPSpanExporter()
-        )
+        exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint) if settings.otlp_endpoint else OTLPSpanExporter()
         provider.add_span_processor(BatchSpanProcessor(exporter))
         return cls(provider)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.config import Config
 from botocore.exceptions import (
@@ -18,11 +18,8 @@ from pydantic import BaseModel
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import AnswerT, LLMOutputError
 
-from ..settings import required
+from ..settings import LLMSettings, required
 from .structured import CONFIG_PREFIX, check_schema_name, extract_json_text, validated, wire_schema
-
-if TYPE_CHECKING:  # pragma: no cover
-    from cognis_memory.config import Settings
 
 _BEDROCK_TRANSIENT = frozenset(
     {
@@ -93,11 +90,10 @@ class BedrockConverseLLM:
         self._client = client
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> BedrockConverseLLM:
+    def from_settings(cls, settings: LLMSettings, *, aws_region: str | None) -> BedrockConverseLLM:
         """Bedrock Converse with ``bedrock_model_id`` in ``aws_region``."""
-        s = settings.llm
-        model_id = required(s.bedrock_model_id, "llm=bedrock", "bedrock_model_id")
-        return cls(model_id, region=settings.aws_region, timeout_s=s.timeout_s)
+        model_id = required(settings.bedrock_model_id, "llm=bedrock", "bedrock_model_id")
+        return cls(model_id, region=aws_region, timeout_s=settings.timeout_s)
 
     def build_request(
         self, *, system: str, prompt: str, response_model: type[BaseModel], schema_name: str

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 import httpx
 from pydantic import BaseModel
@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import AnswerT, LLMOutputError
 
-from ..settings import required
+from ..settings import LLMSettings, required
 from .structured import (
     CONFIG_PREFIX,
     check_schema_name,
@@ -23,9 +23,6 @@ from .structured import (
     validated,
     wire_schema,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from cognis_memory.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +114,10 @@ class OpenAICompatibleLLM:
         self._own_loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> OpenAICompatibleLLM:
-        """The endpoint ``openai_base_url`` with ``openai_model`` and the optional bearer ``openai_api_key``."""
-        s = settings.llm
+    def from_settings(cls, settings: LLMSettings, *, aws_region: str | None) -> OpenAICompatibleLLM:
+        """The endpoint ``openai_base_url`` with ``openai_model`` and the optional bearer ``openai_api_key``
+        (no AWS region)."""
+        s = settings
         base_url = required(s.openai_base_url, "llm=openai", "openai_base_url")
         model = required(s.openai_model, "llm=openai", "openai_model")
         api_key = s.openai_api_key.get_secret_value() if s.openai_api_key else None

@@ -39,12 +39,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...config import Settings
 from ...domain import Memory, Owner
 from ...errors import DependencyUnavailableError
 from ..opensearch.keyword_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
 from ..postgres import PostgresStore
+from ..registry import StoreContext
 from ..roles import StoreBundle
+from ..settings import OpenSearchSettings, PostgresSettings
 from .keywords import HydratedKeywordSearch
 from .outbox import OutboxBatch, OutboxItem, PostgresOutbox
 
@@ -305,30 +306,30 @@ class DualStore:
 KEYWORD_SEARCH_TIMEOUT_CAP_S = 2.0
 
 
-def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
-    """PostgreSQL (DSN and app role from the settings, see :mod:`.factory`) and the OpenSearch keyword
+def from_settings(context: StoreContext, *, postgres: PostgresSettings, opensearch: OpenSearchSettings) -> StoreBundle:
+    """PostgreSQL (DSN and app role from its settings, see :mod:`..connections`) and the OpenSearch keyword
     index over ``opensearch_url``, outbox drained in the background every second (registry entry ``dual``)."""
     from ..connections import opensearch_client, postgres_app_dsn, postgres_dsn
 
-    app_dsn = postgres_app_dsn(settings)
+    app_dsn = postgres_app_dsn(postgres, aws_region=context.aws_region)
     # Without migrating (postgres_migrate=false) and with an application role, no owner credentials are needed.
-    owner_dsn = postgres_dsn(settings) if settings.postgres.migrate or app_dsn is None else None
+    owner_dsn = postgres_dsn(postgres, aws_region=context.aws_region) if postgres.migrate or app_dsn is None else None
     pool_dsn = app_dsn or owner_dsn
     assert pool_dsn is not None
-    postgres = PostgresStore(
+    system_of_record = PostgresStore(
         pool_dsn,
-        dim=dim,
-        dim_short=dim_short,
-        pool_max=max(1, settings.postgres.pool_size),
+        dim=context.dim,
+        dim_short=context.dim_short,
+        pool_max=max(1, postgres.pool_size),
         migration_dsn=owner_dsn,
-        app_role=settings.postgres.app_user,
-        vector_space=settings.embedder.vector_space,
-        migrate=settings.postgres.migrate,
+        app_role=postgres.app_user,
+        vector_space=context.vector_space,
+        migrate=postgres.migrate,
     )
     keyword = OpenSearchKeywordIndex(
-        opensearch_client(settings),
-        index_prefix=settings.opensearch.index_prefix,
-        search_timeout_s=min(settings.opensearch.timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
-        write_timeout_s=settings.opensearch.timeout_s,
+        opensearch_client(opensearch, store=context.kind, aws_region=context.aws_region),
+        index_prefix=opensearch.index_prefix,
+        search_timeout_s=min(opensearch.timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
+        write_timeout_s=opensearch.timeout_s,
     )
-    return DualStore(postgres, keyword, background_drain_interval_s=1.0).roles()
+    return DualStore(system_of_record, keyword, background_drain_interval_s=1.0).roles()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ...config import Settings
+from ..registry import StoreContext
 from ..roles import StoreBundle
+from ..settings import EmbeddedStoreSettings
 from .api_keys import EmbeddedApiKeys
 from .jobs import EmbeddedJobs
 from .memories import EmbeddedMemories
@@ -27,13 +28,13 @@ class EmbeddedStore(EmbeddedMemories, EmbeddedMessages, EmbeddedSearch, Embedded
         return StoreBundle.of(self)
 
 
-def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+def from_settings(context: StoreContext, *, embedded: EmbeddedStoreSettings) -> StoreBundle:
     """The embedded store at ``resolved_sqlite_path`` (registry entry ``embedded``)."""
     return EmbeddedStore(
-        settings.embedded.resolved_sqlite_path,
-        dim=dim,
-        dim_short=dim_short,
-        vector_space=settings.embedder.vector_space,
-        keyword_index_min_rows=settings.embedded.keyword_index_min_memories,
-        ann_min_rows=settings.embedded.ann_min_memories,
+        embedded.resolved_sqlite_path,
+        dim=context.dim,
+        dim_short=context.dim_short,
+        vector_space=context.vector_space,
+        keyword_index_min_rows=embedded.keyword_index_min_memories,
+        ann_min_rows=embedded.ann_min_memories,
     ).roles()

@@ -7,9 +7,10 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from ...config import Settings
 from ...domain import Memory
+from ..registry import StoreContext
 from ..roles import StoreBundle
+from ..settings import OpenSearchSettings
 from .api_keys import OpenSearchApiKeys
 from .indices import OpenSearchIndices
 from .jobs import OpenSearchJobs
@@ -50,16 +51,16 @@ class OpenSearchStore(OpenSearchIndices):
         await self._roles.memories.bulk_load(memories)  # type: ignore[attr-defined]
 
 
-def from_settings(settings: Settings, *, dim: int, dim_short: int) -> StoreBundle:
+def from_settings(context: StoreContext, *, opensearch: OpenSearchSettings) -> StoreBundle:
     """The OpenSearch-only store over ``opensearch_url`` (registry entry ``opensearch``)."""
     from ..connections import opensearch_client
 
     return OpenSearchStore(
-        opensearch_client(settings),
-        index_prefix=settings.opensearch.index_prefix,
-        dim=dim,
-        dim_short=dim_short,
-        search_timeout_s=settings.opensearch.timeout_s,
-        write_timeout_s=settings.opensearch.timeout_s,
-        vector_space=settings.embedder.vector_space,
+        opensearch_client(opensearch, store=context.kind, aws_region=context.aws_region),
+        index_prefix=opensearch.index_prefix,
+        dim=context.dim,
+        dim_short=context.dim_short,
+        search_timeout_s=opensearch.timeout_s,
+        write_timeout_s=opensearch.timeout_s,
+        vector_space=context.vector_space,
     ).roles()

@@ -1,12 +1,16 @@
 """Settings of the HTTP API: its keys and authentication, where `serve` listens, request limits and the
 inspector. Composed by :class:`cognis_memory.config.Settings`; each field's ``alias`` is its flat name
-(``COGNIS_<ALIAS>``)."""
+(``COGNIS_<ALIAS>``).
+
+They sit beside the :mod:`cognis_memory.api` package, not in it: the package stands above the service it
+serves, while these settings are read below it too (the service holds the key list, the CLI's ``serve``
+binds the address), and the configuration, which composes them, stands below the service."""
 
 from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
-from ..component_settings import ComponentSettings
+from .component_settings import ComponentSettings
 
 
 class ApiSettings(ComponentSettings):
