@@ -295,10 +295,9 @@ CLI_CASES = [
 ]
 
 
-def _cli_env(monkeypatch, handle, embedder) -> None:
-    import cognis_memory.providers.factory as factory
-
-    monkeypatch.setattr(factory, "build_embedder", lambda settings: embedder)
+def _cli_env(monkeypatch, handle) -> None:
+    """The CLI's settings for ``handle``'s store; it builds its own default embedder (the same offline model
+    as the ``embedder`` fixture), as a user's CLI does."""
     for name, value in KINDS[handle.kind].environment(handle).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("COGNIS_METRICS_ENABLED", "false")
@@ -312,8 +311,8 @@ def _run_cli(argv: list[str]) -> int:
     return main(argv)
 
 
-async def test_cli_bad_files_and_queries_exit_cleanly_and_change_nothing(env, embedder, monkeypatch, tmp_path, capfd):
-    _cli_env(monkeypatch, env.handle, embedder)
+async def test_cli_bad_files_and_queries_exit_cleanly_and_change_nothing(env, monkeypatch, tmp_path, capfd):
+    _cli_env(monkeypatch, env.handle)
     before = await env.exports()
     for i, (text, suffix, code) in enumerate(CLI_CASES):
         f = Path(tmp_path) / f"case{i}{suffix}"
