@@ -28,7 +28,7 @@ from . import wiring
 from .api_keys import LEGACY_LIST_KEY_NAME, MAX_KEY_LENGTH, hash_api_key, parse_api_key_list
 from .caching.result_cache import Cache, NullCache
 from .config import Settings
-from .domain import Category, Job, JobStatus, Memory, MemoryKind, Scope, utcnow
+from .domain import Category, Job, JobStatus, Memory, MemoryKind, utcnow
 from .encoding.batching import Priority
 from .errors import InvalidInputError, NotFoundError
 from .ingest.categorizer import EmbeddingCategorizer
@@ -45,6 +45,7 @@ from .stores.values import ApiKeyRecord, UserSummary
 from .telemetry import names
 from .telemetry.emitter import Telemetry
 from .validation import (
+    FilterRequest,
     MessageIn,
     check_filter,
     check_id,
@@ -64,7 +65,7 @@ PENDING = "pending"
 PENDING_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
 
 
-__all__ = ["MAX_PROMPT_BLOCK_TOKENS", "MemoryService", "MessageIn"]
+__all__ = ["MAX_PROMPT_BLOCK_TOKENS", "FilterRequest", "MemoryService", "MessageIn"]
 
 
 class MemoryService:
@@ -278,13 +279,7 @@ class MemoryService:
         query: str,
         *,
         limit: int = 10,
-        scopes: Sequence[Scope | str] | None = None,
-        session_id: str | None = None,
-        categories: Sequence[Category | str] | None = None,
-        kinds: Sequence[MemoryKind | str] | None = None,
-        agent_id: str | None = None,
-        time_from: datetime | None = None,
-        time_to: datetime | None = None,
+        filter: FilterRequest | None = None,
         include_history: bool = False,
         explain: bool = False,
         now: datetime | None = None,
@@ -293,19 +288,12 @@ class MemoryService:
         request_id: str | None = None,
         client_request_id: str | None = None,
     ) -> SearchResponse:
+        """The memories of the user most relevant to ``query``; ``filter`` narrows what the search may see
+        (checked here: :func:`~cognis_memory.validation.check_filter`)."""
         owner = check_owner(tenant_id, user_id)
         check_query("query", query)
         check_int("limit", limit, 1, 100)
-        flt = check_filter(
-            owner,
-            scopes=scopes,
-            session_id=session_id,
-            categories=categories,
-            kinds=kinds,
-            agent_id=agent_id,
-            time_from=time_from,
-            time_to=time_to,
-        )
+        flt = check_filter(owner, filter)
         q = SearchQuery(
             filter=flt,
             text=query,
@@ -333,8 +321,8 @@ class MemoryService:
     ) -> tuple[PromptBlock, SearchResponse]:
         """The memories relevant to ``message`` as a text block of at most ``max_tokens`` (estimated)
         tokens, for a system prompt; history questions bring the earlier versions along
-        (see :mod:`cognis_memory.prompt_block`). ``search_options`` are :meth:`search`'s filters
-        and options (session_id, scopes, time_from, ...). Also returns the search it was built from."""
+        (see :mod:`cognis_memory.prompt_block`). ``search_options`` are :meth:`search`'s filter and
+        options (filter, include_history, now, recipe, ...). Also returns the search it was built from."""
         check_int("max_tokens", max_tokens, 50, MAX_PROMPT_BLOCK_TOKENS)
         check_query("message", message)
         response = await self.search(tenant_id, user_id, message, limit=limit, request_id=request_id, **search_options)

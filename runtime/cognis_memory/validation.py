@@ -14,15 +14,16 @@ import json
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
-from .domain import Category, MemoryKind, Message, Owner, Scope, as_utc
+from .domain import Category, Message, Owner, Scope, as_utc
 from .errors import InvalidInputError
 from .ingest.pipeline import RESERVED_METADATA_KEYS
 from .retrieval.config import RetrievalConfig, get_recipe
+from .stores.records import FILTERED_MEMORY_RECORD, Column, Match
 from .stores.values import SearchFilter
 
 MIN_TIME = datetime(1900, 1, 1, tzinfo=UTC)
@@ -229,33 +230,62 @@ def check_messages(
     return [check_message(owner, i, m, now, max_bytes=max_bytes) for i, m in enumerate(messages)]
 
 
-def check_filter(
-    owner: Owner,
-    *,
-    scopes: Sequence[Scope | str] | None = None,
-    session_id: str | None = None,
-    categories: Sequence[Category | str] | None = None,
-    kinds: Sequence[MemoryKind | str] | None = None,
-    agent_id: str | None = None,
-    time_from: datetime | None = None,
-    time_to: datetime | None = None,
-) -> SearchFilter:
-    """What a search may see, from the caller's filter fields."""
+class FilterRequest:
+    """A search's filter as a caller gives it, unchecked (:func:`check_filter` checks it): any of
+    :class:`~cognis_memory.stores.values.SearchFilter`'s fields but the owner, by name, with the caller's
+    values (a list for a set, enum members or their values); a field left out or None does not filter.
+    ``FilterRequest(session_id="s-42", kinds=["fact"])``: the session's CONTEXT memories and every USER
+    memory, extracted facts only.
+    """
+
+    __slots__ = ("values",)
+
+    #: every filter a search takes (the fields of ``SearchFilter`` but the owner)
+    NAMES: ClassVar[tuple[str, ...]] = tuple(f.name for f in fields(SearchFilter) if f.name != "owner")
+
+    def __init__(self, **values: Any) -> None:
+        self.values: dict[str, Any] = {name: v for name, v in values.items() if v is not None}
+
+    def __repr__(self) -> str:
+        return f"FilterRequest({', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
+
+
+def _check_column_filter(c: Column, value: Any) -> Any:
+    """The checked filter on one filtered column: a set of enum members or ids (ANY_OF), or one (EQUALS)."""
+    assert c.filter is not None
+    name = c.filter.name
+    if c.filter.match is Match.EQUALS:
+        if c.enum is not None:
+            return enum_value(name, c.enum, value)
+        check_id(name, value)
+        return value
+    if c.enum is not None:
+        return enum_set(name, c.enum, value)
+    if isinstance(value, str):
+        raise InvalidInputError(name, "must be a list of ids")
+    for v in value:
+        check_id(name, v)
+    return frozenset(value)
+
+
+def check_filter(owner: Owner, request: FilterRequest | None = None) -> SearchFilter:
+    """What a search may see, from the caller's filter: the session and time rules, and each column
+    filter of the record (:data:`~cognis_memory.stores.records.FILTERED_MEMORY_RECORD`) by its rule."""
+    given = request.values if request is not None else {}
+    unknown = sorted(set(given) - set(FilterRequest.NAMES))
+    if unknown:
+        raise InvalidInputError(unknown[0], f"unknown filter; the filters are {', '.join(FilterRequest.NAMES)}")
+    session_id = given.get("session_id")
     check_id("session_id", session_id, required=False)
-    check_id("agent_id", agent_id, required=False)
-    t_from, t_to = check_time("time_from", time_from), check_time("time_to", time_to)
+    columns = {
+        c.filter.name: _check_column_filter(c, given[c.filter.name])
+        for c in FILTERED_MEMORY_RECORD
+        if c.filter is not None and c.filter.name in given
+    }
+    t_from, t_to = check_time("time_from", given.get("time_from")), check_time("time_to", given.get("time_to"))
     if t_from and t_to and t_from > t_to:
         raise InvalidInputError("time_from", "must not be after time_to")
-    return SearchFilter(
-        owner=owner,
-        scopes=enum_set("scopes", Scope, scopes),
-        session_id=session_id,
-        categories=enum_set("categories", Category, categories),
-        kinds=enum_set("kinds", MemoryKind, kinds),
-        agent_id=agent_id,
-        time_from=t_from,
-        time_to=t_to,
-    )
+    return SearchFilter(owner=owner, session_id=session_id, time_from=t_from, time_to=t_to, **columns)
 
 
 def check_recipe(recipe: str | None) -> RetrievalConfig | None:

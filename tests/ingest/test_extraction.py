@@ -16,7 +16,7 @@ import pytest
 
 from cognis_memory.domain import JobStatus, MemoryKind, Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM
-from cognis_memory.service import MessageIn
+from cognis_memory.service import FilterRequest, MessageIn
 from tests.llm_server import Reply, ScriptedLLMServer
 
 TS = datetime(2024, 3, 10, 10, tzinfo=UTC)
@@ -125,7 +125,7 @@ async def test_add_then_update_writes_a_version_chain(make_service, llm_server) 
     # the extraction prompt carries the resolved absolute date
     assert "last month [February 2024]" in llm_server.prompts("extracted_facts")[0]
     # history queries return the chain
-    res = await svc.search("acme", "dana", "where did Dana live before?", kinds=["fact"])
+    res = await svc.search("acme", "dana", "where did Dana live before?", filter=FilterRequest(kinds=["fact"]))
     assert res.analysis.history
     hit = next(h for h in res.hits if h.memory.id == new.id)
     assert [m.content for m in hit.history] == ["Dana lives in Berlin"]
@@ -147,7 +147,7 @@ async def test_update_then_delete_and_repeated_fact_is_none(make_service, llm_se
         (1, False, False),
         (2, False, True),
     ]
-    res = await svc.search("acme", "dana", "Does Dana have a dog named Pixel?", kinds=["fact"])
+    res = await svc.search("acme", "dana", "Does Dana have a dog named Pixel?", filter=FilterRequest(kinds=["fact"]))
     assert all("Pixel" not in h.memory.content for h in res.hits)
 
 

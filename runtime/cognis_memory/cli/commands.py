@@ -83,13 +83,15 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from ..service import FilterRequest
+
     async def run(svc):
         res = await svc.search(
             args.tenant,
             args.user,
             args.query,
             limit=args.limit,
-            session_id=args.session,
+            filter=FilterRequest(session_id=args.session),
             include_history=args.history,
             explain=args.explain,
             now=parse_time("now", args.now),

@@ -99,14 +99,14 @@ class MemoryClient:
         return self.add_messages(user_id, [{"content": content, **fields}], mode=mode)
 
     def search(self, user_id: str, query: str, **options: Any) -> SearchOut:
-        """Search; options are the search body's fields (limit, scopes, session_id, categories,
-        kinds, agent_id, time_from, time_to, include_history, explain, now, recipe)."""
+        """Search; options are the fields of the search body (``SearchBody`` in
+        :mod:`cognis_memory.api.schemas`: limit, explain, the filters such as session_id or kinds, ...)."""
         return self._send(_search(user_id, query, options))
 
     def context(self, user_id: str, message: str, **options: Any) -> ContextOut:
-        """The memories relevant to ``message`` as a text block for a system prompt; options:
-        max_tokens (default 800), limit (default 20), with_ids, and the search filters (session_id,
-        scopes, categories, kinds, agent_id, time_from, time_to, include_history, now, recipe)."""
+        """The memories relevant to ``message`` as a text block for a system prompt; options are the fields
+        of the context body (``ContextBody`` in :mod:`cognis_memory.api.schemas`: max_tokens (default 800),
+        limit (default 20), with_ids, the search filters, ...)."""
         return self._send(_context(user_id, message, options))
 
     def get(self, user_id: str, memory_id: str) -> MemoryOut:

@@ -1,26 +1,44 @@
 """The translation of a :class:`~.values.SearchFilter` for every backend, side by side: SQLite and
-PostgreSQL SQL, OpenSearch's query DSL, and the numpy mask of the embedded store's in-memory vector
-index.
+PostgreSQL SQL, OpenSearch's query DSL, the numpy mask of the embedded store's in-memory vector
+index, and the search-result cache key.
 
 The rules are the ``SearchFilter`` docstring's (and docs/stores.md, "Filter semantics"); the
-contract suite checks every backend against a reference written from it. The owner (tenant *and*
-user) and ``is_current`` are applied by the caller's query in SQL (``WHERE m.tenant_id = ... AND
-m.user_id = ...``; in SQLite's FTS also by the owner token) and by :func:`opensearch_filter` itself.
+contract suite checks every backend against a reference written from it. Two kinds of rule:
+
+* the column filters, one per memory column the record marks filterable
+  (:data:`~.records.FILTERED_MEMORY_RECORD`: scopes, categories, kinds, agent_id): each translation
+  walks those columns, so a new one is translated everywhere by its ``Column(..., filter=...)`` alone;
+* the rules of their own, written out in each translation: the owner (tenant *and* user) and
+  ``is_current``, applied by the caller's query in SQL (``WHERE m.tenant_id = ... AND m.user_id =
+  ...``; in SQLite's FTS also by the owner token) and by :func:`opensearch_filter` itself; the
+  session's CONTEXT visibility; the effective time range.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..domain import Category, MemoryKind, Owner, Scope
-from .records import epoch_us
+from ..domain import Owner, Scope
+from .records import FILTERED_MEMORY_RECORD, MEMORY_RECORD, Column, Match, epoch_us
 from .values import SearchFilter
+
+
+def _wanted(flt: SearchFilter, c: Column) -> Any:
+    """What ``flt`` asks of the filtered column ``c``: a set of values (ANY_OF), one value (EQUALS), or None."""
+    assert c.filter is not None
+    return getattr(flt, c.filter.name)
+
+
+def _stored(value: Any) -> Any:
+    """A filter value as the SQL stores and OpenSearch keep it: an enum member's value, text as it is."""
+    return value.value if isinstance(value, StrEnum) else value
 
 
 # -- SQLite (embedded store) -----------------------------------------------------------------------
@@ -50,22 +68,25 @@ _POSTGRES = _SqlDialect("%s", lambda t: t, any_of_array=True)
 
 def _sql_filter(flt: SearchFilter, d: _SqlDialect, a: str) -> tuple[str, list[Any]]:
     """``AND ...`` clauses over ``memories <a>`` (owner and is_current excluded), with their parameters:
-    scopes/categories/kinds are sets; ``session_id`` hides CONTEXT memories of other sessions (USER
-    memories stay); ``agent_id`` requires that agent (memories without an agent are excluded); the
-    time range applies to ``COALESCE(event_time, message_time)`` and excludes memories with neither."""
+    each column filter (``col IN (...)`` for a set, ``col = ...`` for one value: memories without one are
+    excluded); ``session_id`` hides CONTEXT memories of other sessions (USER memories stay); the time range
+    applies to ``COALESCE(event_time, message_time)`` and excludes memories with neither."""
     clauses: list[str] = []
     params: list[Any] = []
-    for column, chosen in (("scope", flt.scopes), ("category", flt.categories), ("kind", flt.kinds)):
-        if chosen is not None:
-            clause, values = d.one_of(f"{a}.{column}", [c.value for c in chosen])
-            clauses.append(clause)
-            params += values
+    for c in FILTERED_MEMORY_RECORD:
+        wanted = _wanted(flt, c)
+        if wanted is None:
+            continue
+        assert c.filter is not None
+        if c.filter.match is Match.ANY_OF:
+            clause, values = d.one_of(f"{a}.{c.name}", [_stored(v) for v in wanted])
+        else:
+            clause, values = f"{a}.{c.name} = {d.param}", [_stored(wanted)]
+        clauses.append(clause)
+        params += values
     if flt.session_id is not None:
         clauses.append(f"({a}.scope <> 'CONTEXT' OR {a}.session_id = {d.param})")
         params.append(flt.session_id)
-    if flt.agent_id is not None:
-        clauses.append(f"{a}.agent_id = {d.param}")
-        params.append(flt.agent_id)
     if flt.time_from is not None:
         clauses.append(f"COALESCE({a}.event_time, {a}.message_time) >= {d.param}")
         params.append(d.time(flt.time_from))
@@ -90,22 +111,25 @@ def postgres_filter(flt: SearchFilter, alias: str = "m") -> tuple[str, list[Any]
 def opensearch_filter(flt: SearchFilter) -> list[dict[str, Any]]:
     """The ``bool.filter`` clauses of a search: owner, current, and the filter's narrowing.
 
-    Same semantics as the SQL stores: scopes/categories/kinds are sets; ``session_id`` hides
-    CONTEXT memories of other sessions (USER ones stay); ``agent_id`` requires that agent; the
-    time range applies to the effective time (event time, else message time) and excludes
-    documents without one (a range query never matches a missing field).
+    Same semantics as the SQL stores: each column filter (``terms`` for a set, ``term`` for one value);
+    ``session_id`` hides CONTEXT memories of other sessions (USER ones stay); the time range applies to
+    the effective time (event time, else message time) and excludes documents without one (a range
+    query never matches a missing field).
     """
     clauses: list[dict[str, Any]] = [
         {"term": {"tenant_id": flt.owner.tenant_id}},
         {"term": {"user_id": flt.owner.user_id}},
         {"term": {"is_current": True}},
     ]
-    if flt.scopes is not None:
-        clauses.append({"terms": {"scope": sorted(s.value for s in flt.scopes)}})
-    if flt.categories is not None:
-        clauses.append({"terms": {"category": sorted(c.value for c in flt.categories)}})
-    if flt.kinds is not None:
-        clauses.append({"terms": {"kind": sorted(k.value for k in flt.kinds)}})
+    for c in FILTERED_MEMORY_RECORD:
+        wanted = _wanted(flt, c)
+        if wanted is None:
+            continue
+        assert c.filter is not None
+        if c.filter.match is Match.ANY_OF:
+            clauses.append({"terms": {c.name: sorted(_stored(v) for v in wanted)}})
+        else:
+            clauses.append({"term": {c.name: _stored(wanted)}})
     if flt.session_id is not None:
         clauses.append(
             {
@@ -118,8 +142,6 @@ def opensearch_filter(flt: SearchFilter) -> list[dict[str, Any]]:
                 }
             }
         )
-    if flt.agent_id is not None:
-        clauses.append({"term": {"agent_id": flt.agent_id}})
     if flt.time_from is not None or flt.time_to is not None:
         rng: dict[str, int] = {}
         if flt.time_from is not None:
@@ -131,22 +153,35 @@ def opensearch_filter(flt: SearchFilter) -> list[dict[str, Any]]:
 
 
 # -- numpy (the embedded store's in-memory vector index, stores/numpy_index.py) -----------------------
-#: The int8 code of each scope, category and kind in the vector index's columns (the enums' order).
-SCOPE_CODES: dict[Scope, int] = {s: i for i, s in enumerate(Scope)}
-CATEGORY_CODES: dict[Category, int] = {c: i for i, c in enumerate(Category)}
-KIND_CODES: dict[MemoryKind, int] = {k: i for i, k in enumerate(MemoryKind)}
+#: The memory columns the vector index keeps for :func:`numpy_mask`: every filtered column, and the
+#: session (CONTEXT visibility; the scope it needs is a filtered column). The effective time is kept apart.
+MASKED_RECORD: tuple[Column, ...] = tuple(c for c in MEMORY_RECORD if c.filter is not None or c.name == "session_id")
+#: The int8 code of each member of the masked enum columns (the enum's order), by column; a member's
+#: value finds its code too (a ``StrEnum`` member is equal to its value and hashes the same).
+ENUM_CODES: dict[str, dict[StrEnum, int]] = {
+    c.name: {m: i for i, m in enumerate(c.enum)} for c in MASKED_RECORD if c.enum is not None
+}
 
 
 class FilterColumns(Protocol):
     """The filterable columns of the vector index; its first ``n`` rows are the live ones."""
 
     n: int
-    scope: np.ndarray  #: int8, :data:`SCOPE_CODES`
-    category: np.ndarray  #: int8, :data:`CATEGORY_CODES`
-    kind: np.ndarray  #: int8, :data:`KIND_CODES`
-    session: np.ndarray  #: objects: the session id or None
-    agent: np.ndarray  #: objects: the agent id or None
     time: np.ndarray  #: float64 epoch seconds of the effective time, NaN when unknown
+
+    @property
+    def columns(self) -> Mapping[str, np.ndarray]:
+        """Each column of :data:`MASKED_RECORD` by name: int8 :data:`ENUM_CODES` for an enum, objects (the
+        text, None when absent) otherwise."""
+
+
+def _is_one_of(column: np.ndarray, values: list[Any]) -> np.ndarray:
+    """``column[i] in values`` for each row, by equality (an object column may hold None, which
+    ``np.isin``'s sort cannot order against text)."""
+    cond = np.zeros(column.shape[0], dtype=bool)
+    for v in values:
+        cond |= column == v
+    return cond
 
 
 def numpy_mask(flt: SearchFilter, cols: FilterColumns) -> np.ndarray | None:
@@ -159,17 +194,23 @@ def numpy_mask(flt: SearchFilter, cols: FilterColumns) -> np.ndarray | None:
         nonlocal mask
         mask = cond if mask is None else (mask & cond)
 
-    if flt.scopes is not None:
-        both(np.isin(cols.scope[:n], [SCOPE_CODES[s] for s in flt.scopes]))
-    if flt.categories is not None:
-        both(np.isin(cols.category[:n], [CATEGORY_CODES[c] for c in flt.categories]))
-    if flt.kinds is not None:
-        both(np.isin(cols.kind[:n], [KIND_CODES[k] for k in flt.kinds]))
+    for c in FILTERED_MEMORY_RECORD:
+        wanted = _wanted(flt, c)
+        if wanted is None:
+            continue
+        assert c.filter is not None
+        column = cols.columns[c.name][:n]
+        codes = ENUM_CODES.get(c.name)
+        if c.filter.match is Match.ANY_OF:
+            if codes is not None:
+                both(np.isin(column, [codes[v] for v in wanted]))
+            else:
+                both(_is_one_of(column, list(wanted)))
+        else:
+            both(column == (codes[wanted] if codes is not None else wanted))
     if flt.session_id is not None:
-        context = cols.scope[:n] == SCOPE_CODES[Scope.CONTEXT]
-        both(~context | (cols.session[:n] == flt.session_id))
-    if flt.agent_id is not None:
-        both(cols.agent[:n] == flt.agent_id)
+        context = cols.columns["scope"][:n] == ENUM_CODES["scope"][Scope.CONTEXT]
+        both(~context | (cols.columns["session_id"][:n] == flt.session_id))
     if flt.time_from is not None or flt.time_to is not None:
         t = cols.time[:n]
         cond = ~np.isnan(t)

@@ -20,15 +20,17 @@ kinds the user has none of (the fact channel without extracted facts) answers at
 from __future__ import annotations
 
 import math
+import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..domain import Category, Memory, MemoryKind, Scope
-from .filters import CATEGORY_CODES, KIND_CODES, SCOPE_CODES, numpy_mask
+from ..domain import Memory
+from .filters import ENUM_CODES, MASKED_RECORD, numpy_mask
+from .records import Column
 from .values import SearchFilter
 
 _faiss: Any
@@ -38,16 +40,24 @@ except ImportError:  # pragma: no cover - faiss is a core dependency; the numpy 
     _faiss = None
 
 
-def scope_code(scope: Scope) -> int:
-    return SCOPE_CODES[scope]
+#: the int8 code of each kind (the index counts its memories per kind)
+KIND_CODES = ENUM_CODES["kind"]
 
 
-def category_code(category: Category) -> int:
-    return CATEGORY_CODES[category]
+def _empty_column(c: Column, capacity: int) -> np.ndarray:
+    """A kept column of ``capacity`` rows: int8 codes of an enum (the first member's until set), objects otherwise."""
+    return np.zeros(capacity, dtype=np.int8) if c.enum is not None else np.empty(capacity, dtype=object)
 
 
-def kind_code(kind: MemoryKind) -> int:
-    return KIND_CODES[kind]
+def column_block(c: Column, values: Sequence[Any]) -> np.ndarray:
+    """The values of one kept column (enum members or their values, text or None) as the index keeps them:
+    an enum's codes, or the texts, each interned (the rows of one session or agent share one string)."""
+    if c.enum is not None:
+        codes = ENUM_CODES[c.name]
+        return np.fromiter((codes[v] for v in values), dtype=np.int8, count=len(values))
+    out = np.empty(len(values), dtype=object)
+    out[:] = [v if v is None else sys.intern(v) for v in values]
+    return out
 
 
 def top_inner_products(matrix: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
@@ -87,11 +97,7 @@ class IndexedRow:
     id: str
     embedding: np.ndarray
     embedding_short: np.ndarray
-    scope: Scope
-    category: Category
-    kind: MemoryKind
-    session_id: str | None
-    agent_id: str | None
+    values: dict[str, Any]  # the value of each column of :data:`.filters.MASKED_RECORD`, by name
     time: float  # effective time as epoch seconds, NaN when unknown
     rowid: int = -1  # where the store keeps the row (SQLite's rowid), -1 when not known
 
@@ -103,17 +109,14 @@ class IndexedRow:
             id=memory.id,
             embedding=memory.embedding,
             embedding_short=memory.embedding_short,
-            scope=memory.scope,
-            category=memory.category,
-            kind=memory.kind,
-            session_id=memory.session_id,
-            agent_id=memory.agent_id,
+            values={c.name: getattr(memory, c.field) for c in MASKED_RECORD},
             time=t.timestamp() if t else math.nan,
             rowid=rowid,
         )
 
 
-_COLUMNS = ("short", "prefix_norm", "tail", "scope", "category", "kind", "time", "session", "agent", "key", "rowid")
+#: the per-row arrays besides the kept filter columns (:attr:`UserVectorIndex.columns`)
+_ARRAYS = ("short", "prefix_norm", "tail", "time", "key", "rowid")
 
 
 class UserVectorIndex:
@@ -136,12 +139,9 @@ class UserVectorIndex:
         self.short = np.zeros((capacity, dim_short), dtype=np.float32)
         self.prefix_norm = np.zeros(capacity, dtype=np.float32)
         self.tail = np.zeros((capacity, dim - dim_short), dtype=np.float32)
-        self.scope = np.zeros(capacity, dtype=np.int8)
-        self.category = np.zeros(capacity, dtype=np.int8)
-        self.kind = np.zeros(capacity, dtype=np.int8)
+        #: each column of :data:`.filters.MASKED_RECORD` (what the filters test), by name
+        self.columns: dict[str, np.ndarray] = {c.name: _empty_column(c, capacity) for c in MASKED_RECORD}
         self.time = np.full(capacity, np.nan, dtype=np.float64)
-        self.session = np.empty(capacity, dtype=object)
-        self.agent = np.empty(capacity, dtype=object)
         #: a stable key per row (rows move on removal; keys do not): what the ANN index knows rows by
         self.key = np.zeros(capacity, dtype=np.int64)
         self.next_key = 0
@@ -157,11 +157,11 @@ class UserVectorIndex:
 
     @classmethod
     def of_vectors(cls, ids: list[str], full: np.ndarray, short: np.ndarray) -> UserVectorIndex:
-        """An index of these vectors alone (USER scope, no category, kind or time to filter on): for tools."""
+        """An index of these vectors alone (each enum column its first member: USER scope; no text or time to
+        filter on): for tools."""
         k = len(ids)
-        zeros = np.zeros(k, dtype=np.int8)
         idx = cls(full.shape[1], short.shape[1], capacity=max(k, 1))
-        idx.append_block(ids, full, short, zeros, zeros, zeros, np.full(k, np.nan), [None] * k, [None] * k)
+        idx.append_block(ids, full, short, {c.name: _empty_column(c, k) for c in MASKED_RECORD}, np.full(k, np.nan))
         return idx
 
     def full_vectors(self, rows: np.ndarray | int) -> np.ndarray:
@@ -184,8 +184,8 @@ class UserVectorIndex:
         if needed <= cap:
             return
         new_cap = max(needed, cap * 2)
-        for name in _COLUMNS:
-            old = getattr(self, name)
+
+        def grown(name: str, old: np.ndarray) -> np.ndarray:
             shape = (new_cap, *old.shape[1:])
             if old.dtype == object:
                 fresh = np.empty(shape, dtype=object)
@@ -196,7 +196,11 @@ class UserVectorIndex:
             else:
                 fresh = np.zeros(shape, dtype=old.dtype)
             fresh[: self.n] = old[: self.n]
-            setattr(self, name, fresh)
+            return fresh
+
+        for name in _ARRAYS:
+            setattr(self, name, grown(name, getattr(self, name)))
+        self.columns = {name: grown(name, old) for name, old in self.columns.items()}
 
     def _keys(self, count: int) -> np.ndarray:
         keys = np.arange(self.next_key, self.next_key + count, dtype=np.int64)
@@ -212,15 +216,12 @@ class UserVectorIndex:
         ids: list[str],
         full: np.ndarray,
         short: np.ndarray,
-        scope: np.ndarray,
-        category: np.ndarray,
-        kind: np.ndarray,
+        columns: Mapping[str, np.ndarray],
         times: np.ndarray,
-        session: list[str | None],
-        agent: list[str | None],
         rowids: np.ndarray | None = None,
     ) -> None:
-        """Add a block of new rows given as columns (the bulk load; ids must be new)."""
+        """Add a block of new rows given as columns (the bulk load; ids must be new): ``columns`` holds each
+        column of :data:`.filters.MASKED_RECORD` as :func:`column_block` makes it."""
         k = len(ids)
         if k == 0:
             return
@@ -229,13 +230,14 @@ class UserVectorIndex:
         self.short[a:b] = short
         self.prefix_norm[a:b] = np.linalg.norm(full[:, : self.dim_short], axis=1)
         self.tail[a:b] = full[:, self.dim_short :]
-        self.scope[a:b], self.category[a:b], self.kind[a:b], self.time[a:b] = scope, category, kind, times
-        self.session[a:b], self.agent[a:b] = session, agent
+        for name, column in self.columns.items():
+            column[a:b] = columns[name]
+        self.time[a:b] = times
         self.rowid[a:b] = -1 if rowids is None else rowids
         keys = self._keys(k)
         self.key[a:b] = keys
         self.row_of_key[keys] = np.arange(a, b)
-        self.kind_count += np.bincount(kind, minlength=len(KIND_CODES))
+        self.kind_count += np.bincount(columns["kind"], minlength=len(KIND_CODES))
         for i, memory_id in enumerate(ids, start=a):
             self.row_of[memory_id] = i
         self.ids.extend(ids)
@@ -250,12 +252,8 @@ class UserVectorIndex:
             [r.id for r in rows],
             np.stack([r.embedding for r in rows]),
             np.stack([r.embedding_short for r in rows]),
-            np.array([scope_code(r.scope) for r in rows], dtype=np.int8),
-            np.array([category_code(r.category) for r in rows], dtype=np.int8),
-            np.array([kind_code(r.kind) for r in rows], dtype=np.int8),
+            {c.name: column_block(c, [r.values[c.name] for r in rows]) for c in MASKED_RECORD},
             np.array([r.time for r in rows], dtype=np.float64),
-            [r.session_id for r in rows],
-            [r.agent_id for r in rows],
             np.array([r.rowid for r in rows], dtype=np.int64),
         )
 
@@ -267,18 +265,18 @@ class UserVectorIndex:
         last = self.n - 1
         key = int(self.key[i])
         self.row_of_key[key] = -1
-        self.kind_count[self.kind[i]] -= 1
+        self.kind_count[self.columns["kind"][i]] -= 1
         if i != last:
             moved = self.ids[last]
             self.ids[i] = moved
             self.row_of[moved] = i
-            for name in _COLUMNS:
-                arr = getattr(self, name)
+            for arr in (*(getattr(self, name) for name in _ARRAYS), *self.columns.values()):
                 arr[i] = arr[last]
             self.row_of_key[self.key[i]] = i
         self.ids.pop()
-        self.session[last] = None
-        self.agent[last] = None
+        for column in self.columns.values():
+            if column.dtype == object:
+                column[last] = None  # no reference kept past the live rows
         self.n = last
         if self.ann is not None:
             self.ann.remove(key)
@@ -318,7 +316,7 @@ class UserVectorIndex:
         n = self.n
         if n == 0 or limit <= 0:
             return [], 0, timings
-        if flt.kinds is not None and not any(self.kind_count[kind_code(k)] for k in flt.kinds):
+        if flt.kinds is not None and not any(self.kind_count[KIND_CODES[k]] for k in flt.kinds):
             return [], 0, timings  # none of the user's memories is of these kinds
         mask = numpy_mask(flt, self)
         rows = np.flatnonzero(mask) if mask is not None else None

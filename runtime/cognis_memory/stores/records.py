@@ -209,6 +209,38 @@ POSTGRES = StoredValues(
 
 
 # -- the records: one column list each, read and written by kind -----------------------------------------
+class Match(StrEnum):
+    """How a search filter on one memory column (:class:`ColumnFilter`) admits a memory."""
+
+    #: the filter is a set of values: a memory is admitted when its value is one of them (an empty set admits none)
+    ANY_OF = "any_of"
+    #: the filter is one value: a memory is admitted when its value is that one (a memory without one never is)
+    EQUALS = "equals"
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnFilter:
+    """A search filter on one memory column: ``name`` is its field in
+    :class:`~cognis_memory.stores.values.SearchFilter` and in the search request (``scopes`` filters
+    the column ``scope``). Every backend's translation, the embedded store's vector index and the
+    request check follow from it (:mod:`.filters`, :mod:`.numpy_index`, :func:`~cognis_memory.validation.check_filter`)."""
+
+    name: str
+    match: Match
+
+
+def any_of(name: str) -> ColumnFilter:
+    return ColumnFilter(name, Match.ANY_OF)
+
+
+def equals(name: str) -> ColumnFilter:
+    return ColumnFilter(name, Match.EQUALS)
+
+
+#: the column kinds a search can filter on (their values are compared as they are: an enum's value, text)
+FILTERABLE_KINDS = ("text", "enum")
+
+
 @dataclass(frozen=True, slots=True)
 class Column:
     """One stored field. ``kind`` says how it is kept: ``text``, ``int``, ``flag``, ``enum`` (its value),
@@ -217,7 +249,8 @@ class Column:
     ``attr`` is the domain attribute when it is named otherwise (a message's ``timestamp`` is kept as
     ``ts``); ``required`` columns are read with ``row[name]`` (a missing one is an error), the others
     read as None when absent; ``searched`` marks the memory fields a keyword search filters or scores
-    on, the fields of the dual store's keyword index."""
+    on, the fields of the dual store's keyword index; ``filter`` makes the column a search filter of
+    its own (a text or enum column, searched: the keyword index filters on it too)."""
 
     name: str
     kind: str = "text"
@@ -225,6 +258,13 @@ class Column:
     required: bool = False
     searched: bool = False
     attr: str = ""
+    filter: ColumnFilter | None = None
+
+    def __post_init__(self) -> None:
+        if self.filter is not None and (self.kind not in FILTERABLE_KINDS or not self.searched):
+            raise ValueError(
+                f"{self.name}: a filtered column is a searched column of kind {' or '.join(FILTERABLE_KINDS)}"
+            )
 
     @property
     def field(self) -> str:
@@ -236,11 +276,11 @@ MEMORY_RECORD: tuple[Column, ...] = (
     Column("id", required=True, searched=True),
     Column("tenant_id", required=True, searched=True),
     Column("user_id", required=True, searched=True),
-    Column("agent_id", searched=True),
+    Column("agent_id", searched=True, filter=equals("agent_id")),
     Column("session_id", searched=True),
-    Column("scope", "enum", Scope, required=True, searched=True),
-    Column("category", "enum", Category, required=True, searched=True),
-    Column("kind", "enum", MemoryKind, required=True, searched=True),
+    Column("scope", "enum", Scope, required=True, searched=True, filter=any_of("scopes")),
+    Column("category", "enum", Category, required=True, searched=True, filter=any_of("categories")),
+    Column("kind", "enum", MemoryKind, required=True, searched=True, filter=any_of("kinds")),
     Column("content", required=True, searched=True),
     Column("speaker"),
     Column("event_time", "time", searched=True),
@@ -291,6 +331,9 @@ MESSAGE_COLUMNS = tuple(c.name for c in MESSAGE_RECORD)
 JOB_COLUMNS = tuple(c.name for c in JOB_RECORD)
 #: the memory fields of the dual store's keyword index (before the derived effective time)
 SEARCHED_MEMORY_RECORD = tuple(c for c in MEMORY_RECORD if c.searched)
+#: the memory columns a search filters on by themselves, each with its :class:`ColumnFilter` (the owner,
+#: ``is_current``, the session's CONTEXT visibility and the effective time range are rules of their own)
+FILTERED_MEMORY_RECORD = tuple(c for c in MEMORY_RECORD if c.filter is not None)
 
 Writer = Callable[[Any, dict[str, Any]], None]
 

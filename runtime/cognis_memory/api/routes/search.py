@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 
+from ...validation import FilterRequest
 from ..auth import ReadKey
 from ..deps import RequestIds, Service
-from ..schemas import ContextBody, ContextMemoryOut, ContextOut, MemoryOut, SearchBody, SearchHitOut, SearchOut
+from ..schemas import (
+    ContextBody,
+    ContextMemoryOut,
+    ContextOut,
+    MemoryOut,
+    RetrievalOptions,
+    SearchBody,
+    SearchHitOut,
+    SearchOut,
+)
 
 router = APIRouter(tags=["search"])
+
+
+def _filter(body: RetrievalOptions) -> FilterRequest:
+    """The body's filter fields as the one filter the service takes."""
+    return FilterRequest(**body.model_dump(include=set(FilterRequest.NAMES)))
+
+
+def _options(body: RetrievalOptions, *besides: str) -> dict[str, Any]:
+    """The body's other fields (its options), but ``besides``."""
+    return body.model_dump(exclude={*FilterRequest.NAMES, *besides})
 
 
 @router.post("/v1/users/{user_id}/search", response_model=SearchOut, summary="Search memories")
@@ -17,9 +39,10 @@ async def search(user_id: str, body: SearchBody, key: ReadKey, service: Service,
         key.tenant_id,
         user_id,
         body.query,
+        filter=_filter(body),
         request_id=ids.request_id,
         client_request_id=ids.client_request_id,
-        **body.model_dump(exclude={"query"}),
+        **_options(body, "query"),
     )
     return SearchOut(
         results=[
@@ -47,9 +70,10 @@ async def context(user_id: str, body: ContextBody, key: ReadKey, service: Servic
         key.tenant_id,
         user_id,
         body.message,
+        filter=_filter(body),
         request_id=ids.request_id,
         client_request_id=ids.client_request_id,
-        **body.model_dump(exclude={"message"}),
+        **_options(body, "message"),
     )
     return ContextOut(
         text=block.text,

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ...domain import Category, Memory, MemoryKind, Owner, Scope
+from ...domain import Memory, Owner
 from ..filters import owner_token
 from ..keyword_index import FtsStatistics, FtsTokenizer, UserKeywordIndex
 from ..migrations.sqlite import FTS_TOKENIZE, add_record_columns, apply_migrations
-from ..numpy_index import IndexedRow, UserVectorIndex, category_code, kind_code, scope_code
+from ..numpy_index import IndexedRow, UserVectorIndex
 from ..owner_cache import OwnerCache
 from ..records import (
     JOB_COLUMNS,
@@ -43,10 +43,6 @@ from .connection import connect
 _LOAD_CHUNK = 2048
 #: how much lower the priority of a background index build is than the process's (a nice increment)
 BACKGROUND_NICE = 10
-_SCOPE_CODES = {s.value: scope_code(s) for s in Scope}
-_CATEGORY_CODES = {c.value: category_code(c) for c in Category}
-_KIND_CODES = {k.value: kind_code(k) for k in MemoryKind}
-
 _MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
 _CHAIN_SQL = chain_query(_MEMORY_COLUMNS, SQLITE_PARAM)
 _INSERT_MEMORY = insert_statement("memories", MEMORY_COLUMNS, "?")

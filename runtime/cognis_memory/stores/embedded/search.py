@@ -10,26 +10,32 @@ import numpy as np
 
 from ...domain import Owner
 from ..ann_index import build_prefix_ann
-from ..filters import owner_token, sqlite_filter
+from ..filters import MASKED_RECORD, owner_token, sqlite_filter
 from ..keyword_index import UserKeywordIndex, idf
-from ..numpy_index import UserVectorIndex
+from ..numpy_index import UserVectorIndex, column_block
 from ..records import (
     SQLITE,
     memory_from_row,
 )
 from ..values import ScoredMemory, SearchFilter, VectorSearchResult
 from .base import (
-    _CATEGORY_CODES,
-    _KIND_CODES,
     _LOAD_CHUNK,
     _MEMORY_COLUMNS,
-    _SCOPE_CODES,
     EmbeddedBase,
     _SmallUser,
 )
 from .keyword_query import _quote, fts_query_terms
 
 log = logging.getLogger(__name__)
+
+#: what a vector index load reads of each current memory: the id, the columns the filters test, the two
+#: times of the effective time, the vectors and the rowid (in this order: :meth:`EmbeddedSearch._load_index_rows`)
+_INDEX_LOAD_SQL = (
+    f"SELECT id, {', '.join(c.name for c in MASKED_RECORD)}, event_time, message_time, embedding, embedding_short,"
+    " rowid FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1"
+)
+#: the places in a row of :data:`_INDEX_LOAD_SQL` of what follows the filter columns
+_EVENT_TIME, _MESSAGE_TIME, _EMBEDDING, _EMBEDDING_SHORT, _ROWID = range(1 + len(MASKED_RECORD), 6 + len(MASKED_RECORD))
 
 
 class EmbeddedSearch(EmbeddedBase):
@@ -44,27 +50,22 @@ class EmbeddedSearch(EmbeddedBase):
                 "SELECT count(*) FROM memories WHERE is_current = 1 AND tenant_id = ? AND user_id = ?", params
             ).fetchone()[0]
             idx = UserVectorIndex(self.dim, self.dim_short, capacity=max(int(count), 64))
-            cur = self._reader.execute(
-                "SELECT id, scope, category, kind, session_id, agent_id, event_time, message_time, embedding,"
-                " embedding_short, rowid FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1",
-                params,
-            )
+            cur = self._reader.execute(_INDEX_LOAD_SQL, params)
+            ev, msg = _EVENT_TIME, _MESSAGE_TIME
             while rows := cur.fetchmany(_LOAD_CHUNK):
                 k = len(rows)
                 idx.append_block(
                     [sys.intern(r[0]) for r in rows],  # one string per id, shared with the keyword index
-                    np.frombuffer(b"".join(r[8] for r in rows), dtype=np.float32).reshape(k, self.dim),
-                    np.frombuffer(b"".join(r[9] for r in rows), dtype=np.float32).reshape(k, self.dim_short),
-                    np.fromiter((_SCOPE_CODES[r[1]] for r in rows), dtype=np.int8, count=k),
-                    np.fromiter((_CATEGORY_CODES[r[2]] for r in rows), dtype=np.int8, count=k),
-                    np.fromiter((_KIND_CODES[r[3]] for r in rows), dtype=np.int8, count=k),
+                    np.frombuffer(b"".join(r[_EMBEDDING] for r in rows), dtype=np.float32).reshape(k, self.dim),
+                    np.frombuffer(b"".join(r[_EMBEDDING_SHORT] for r in rows), dtype=np.float32).reshape(
+                        k, self.dim_short
+                    ),
+                    {c.name: column_block(c, [r[i] for r in rows]) for i, c in enumerate(MASKED_RECORD, start=1)},
                     np.array(
-                        [r[6] if r[6] is not None else r[7] if r[7] is not None else np.nan for r in rows],
+                        [r[ev] if r[ev] is not None else r[msg] if r[msg] is not None else np.nan for r in rows],
                         dtype=np.float64,
                     ),
-                    [r[4] if r[4] is None else sys.intern(r[4]) for r in rows],  # a session's rows share one string
-                    [r[5] if r[5] is None else sys.intern(r[5]) for r in rows],
-                    np.fromiter((r[10] for r in rows), dtype=np.int64, count=k),
+                    np.fromiter((r[_ROWID] for r in rows), dtype=np.int64, count=k),
                 )
         return idx
 
