@@ -23,7 +23,7 @@ from .domain import Category, Message, Owner, Scope, as_utc
 from .errors import InvalidInputError
 from .ingest.pipeline import RESERVED_METADATA_KEYS
 from .retrieval.config import RetrievalConfig, get_recipe
-from .stores.records import FILTERED_MEMORY_RECORD, Column, Match
+from .stores.records import MEMORY_FILTERS, Column, ColumnFilter, Match
 from .stores.values import SearchFilter
 
 MIN_TIME = datetime(1900, 1, 1, tzinfo=UTC)
@@ -250,38 +250,25 @@ class FilterRequest:
         return f"FilterRequest({', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
 
 
-def _check_column_filter(c: Column, value: Any) -> Any:
-    """The checked filter on one filtered column: a set of enum members or ids (ANY_OF), or one (EQUALS)."""
-    assert c.filter is not None
-    name = c.filter.name
-    if c.filter.match is Match.EQUALS:
-        if c.enum is not None:
-            return enum_value(name, c.enum, value)
-        check_id(name, value)
-        return value
-    if c.enum is not None:
-        return enum_set(name, c.enum, value)
-    if isinstance(value, str):
-        raise InvalidInputError(name, "must be a list of ids")
-    for v in value:
-        check_id(name, v)
-    return frozenset(value)
+def _check_column_filter(c: Column, f: ColumnFilter, value: Any) -> Any:
+    """The checked filter ``f`` on the column ``c``: a set of its enum's members (ANY_OF), or one id (EQUALS)."""
+    if f.match is Match.ANY_OF:
+        assert c.enum is not None  # Column refuses an ANY_OF filter on any other kind
+        return enum_set(f.name, c.enum, value)
+    check_id(f.name, value)
+    return value
 
 
 def check_filter(owner: Owner, request: FilterRequest | None = None) -> SearchFilter:
     """What a search may see, from the caller's filter: the session and time rules, and each column
-    filter of the record (:data:`~cognis_memory.stores.records.FILTERED_MEMORY_RECORD`) by its rule."""
+    filter of the record (:data:`~cognis_memory.stores.records.MEMORY_FILTERS`) by its rule."""
     given = request.values if request is not None else {}
     unknown = sorted(set(given) - set(FilterRequest.NAMES))
     if unknown:
         raise InvalidInputError(unknown[0], f"unknown filter; the filters are {', '.join(FilterRequest.NAMES)}")
     session_id = given.get("session_id")
     check_id("session_id", session_id, required=False)
-    columns = {
-        c.filter.name: _check_column_filter(c, given[c.filter.name])
-        for c in FILTERED_MEMORY_RECORD
-        if c.filter is not None and c.filter.name in given
-    }
+    columns = {f.name: _check_column_filter(c, f, given[f.name]) for c, f in MEMORY_FILTERS if f.name in given}
     t_from, t_to = check_time("time_from", given.get("time_from")), check_time("time_to", given.get("time_to"))
     if t_from and t_to and t_from > t_to:
         raise InvalidInputError("time_from", "must not be after time_to")

@@ -9,24 +9,29 @@ from typing import Any
 
 import pytest
 
-from cognis_memory.domain import Category, MemoryKind, Owner, Scope
+from cognis_memory.domain import Category, Owner
 from cognis_memory.retrieval.cached import search_cache_key
 from cognis_memory.retrieval.config import RECIPES
 from cognis_memory.retrieval.search_types import SearchQuery
+from cognis_memory.stores.records import MEMORY_FILTERS, Column, ColumnFilter, Match
 from cognis_memory.stores.values import SearchFilter
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
 BASE = SearchFilter(owner=Owner("t", "u"))
-#: a value for each field other than the owner; a field added to SearchFilter without one here fails below
+
+
+def _sample(c: Column, f: ColumnFilter) -> Any:
+    """A value of the column filter ``f`` on ``c``: a set of one enum member, or one id."""
+    return frozenset({next(iter(c.enum))}) if c.enum is not None and f.match is Match.ANY_OF else "a1"
+
+
+#: a value for each field other than the owner: the rules of their own written here, the column filters'
+#: from the record; a field added to SearchFilter that is neither fails below
 OTHER: dict[str, Any] = {
-    "scopes": frozenset({Scope.USER}),
     "session_id": "s1",
-    "categories": frozenset({Category.HEALTH}),
-    "kinds": frozenset({MemoryKind.FACT}),
-    "agent_id": "a1",
     "time_from": datetime(2024, 1, 1, tzinfo=UTC),
     "time_to": datetime(2024, 2, 1, tzinfo=UTC),
-}
+} | {f.name: _sample(c, f) for c, f in MEMORY_FILTERS}
 
 
 def key(flt: SearchFilter) -> str:

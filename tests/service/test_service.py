@@ -17,7 +17,7 @@ import pytest_asyncio
 from cognis_memory.config import Settings
 from cognis_memory.domain import Scope
 from cognis_memory.errors import ConflictError, InvalidInputError, NotFoundError
-from cognis_memory.service import MemoryService, MessageIn, hash_api_key
+from cognis_memory.service import FilterRequest, MemoryService, MessageIn, hash_api_key
 from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.telemetry.emitter import Telemetry
 
@@ -81,13 +81,15 @@ SEARCH_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("nul-query", {"query": "a\x00b"}, "query"),
     ("limit-0", {"limit": 0}, "limit"),
     ("limit-101", {"limit": 101}, "limit"),
-    ("bad-scope", {"scopes": ["WORLD"]}, "scopes"),
-    ("bad-category", {"categories": ["gossip"]}, "categories"),
-    ("bad-kind", {"kinds": ["summary"]}, "kinds"),
-    ("reversed-range", {"time_from": _t("2025-02-01T00:00:00+00:00"), "time_to": _t("2025-01-01T00:00:00+00:00")},
-     "time_from"),
-    ("time-to-year-1", {"time_to": datetime(1, 1, 1, tzinfo=UTC)}, "time_to"),
-    ("bad-session", {"session_id": "s\x00"}, "session_id"),
+    ("bad-scope", {"filter": FilterRequest(scopes=["WORLD"])}, "scopes"),
+    ("bad-category", {"filter": FilterRequest(categories=["gossip"])}, "categories"),
+    ("bad-kind", {"filter": FilterRequest(kinds=["summary"])}, "kinds"),
+    ("bad-agent", {"filter": FilterRequest(agent_id="a b")}, "agent_id"),
+    ("reversed-range", {"filter": FilterRequest(time_from=_t("2025-02-01T00:00:00+00:00"),
+                                                time_to=_t("2025-01-01T00:00:00+00:00"))}, "time_from"),
+    ("time-to-year-1", {"filter": FilterRequest(time_to=datetime(1, 1, 1, tzinfo=UTC))}, "time_to"),
+    ("bad-session", {"filter": FilterRequest(session_id="s\x00")}, "session_id"),
+    ("unknown-filter", {"filter": FilterRequest(colour=["red"])}, "colour"),
     ("bad-recipe", {"recipe": "magic"}, "recipe"),
 ]  # fmt: skip
 

@@ -15,6 +15,7 @@ from opensearchpy import OpenSearch
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from cognis_memory.domain import Category, Memory, Owner, Scope
+from cognis_memory.stores.records import MEMORY_FILTERS, Match
 from cognis_memory.stores.registry import STORES
 from cognis_memory.stores.roles import StoreBundle
 
@@ -96,18 +97,16 @@ class Harness:
 
 # -- a reference implementation of the filter semantics (SearchFilter's docstring) ----------------
 def admits(flt: Any, m: Memory) -> bool:
-    """Whether ``flt`` admits the current memory ``m``, written straight from the documented rules."""
+    """Whether ``flt`` admits the current memory ``m``, written straight from the documented rules: each
+    column filter of the record by its match (a set: the value is one of it; one value: the value is it),
+    then the rules of their own."""
     if (m.tenant_id, m.user_id) != (flt.owner.tenant_id, flt.owner.user_id) or not m.is_current:
         return False
-    if flt.scopes is not None and m.scope not in flt.scopes:
-        return False
-    if flt.categories is not None and m.category not in flt.categories:
-        return False
-    if flt.kinds is not None and m.kind not in flt.kinds:
-        return False
+    for c, f in MEMORY_FILTERS:
+        wanted, value = getattr(flt, f.name), getattr(m, c.field)
+        if wanted is not None and (value not in wanted if f.match is Match.ANY_OF else value != wanted):
+            return False
     if flt.session_id is not None and m.scope is Scope.CONTEXT and m.session_id != flt.session_id:
-        return False
-    if flt.agent_id is not None and m.agent_id != flt.agent_id:
         return False
     if flt.time_from is not None or flt.time_to is not None:
         t: datetime | None = m.effective_time

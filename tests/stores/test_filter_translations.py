@@ -1,17 +1,25 @@
 """Every backend's translation of a SearchFilter sits in stores/filters.py (issue 24, item 2), and every one
 of them translates every filter field: a field added to SearchFilter and forgotten by one backend fails here
-(which rows each translation admits is the contract suite's part, tests/stores/test_contract.py)."""
+(which rows each translation admits is the contract suite's part, tests/stores/test_contract.py). The column
+filters come from the record (``Column(..., filter=...)``), so the record, SearchFilter, the request check
+and the request bodies are checked against each other here too."""
 
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from typing import Any
 
 import numpy as np
 import pytest
 
+from cognis_memory.api.schemas import ContextBody, SearchBody
+from cognis_memory.domain import Scope
+from cognis_memory.errors import InvalidInputError
 from cognis_memory.stores import filters
 from cognis_memory.stores.numpy_index import UserVectorIndex
+from cognis_memory.stores.records import MEMORY_FILTERS, Column, ColumnFilter, any_of, equals
 from cognis_memory.stores.values import SearchFilter
+from cognis_memory.validation import FilterRequest, check_filter
 from tests.retrieval.test_search_cache_key import BASE, OTHER
 
 
@@ -43,3 +51,55 @@ def test_every_backend_translates_every_filter_field(backend: str, name: str) ->
         assert base is None and isinstance(narrowed, np.ndarray)  # None: every row admitted
     else:
         assert narrowed != base, f"{backend} ignores {name}"
+
+
+#: the SearchFilter fields that are rules of their own (written out in each translation), not column filters
+OWN_RULES = {"owner", "session_id", "time_from", "time_to"}
+
+
+def test_every_column_filter_of_the_record_is_a_search_filter_field_and_no_other() -> None:
+    """The record's column filters and SearchFilter's fields name the same filters: a column flagged
+    filterable without its SearchFilter field (or the other way round) fails here, not in a search."""
+    assert {f.name for f in fields(SearchFilter)} - OWN_RULES == {f.name for _, f in MEMORY_FILTERS}
+
+
+def test_the_search_and_context_bodies_take_every_filter() -> None:
+    """The routes build the filter from the body's fields of these names: a filter the body lacks could
+    never be asked for over HTTP."""
+    for body in (SearchBody, ContextBody):
+        assert set(FilterRequest.NAMES) <= set(body.model_fields), body.__name__
+
+
+def _as_requested(value: Any) -> Any:
+    """A filter value as a caller gives it: a set as a list of the enum values, the rest as it is."""
+    return sorted(v.value for v in value) if isinstance(value, frozenset) else value
+
+
+@pytest.mark.parametrize("name", sorted(OTHER))
+def test_the_request_check_passes_every_filter_through(name: str) -> None:
+    checked = check_filter(BASE.owner, FilterRequest(**{name: _as_requested(OTHER[name])}))
+    assert checked == replace(BASE, **{name: OTHER[name]})
+
+
+def test_an_unknown_filter_is_refused_naming_it() -> None:
+    with pytest.raises(InvalidInputError) as exc:
+        check_filter(BASE.owner, FilterRequest(colour="red"))
+    assert exc.value.field == "colour"
+
+
+@pytest.mark.parametrize(
+    ("kind", "flt", "searched"),
+    [
+        ("text", any_of("xs"), True),
+        ("enum", equals("x"), True),
+        ("time", equals("x"), True),
+        ("text", equals("x"), False),
+    ],
+)
+def test_a_column_filter_the_translations_are_not_written_for_is_refused(
+    kind: str, flt: ColumnFilter, searched: bool
+) -> None:
+    """Set membership is written for enum columns, equality for text columns, and the keyword index must hold
+    the column to filter on it: any other combination fails where the record is defined."""
+    with pytest.raises(ValueError, match="column filtered by"):
+        Column("x", kind, Scope if kind == "enum" else None, searched=searched, filter=flt)

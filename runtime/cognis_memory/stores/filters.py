@@ -6,7 +6,7 @@ The rules are the ``SearchFilter`` docstring's (and docs/stores.md, "Filter sema
 contract suite checks every backend against a reference written from it. Two kinds of rule:
 
 * the column filters, one per memory column the record marks filterable
-  (:data:`~.records.FILTERED_MEMORY_RECORD`: scopes, categories, kinds, agent_id): each translation
+  (:data:`~.records.MEMORY_FILTERS`: scopes, categories, kinds, agent_id): each translation
   walks those columns, so a new one is translated everywhere by its ``Column(..., filter=...)`` alone;
 * the rules of their own, written out in each translation: the owner (tenant *and* user) and
   ``is_current``, applied by the caller's query in SQL (``WHERE m.tenant_id = ... AND m.user_id =
@@ -26,19 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..domain import Owner, Scope
-from .records import FILTERED_MEMORY_RECORD, MEMORY_RECORD, Column, Match, epoch_us
+from .records import MEMORY_FILTERS, MEMORY_RECORD, Column, Match, epoch_us
 from .values import SearchFilter
-
-
-def _wanted(flt: SearchFilter, c: Column) -> Any:
-    """What ``flt`` asks of the filtered column ``c``: a set of values (ANY_OF), one value (EQUALS), or None."""
-    assert c.filter is not None
-    return getattr(flt, c.filter.name)
-
-
-def _stored(value: Any) -> Any:
-    """A filter value as the SQL stores and OpenSearch keep it: an enum member's value, text as it is."""
-    return value.value if isinstance(value, StrEnum) else value
 
 
 # -- SQLite (embedded store) -----------------------------------------------------------------------
@@ -73,15 +62,14 @@ def _sql_filter(flt: SearchFilter, d: _SqlDialect, a: str) -> tuple[str, list[An
     applies to ``COALESCE(event_time, message_time)`` and excludes memories with neither."""
     clauses: list[str] = []
     params: list[Any] = []
-    for c in FILTERED_MEMORY_RECORD:
-        wanted = _wanted(flt, c)
+    for c, f in MEMORY_FILTERS:
+        wanted = getattr(flt, f.name)  # a set of enum members (ANY_OF), one id (EQUALS), or None
         if wanted is None:
             continue
-        assert c.filter is not None
-        if c.filter.match is Match.ANY_OF:
-            clause, values = d.one_of(f"{a}.{c.name}", [_stored(v) for v in wanted])
+        if f.match is Match.ANY_OF:
+            clause, values = d.one_of(f"{a}.{c.name}", [v.value for v in wanted])
         else:
-            clause, values = f"{a}.{c.name} = {d.param}", [_stored(wanted)]
+            clause, values = f"{a}.{c.name} = {d.param}", [wanted]
         clauses.append(clause)
         params += values
     if flt.session_id is not None:
@@ -121,15 +109,14 @@ def opensearch_filter(flt: SearchFilter) -> list[dict[str, Any]]:
         {"term": {"user_id": flt.owner.user_id}},
         {"term": {"is_current": True}},
     ]
-    for c in FILTERED_MEMORY_RECORD:
-        wanted = _wanted(flt, c)
+    for c, f in MEMORY_FILTERS:
+        wanted = getattr(flt, f.name)  # a set of enum members (ANY_OF), one id (EQUALS), or None
         if wanted is None:
             continue
-        assert c.filter is not None
-        if c.filter.match is Match.ANY_OF:
-            clauses.append({"terms": {c.name: sorted(_stored(v) for v in wanted)}})
+        if f.match is Match.ANY_OF:
+            clauses.append({"terms": {c.name: sorted(v.value for v in wanted)}})
         else:
-            clauses.append({"term": {c.name: _stored(wanted)}})
+            clauses.append({"term": {c.name: wanted}})
     if flt.session_id is not None:
         clauses.append(
             {
@@ -175,15 +162,6 @@ class FilterColumns(Protocol):
         text, None when absent) otherwise."""
 
 
-def _is_one_of(column: np.ndarray, values: list[Any]) -> np.ndarray:
-    """``column[i] in values`` for each row, by equality (an object column may hold None, which
-    ``np.isin``'s sort cannot order against text)."""
-    cond = np.zeros(column.shape[0], dtype=bool)
-    for v in values:
-        cond |= column == v
-    return cond
-
-
 def numpy_mask(flt: SearchFilter, cols: FilterColumns) -> np.ndarray | None:
     """Boolean mask of the rows the filter admits, or None when it admits all (the owner is the index's
     own: one index per owner; ``is_current`` too: the index holds current memories only)."""
@@ -194,20 +172,15 @@ def numpy_mask(flt: SearchFilter, cols: FilterColumns) -> np.ndarray | None:
         nonlocal mask
         mask = cond if mask is None else (mask & cond)
 
-    for c in FILTERED_MEMORY_RECORD:
-        wanted = _wanted(flt, c)
+    for c, f in MEMORY_FILTERS:
+        wanted = getattr(flt, f.name)
         if wanted is None:
             continue
-        assert c.filter is not None
         column = cols.columns[c.name][:n]
-        codes = ENUM_CODES.get(c.name)
-        if c.filter.match is Match.ANY_OF:
-            if codes is not None:
-                both(np.isin(column, [codes[v] for v in wanted]))
-            else:
-                both(_is_one_of(column, list(wanted)))
+        if f.match is Match.ANY_OF:
+            both(np.isin(column, [ENUM_CODES[c.name][v] for v in wanted]))
         else:
-            both(column == (codes[wanted] if codes is not None else wanted))
+            both(column == wanted)
     if flt.session_id is not None:
         context = cols.columns["scope"][:n] == ENUM_CODES["scope"][Scope.CONTEXT]
         both(~context | (cols.columns["session_id"][:n] == flt.session_id))

@@ -212,10 +212,15 @@ POSTGRES = StoredValues(
 class Match(StrEnum):
     """How a search filter on one memory column (:class:`ColumnFilter`) admits a memory."""
 
-    #: the filter is a set of values: a memory is admitted when its value is one of them (an empty set admits none)
+    #: the filter is a set of members of the (enum) column's enum: a memory is admitted when its value is one
+    #: of them (an empty set admits none)
     ANY_OF = "any_of"
-    #: the filter is one value: a memory is admitted when its value is that one (a memory without one never is)
+    #: the filter is one id: a memory is admitted when the (text) column holds it (a memory without one never is)
     EQUALS = "equals"
+
+
+#: the column kind each match is made for (what every translation and the request check are written for)
+MATCH_KINDS = {Match.ANY_OF: "enum", Match.EQUALS: "text"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,10 +242,6 @@ def equals(name: str) -> ColumnFilter:
     return ColumnFilter(name, Match.EQUALS)
 
 
-#: the column kinds a search can filter on (their values are compared as they are: an enum's value, text)
-FILTERABLE_KINDS = ("text", "enum")
-
-
 @dataclass(frozen=True, slots=True)
 class Column:
     """One stored field. ``kind`` says how it is kept: ``text``, ``int``, ``flag``, ``enum`` (its value),
@@ -250,7 +251,7 @@ class Column:
     ``ts``); ``required`` columns are read with ``row[name]`` (a missing one is an error), the others
     read as None when absent; ``searched`` marks the memory fields a keyword search filters or scores
     on, the fields of the dual store's keyword index; ``filter`` makes the column a search filter of
-    its own (a text or enum column, searched: the keyword index filters on it too)."""
+    its own (a searched column, so that the keyword index filters on it too, of its match's kind)."""
 
     name: str
     kind: str = "text"
@@ -261,9 +262,10 @@ class Column:
     filter: ColumnFilter | None = None
 
     def __post_init__(self) -> None:
-        if self.filter is not None and (self.kind not in FILTERABLE_KINDS or not self.searched):
+        if self.filter is not None and (self.kind != MATCH_KINDS[self.filter.match] or not self.searched):
             raise ValueError(
-                f"{self.name}: a filtered column is a searched column of kind {' or '.join(FILTERABLE_KINDS)}"
+                f"{self.name}: a column filtered by {self.filter.match} is a searched column of kind "
+                f"{MATCH_KINDS[self.filter.match]}"
             )
 
     @property
@@ -333,7 +335,9 @@ JOB_COLUMNS = tuple(c.name for c in JOB_RECORD)
 SEARCHED_MEMORY_RECORD = tuple(c for c in MEMORY_RECORD if c.searched)
 #: the memory columns a search filters on by themselves, each with its :class:`ColumnFilter` (the owner,
 #: ``is_current``, the session's CONTEXT visibility and the effective time range are rules of their own)
-FILTERED_MEMORY_RECORD = tuple(c for c in MEMORY_RECORD if c.filter is not None)
+MEMORY_FILTERS: tuple[tuple[Column, ColumnFilter], ...] = tuple(
+    (c, c.filter) for c in MEMORY_RECORD if c.filter is not None
+)
 
 Writer = Callable[[Any, dict[str, Any]], None]
 
