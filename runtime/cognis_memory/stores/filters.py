@@ -20,7 +20,6 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
@@ -143,10 +142,11 @@ def opensearch_filter(flt: SearchFilter) -> list[dict[str, Any]]:
 #: The memory columns the vector index keeps for :func:`numpy_mask`: every filtered column, and the
 #: session (CONTEXT visibility; the scope it needs is a filtered column). The effective time is kept apart.
 MASKED_RECORD: tuple[Column, ...] = tuple(c for c in MEMORY_RECORD if c.filter is not None or c.name == "session_id")
-#: The int8 code of each member of the masked enum columns (the enum's order), by column; a member's
-#: value finds its code too (a ``StrEnum`` member is equal to its value and hashes the same).
-ENUM_CODES: dict[str, dict[StrEnum, int]] = {
-    c.name: {m: i for i, m in enumerate(c.enum)} for c in MASKED_RECORD if c.enum is not None
+#: The int8 code of each member of the masked enum columns (the enum's order), by column and value (as
+#: the store returns it); the member finds its code too (a ``StrEnum`` member is equal to its value and
+#: hashes the same).
+ENUM_CODES: dict[str, dict[str, int]] = {
+    c.name: {m.value: i for i, m in enumerate(c.enum)} for c in MASKED_RECORD if c.enum is not None
 }
 
 

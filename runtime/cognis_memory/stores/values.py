@@ -23,6 +23,10 @@ from ..domain import Category, Memory, MemoryKind, Owner, Scope
 class SearchFilter:
     """What a search may see. ``owner`` is mandatory; everything else narrows it.
 
+    ``scopes``, ``categories``, ``kinds`` and ``agent_id`` are column filters: each is declared on its
+    column in :data:`~.records.MEMORY_RECORD` (``filter=any_of(...)``: the memory's value is one of
+    the set, an empty set admits nothing; ``filter=equals(...)``: the memory holds that value, one
+    without a value is excluded), and every translation follows from there (:mod:`.filters`).
     ``session_id``: CONTEXT-scope memories are visible only when they belong to this session
     (USER-scope memories are unaffected); ``None`` means CONTEXT memories of every session.
     ``time_from``/``time_to`` apply to the effective time (event time, else message time);
