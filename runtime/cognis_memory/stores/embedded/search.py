@@ -28,13 +28,9 @@ from .keyword_query import _quote, fts_query_terms
 
 log = logging.getLogger(__name__)
 
-#: what a vector index load reads of each current memory: the id, the columns the filters test, the two
-#: times of the effective time, the vectors and the rowid (in this order: :meth:`EmbeddedSearch._load_index_rows`)
-_INDEX_LOAD_SQL = (
-    f"SELECT id, {', '.join(c.name for c in MASKED_RECORD)}, event_time, message_time, embedding, embedding_short,"
-    " rowid FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1"
-)
-#: the places in a row of :data:`_INDEX_LOAD_SQL` of what follows the filter columns
+#: the columns the vector index's filters test (:data:`.filters.MASKED_RECORD`), as a vector index load selects
+#: them after the id; the two times of the effective time, the vectors and the rowid follow, at these places
+_MASKED_COLUMNS = ", ".join(c.name for c in MASKED_RECORD)
 _EVENT_TIME, _MESSAGE_TIME, _EMBEDDING, _EMBEDDING_SHORT, _ROWID = range(1 + len(MASKED_RECORD), 6 + len(MASKED_RECORD))
 
 
@@ -50,7 +46,11 @@ class EmbeddedSearch(EmbeddedBase):
                 "SELECT count(*) FROM memories WHERE is_current = 1 AND tenant_id = ? AND user_id = ?", params
             ).fetchone()[0]
             idx = UserVectorIndex(self.dim, self.dim_short, capacity=max(int(count), 64))
-            cur = self._reader.execute(_INDEX_LOAD_SQL, params)
+            cur = self._reader.execute(
+                f"SELECT id, {_MASKED_COLUMNS}, event_time, message_time, embedding, embedding_short, rowid"
+                " FROM memories WHERE tenant_id = ? AND user_id = ? AND is_current = 1",
+                params,
+            )
             ev, msg = _EVENT_TIME, _MESSAGE_TIME
             while rows := cur.fetchmany(_LOAD_CHUNK):
                 k = len(rows)
