@@ -20,7 +20,7 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService, MessageBody
 
 DEMO = Path(__file__).with_name("demo_conversation.jsonl")
 TENANT = "demo"
@@ -35,7 +35,7 @@ QUESTIONS = [
 ]
 
 
-def load_demo() -> tuple[str, list[MessageIn]]:
+def load_demo() -> tuple[str, list[MessageBody]]:
     user_id, messages = "", []
     for line in DEMO.read_text(encoding="utf-8").splitlines():
         if not line.strip():
@@ -43,7 +43,7 @@ def load_demo() -> tuple[str, list[MessageIn]]:
         row = json.loads(line)
         user_id = row["user_id"]
         messages.append(
-            MessageIn(
+            MessageBody(
                 content=row["content"],
                 speaker=row["speaker"],
                 role=row["role"],

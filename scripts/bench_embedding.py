@@ -68,7 +68,7 @@ TENANT = "bench"
 # --------------------------------------------------------------------------------------
 # data
 def locomo_sessions(conversations: int | None) -> list[tuple[str, list[dict[str, Any]]]]:
-    """(user, sessions) per LoCoMo conversation; a session is a list of message dicts (MessageIn fields)."""
+    """(user, sessions) per LoCoMo conversation; a session is a list of message dicts (MessageBody fields)."""
     import bench_locomo as bl
 
     out = []
@@ -122,11 +122,11 @@ def _service(db: Path, **overrides: Any):
 
 
 async def _post_sessions(svc, user: str, sessions: list[list[dict[str, Any]]]) -> int:
-    from cognis_memory.service import MessageIn
+    MessageBody = bc.message_body()  # a baseline runtime may be older (MessageIn)
 
     n = 0
     for session in sessions:
-        res = await svc.add_messages(TENANT, user, [MessageIn(**m) for m in session])
+        res = await svc.add_messages(TENANT, user, [MessageBody(**m) for m in session])
         n += sum(res.created)
     return n
 
@@ -234,9 +234,11 @@ def _lme_time(value: str) -> datetime:
 
 async def quality_longmemeval(args: argparse.Namespace) -> dict[str, Any]:
     from cognis_memory.config import Settings
-    from cognis_memory.service import MemoryService, MessageIn
+    from cognis_memory.service import MemoryService
     from cognis_memory.stores.embedded import EmbeddedStore
     from cognis_memory.wiring import build_embedder
+
+    MessageBody = bc.message_body()  # a baseline runtime may be older (MessageIn)
 
     with gzip.open(LONGMEMEVAL, "rt", encoding="utf-8") as f:
         items = json.load(f)[args.lme_offset : args.lme_questions]
@@ -262,7 +264,7 @@ async def quality_longmemeval(args: argparse.Namespace) -> dict[str, Any]:
                 for sid, date, turns in zip(item["haystack_session_ids"], item["haystack_dates"],
                                             item["haystack_sessions"], strict=True):  # fmt: skip
                     msgs = [
-                        MessageIn(content=t["content"], role=t["role"], speaker=t["role"], timestamp=_lme_time(date),
+                        MessageBody(content=t["content"], role=t["role"], speaker=t["role"], timestamp=_lme_time(date),
                                   session_id=sid, client_message_id=f"{sid}:{j}")
                         for j, t in enumerate(turns) if t["content"].strip()
                     ]  # fmt: skip

@@ -37,7 +37,7 @@ from typing import Any
 from cognis_dev import bench_common as bc
 
 from cognis_memory.config import Settings
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService, MessageBody
 
 TENANT = "bench"
 API_KEY = "bench-latency-key"
@@ -125,7 +125,9 @@ async def ingest_single(svc: MemoryService, user: str, texts: list[str]) -> dict
     lat = []
     for i, t in enumerate(texts):
         t0 = time.perf_counter()
-        await svc.add_messages(TENANT, user, [MessageIn(content=t, speaker=t.split(":")[0], client_message_id=f"p{i}")])
+        await svc.add_messages(
+            TENANT, user, [MessageBody(content=t, speaker=t.split(":")[0], client_message_id=f"p{i}")]
+        )
         lat.append((time.perf_counter() - t0) * 1000)
     return bc.latency_summary(lat)
 
@@ -140,7 +142,7 @@ async def bulk_import(svc: MemoryService, user: str, texts: list[str]) -> dict[s
         await svc.add_messages(
             TENANT,
             user,
-            [MessageIn(content=t, speaker=t.split(":")[0], session_id=f"import{i // 40}", client_message_id=f"b{i + j}")
+            [MessageBody(content=t, speaker=t.split(":")[0], session_id=f"import{i // 40}", client_message_id=f"b{i + j}")
              for j, t in enumerate(chunk)],
             background=True,
         )  # fmt: skip

@@ -45,7 +45,7 @@ from typing import Any
 from cognis_dev import bench_common as bc
 
 from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService, MessageBody
 
 KS = (1, 5, 10, 20)
 CATEGORIES = (1, 2, 3, 4)
@@ -229,7 +229,7 @@ async def ingest(svc: MemoryService, convs: list[Conversation]) -> dict[str, Any
     for conv in convs:
         for s in conv.sessions:
             msgs = [
-                MessageIn(
+                MessageBody(
                     content=t.content,
                     speaker=t.speaker,
                     timestamp=s.time,

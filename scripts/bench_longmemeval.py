@@ -47,7 +47,7 @@ from typing import Any
 from cognis_dev import bench_common as bc
 
 from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService, MessageBody
 
 TENANT = "bench-lme"
 DEFAULT_DATA = bc.REPO.parent / "shared" / "data" / "longmemeval_s_dev100.json.gz"
@@ -123,8 +123,8 @@ def round_robin_by_type(instances: list[Instance]) -> list[Instance]:
     return out
 
 
-def turn_message(sid: str, date: datetime, i: int, turn: dict[str, Any]) -> MessageIn:
-    return MessageIn(
+def turn_message(sid: str, date: datetime, i: int, turn: dict[str, Any]) -> MessageBody:
+    return MessageBody(
         content=str(turn["content"]),
         role=str(turn["role"]),
         timestamp=date + timedelta(seconds=i),

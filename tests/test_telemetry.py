@@ -16,7 +16,7 @@ import pytest_asyncio
 from cognis_memory.config import Settings
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from cognis_memory.retrieval.pipeline import stage_names
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService, MessageBody
 from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.telemetry import names
 from cognis_memory.telemetry.emitter import Telemetry
@@ -80,7 +80,7 @@ async def svc(tmp_path_factory, embedder, cap):
     await service.add_messages(
         TENANT,
         "user-hist9",
-        [MessageIn(content="I live in Porto", timestamp=_t("2025-03-01T10:00:00"))],
+        [MessageBody(content="I live in Porto", timestamp=_t("2025-03-01T10:00:00"))],
     )
     mem = (await service.list_memories(TENANT, "user-hist9"))[0]
     await service.update_memory(TENANT, "user-hist9", mem.id, content="I live in Lisbon now")
@@ -105,7 +105,7 @@ def _dimensions(blob: dict[str, Any]) -> list[list[str]]:
 # -- log lines ----------------------------------------------------------------------------
 async def test_one_ingest_log_line_with_stage_durations(svc, cap):
     cap.mark()
-    messages = [MessageIn(content="I like tea"), MessageIn(content="I like coffee")]
+    messages = [MessageBody(content="I like tea"), MessageBody(content="I like coffee")]
     res = await svc.add_messages(TENANT, "user-ing1", messages, request_id="rid-in-1")
     lines = cap.new_logs()
     assert len(lines) == 1
@@ -132,7 +132,7 @@ async def test_ingest_with_an_llm_logs_the_extraction_stage(tmp_path, embedder):
         llm = OpenAICompatibleLLM(base_url=server.base_url, model="test")
         service = await _service(tmp_path, embedder, capture, llm=llm)
         try:
-            await service.add_messages(TENANT, "user-llm1", [MessageIn(content="I like tea")], request_id="rid-llm")
+            await service.add_messages(TENANT, "user-llm1", [MessageBody(content="I like tea")], request_id="rid-llm")
         finally:
             await service.close()
             await llm.aclose()
@@ -142,7 +142,7 @@ async def test_ingest_with_an_llm_logs_the_extraction_stage(tmp_path, embedder):
 
 
 async def test_one_search_log_line_with_the_stages_that_ran(svc, cap):
-    await svc.add_messages(TENANT, "user-srch1", [MessageIn(content=f"note {i} about gardening") for i in range(3)])
+    await svc.add_messages(TENANT, "user-srch1", [MessageBody(content=f"note {i} about gardening") for i in range(3)])
     cap.mark()
     res = await svc.search(TENANT, "user-srch1", "gardening tips", limit=2, request_id="rid-s-1")
     (line,) = cap.new_logs()
@@ -158,7 +158,7 @@ async def test_one_search_log_line_with_the_stages_that_ran(svc, cap):
 
 async def test_temporal_search_logs_the_temporal_boost(svc, cap):
     await svc.add_messages(
-        TENANT, "user-temp1", [MessageIn(content="I went hiking", timestamp=_t("2025-03-10T10:00:00"))]
+        TENANT, "user-temp1", [MessageBody(content="I went hiking", timestamp=_t("2025-03-10T10:00:00"))]
     )
     cap.mark()
     await svc.search(TENANT, "user-temp1", "what did I do last week?", now=_t("2025-03-15T12:00:00"))
@@ -195,7 +195,7 @@ async def test_a_failed_search_is_logged_and_counted_as_an_error(tmp_path, embed
 async def test_emf_blobs_have_low_cardinality_dimensions_only(svc, cap):
     user = "user-emf5z"
     cap.mark()
-    await svc.add_messages(TENANT, user, [MessageIn(content="I collect stamps")])
+    await svc.add_messages(TENANT, user, [MessageBody(content="I collect stamps")])
     ingest_blobs = cap.new_blobs()
     cap.mark()
     await svc.search(TENANT, user, "stamps")
@@ -234,7 +234,7 @@ async def test_every_logged_stage_is_declared_in_the_metric_names(svc, cap):
     candidate stages and the registry, which the dashboard's SEARCH finds) or an ingest stage of
     names.INGEST_STAGES (which the dashboard lists); anything else would be on no widget."""
     cap.mark()
-    await svc.add_messages(TENANT, "user-names1", [MessageIn(content="Rui said he likes chess")])
+    await svc.add_messages(TENANT, "user-names1", [MessageBody(content="Rui said he likes chess")])
     await svc.search(TENANT, "user-names1", "what did Rui say about chess last week?")
     await svc.search(TENANT, "user-names1", "what did Rui use to like before?")
     known = {names.DEFAULT_SERVICE, *stage_names(), *names.INGEST_STAGES, names.PIPELINE_INGEST,
@@ -272,7 +272,7 @@ def test_two_telemetry_instances_write_to_their_own_streams():
 async def test_concurrent_searches_keep_their_own_request_ids_and_lines(svc, cap):
     users = [f"user-conc{i:02d}" for i in range(20)]
     for i, user in enumerate(users):
-        await svc.add_messages(TENANT, user, [MessageIn(content=f"My lucky number is {i}")])
+        await svc.add_messages(TENANT, user, [MessageBody(content=f"My lucky number is {i}")])
     cap.mark()
     results = await asyncio.gather(
         *(svc.search(TENANT, user, "lucky number", request_id=f"req-conc-{i:02d}") for i, user in enumerate(users))

@@ -291,6 +291,15 @@ def setting(settings: Any, flat: str) -> Any:
     return getattr(settings if field.component is None else getattr(settings, field.component), field.name)
 
 
+def message_body() -> Any:
+    """The class a submitted message is built with in the runtime on the path: ``MessageBody`` (issue 24, one
+    message shape), or ``MessageIn`` in a baseline runtime from before it (the same fields, given by name), run
+    with the benchmarks' --compare-with / --baseline-ref or by an older checkout's script."""
+    import cognis_memory.service as service
+
+    return getattr(service, "MessageBody", None) or service.MessageIn
+
+
 def quality_service(db_path: Path, *, cache: bool = True, extraction_llm: Any = None, **settings: Any) -> Any:
     """A :class:`MemoryService` on an embedded store at ``db_path`` for the quality benchmarks:
     the configured embedder (wrapped in :class:`CachingEmbedder` unless ``cache`` is false),

@@ -26,7 +26,12 @@ from typing import Any
 
 from cognis_memory.domain import Memory
 from cognis_memory.ingest.supersession import superseded_sources
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService
+
+from .bench_common import message_body
+
+#: ``MessageBody``, or ``MessageIn`` in a runtime from before it (bench_updates.py run on an older checkout)
+MessageBody = message_body()
 
 TENANT = "bench-updates"
 KINDS = ("current", "previous", "unchanged")
@@ -363,7 +368,7 @@ async def ingest(
                 by_session.setdefault(t.session, []).append(t)
             for turns in by_session.values():
                 msgs = [
-                    MessageIn(
+                    MessageBody(
                         content=t.content,
                         role=t.role,
                         speaker=h.name if (h.name and t.role == "user") else None,

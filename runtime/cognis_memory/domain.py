@@ -81,7 +81,8 @@ def as_utc(value: datetime) -> datetime:
 
 @dataclass(slots=True)
 class Message:
-    """A raw conversational turn as the client sent it."""
+    """A raw conversational turn as the client sent it (checked from the request's ``MessageBody`` by
+    :func:`cognis_memory.validation.check_message`), and as the stores keep it."""
 
     tenant_id: str
     user_id: str
@@ -92,9 +93,15 @@ class Message:
     session_id: str | None = None
     agent_id: str | None = None
     client_message_id: str | None = None
+    #: the caller's metadata, as sent (no key of the service's own: they are refused)
     metadata: dict[str, Any] = field(default_factory=dict)
     id: str = field(default_factory=new_id)
     created_at: datetime = field(default_factory=utcnow)
+    #: the scope of the message's raw memory: CONTEXT belongs to its session only
+    scope: Scope = Scope.USER
+    #: the id its raw memory gets (a long message's parts derive theirs from it): set by ingest before
+    #: the message is saved, so a retry finds a message whose raw memory was never written; never the caller's
+    raw_memory_id: str | None = None
 
 
 @dataclass(slots=True)

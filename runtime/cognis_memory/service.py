@@ -1,10 +1,10 @@
 """The in-process service: every operation of the HTTP API on one object built from config.
 
 >>> import asyncio
->>> from cognis_memory.service import MemoryService, MessageIn
+>>> from cognis_memory.service import MemoryService, MessageBody
 >>> async def main():
 ...     async with MemoryService.from_settings(data_dir="/tmp/demo") as svc:
-...         await svc.add_messages("acme", "alice", [MessageIn(content="I moved to Lisbon", speaker="Alice")])
+...         await svc.add_messages("acme", "alice", [MessageBody(content="I moved to Lisbon", speaker="Alice")])
 ...         found = await svc.search("acme", "alice", "Where does Alice live?")
 ...         print(found.hits[0].memory.content)
 
@@ -34,6 +34,7 @@ from .errors import InvalidInputError, NotFoundError
 from .ingest.categorizer import EmbeddingCategorizer
 from .ingest.pipeline import IngestPipeline, IngestResult, extraction_metrics
 from .ingest.worker import JobWorker
+from .message_body import MessageBody
 from .prompt_block import PromptBlock, build_prompt_block
 from .providers.base import LLM, Embedder, Reranker
 from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycle, log_lifecycle
@@ -46,7 +47,6 @@ from .telemetry import names
 from .telemetry.emitter import Telemetry
 from .validation import (
     FilterRequest,
-    MessageIn,
     check_filter,
     check_id,
     check_int,
@@ -65,7 +65,7 @@ PENDING = "pending"
 PENDING_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
 
 
-__all__ = ["MAX_PROMPT_BLOCK_TOKENS", "FilterRequest", "MemoryService", "MessageIn"]
+__all__ = ["MAX_PROMPT_BLOCK_TOKENS", "FilterRequest", "MemoryService", "MessageBody"]
 
 
 class MemoryService:
@@ -233,7 +233,7 @@ class MemoryService:
         self,
         tenant_id: str,
         user_id: str,
-        messages: Sequence[MessageIn],
+        messages: Sequence[MessageBody],
         *,
         background: bool = False,
         request_id: str | None = None,

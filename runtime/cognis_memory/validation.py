@@ -6,6 +6,11 @@ times, enums) come first; then the checks of whole requests that
 :class:`~cognis_memory.service.MemoryService` runs before it touches anything: the owner
 (:func:`check_owner`), submitted messages (:func:`check_messages`), a search's filter
 (:func:`check_filter`) and recipe (:func:`check_recipe`), and a memory update (:func:`check_update`).
+
+A message has one shape on the way in: :class:`~cognis_memory.message_body.MessageBody`, the HTTP
+API's request model, which every entry point submits (the API, the CLI, the HTTP clients, Python
+callers of the service), and :func:`check_message` maps it to the
+:class:`~cognis_memory.domain.Message` the stores keep.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, ClassVar
@@ -22,6 +27,7 @@ from typing import Any, ClassVar
 from .domain import Category, Message, Owner, Scope, as_utc
 from .errors import InvalidInputError
 from .ingest.pipeline import RESERVED_METADATA_KEYS
+from .message_body import MessageBody
 from .retrieval.config import RetrievalConfig, get_recipe
 from .stores.records import MEMORY_FILTERS, Column, ColumnFilter, Match
 from .stores.values import SearchFilter
@@ -153,21 +159,6 @@ def enum_set(field_name: str, enum: type[Enum], values: Sequence[Any] | None) ->
 # -- whole requests ------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class MessageIn:
-    """A message as a caller submits it (checked by :func:`check_messages`)."""
-
-    content: str
-    speaker: str | None = None
-    role: str = "user"
-    timestamp: datetime | None = None
-    session_id: str | None = None
-    agent_id: str | None = None
-    client_message_id: str | None = None
-    scope: Scope = Scope.USER
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
 def check_owner(tenant_id: str, user_id: str) -> Owner:
     check_id("tenant_id", tenant_id)
     check_id("user_id", user_id)
@@ -191,8 +182,10 @@ def check_metadata(field_name: str, metadata: Any) -> dict[str, Any]:
     return dict(metadata)
 
 
-def check_message(owner: Owner, i: int, m: MessageIn, now: datetime, *, max_bytes: int) -> Message:
-    """The ``i``-th submitted message as the :class:`~cognis_memory.domain.Message` to store."""
+def check_message(owner: Owner, i: int, m: MessageBody, now: datetime, *, max_bytes: int) -> Message:
+    """The ``i``-th submitted message as the :class:`~cognis_memory.domain.Message` to store. Every field is
+    checked here too, so a body built without pydantic's checks (``model_construct``, as the CLI's import
+    does) is refused naming the field like any other."""
     f = f"messages[{i}]"
     content = check_text(f"{f}.content", m.content, max_bytes)
     check_id(f"{f}.client_message_id", m.client_message_id, required=False)
@@ -201,10 +194,10 @@ def check_message(owner: Owner, i: int, m: MessageIn, now: datetime, *, max_byte
     if m.speaker is not None:
         check_name(f"{f}.speaker", m.speaker)
         check_text(f"{f}.speaker", m.speaker, 4 * MAX_SPEAKER_CHARS)
-    if m.scope is Scope.CONTEXT and not m.session_id:
+    scope = enum_value(f"{f}.scope", Scope, m.scope)
+    if scope is Scope.CONTEXT and not m.session_id:
         raise InvalidInputError(f"{f}.session_id", "is required for CONTEXT scope")
     metadata = check_metadata(f"{f}.metadata", m.metadata)
-    metadata["scope"] = m.scope.value
     return Message(
         tenant_id=owner.tenant_id,
         user_id=owner.user_id,
@@ -216,11 +209,12 @@ def check_message(owner: Owner, i: int, m: MessageIn, now: datetime, *, max_byte
         agent_id=m.agent_id,
         client_message_id=m.client_message_id,
         metadata=metadata,
+        scope=scope,
     )
 
 
 def check_messages(
-    owner: Owner, messages: Sequence[MessageIn], now: datetime, *, max_count: int, max_bytes: int
+    owner: Owner, messages: Sequence[MessageBody], now: datetime, *, max_count: int, max_bytes: int
 ) -> list[Message]:
     """A request's messages (1 to ``max_count``), each checked, as the messages to store."""
     if not messages:

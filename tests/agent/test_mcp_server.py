@@ -115,11 +115,13 @@ async def test_in_process_backend_writes_to_the_chosen_tenant(tmp_path):
     """In-process, requests carry no key; they belong to --tenant (here a tenant the CLI imported into)."""
     from cognis_memory.config import Settings
     from cognis_memory.mcp_server import McpOptions, build_mcp_server, open_toolbox
-    from cognis_memory.service import MemoryService, MessageIn
+    from cognis_memory.service import MemoryService, MessageBody
 
     settings = Settings(data_dir=tmp_path, run_worker=False, metrics_enabled=False)
     async with MemoryService.from_settings(settings) as svc:
-        await svc.add_messages("acme", "ines", [MessageIn("I keep bees on my roof in Porto.", speaker="Ines")])
+        await svc.add_messages(
+            "acme", "ines", [MessageBody(content="I keep bees on my roof in Porto.", speaker="Ines")]
+        )
     options = McpOptions(user_id="ines", settings=settings, tenant="acme")
     async with open_toolbox(options) as toolbox, Client(build_mcp_server(toolbox)) as client:
         assert "bees" in _text(await client.call_tool("recall", {"query": "What does Ines keep on her roof?"}))

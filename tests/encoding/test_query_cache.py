@@ -73,6 +73,6 @@ async def test_repeated_and_respelled_queries_are_embedded_once_per_tenant(make_
 
 
 def _msg(content: str):
-    from cognis_memory.service import MessageIn
+    from cognis_memory.service import MessageBody
 
-    return MessageIn(content=content, speaker="Ana")
+    return MessageBody(content=content, speaker="Ana")

@@ -21,7 +21,7 @@ from cognis_memory.ingest.answer_repair import Notes, Unusable, read_decisions, 
 from cognis_memory.ingest.answers import Action
 from cognis_memory.ingest.extraction import EXTRACT_SYSTEM
 from cognis_memory.providers.llms import OpenAICompatibleLLM
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 from tests.llm_server import ScriptedLLMServer
 
 TS = datetime(2023, 3, 19, 9, 0, tzinfo=UTC)
@@ -151,7 +151,7 @@ async def _replay_session(make_service: Any, user: str, session: list[tuple[str,
     with ScriptedLLMServer(lambda schema, body: answer) as server:
         svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "recorded"))
         r = await svc.add_messages("acme", user, [
-            MessageIn(text, role=role, timestamp=start + timedelta(minutes=2 * i)) for i, (role, text) in enumerate(session)
+            MessageBody(content=text, role=role, timestamp=start + timedelta(minutes=2 * i)) for i, (role, text) in enumerate(session)
         ])  # fmt: skip
     return svc, r
 
@@ -200,11 +200,11 @@ async def test_an_update_of_an_unrelated_fact_is_taken_as_an_add(make_service) -
 
     with ScriptedLLMServer(respond) as server:
         svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "recorded"))
-        await svc.add_messages("acme", "u2", [MessageIn("My dog Otis loves chasing the neighbour's cat.", timestamp=TS),
-                                              MessageIn("I work as a data engineer at Orbital Foods.", timestamp=TS)])  # fmt: skip
+        await svc.add_messages("acme", "u2", [MessageBody(content="My dog Otis loves chasing the neighbour's cat.", timestamp=TS),
+                                              MessageBody(content="I work as a data engineer at Orbital Foods.", timestamp=TS)])  # fmt: skip
         later = TS + timedelta(days=30)
-        r = await svc.add_messages("acme", "u2", [MessageIn("I'm thinking about learning to bake bread.", timestamp=later),
-                                                  MessageIn("I just joined Bluefin Robotics!", timestamp=later)])  # fmt: skip
+        r = await svc.add_messages("acme", "u2", [MessageBody(content="I'm thinking about learning to bake bread.", timestamp=later),
+                                                  MessageBody(content="I just joined Bluefin Robotics!", timestamp=later)])  # fmt: skip
     assert (r.extraction["ADD"], r.extraction["UPDATE"]) == (1, 1)
     assert r.extraction["answers"]["overruled"] == {"update_not_similar": 1}
     current = {
@@ -255,10 +255,10 @@ async def test_an_updates_merged_text_that_repeats_the_old_or_another_memory_kee
 
     with ScriptedLLMServer(respond) as server:
         svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "recorded"))
-        await svc.add_messages("acme", "u3", [MessageIn(t, timestamp=TS) for t in (
+        await svc.add_messages("acme", "u3", [MessageBody(content=t, timestamp=TS) for t in (
             "I work as a data engineer at Orbital Foods.", "I'm on a keto diet.", "I live in Porto.")])  # fmt: skip
         later = TS + timedelta(days=30)
-        r = await svc.add_messages("acme", "u3", [MessageIn(t, timestamp=later) for t in (
+        r = await svc.add_messages("acme", "u3", [MessageBody(content=t, timestamp=later) for t in (
             "I just joined Bluefin Robotics!", "I went vegan last month.", "We moved to Lisbon.")])  # fmt: skip
     assert r.extraction["UPDATE"] == 3
     assert r.extraction["answers"]["overruled"] == {"update_content_is_the_target": 1, "update_content_not_the_fact": 1}
@@ -352,12 +352,12 @@ def _porto_then(second: dict, decide: Any, *, between: Any = None) -> Any:
     async def run(make_service: Any) -> tuple[Any, Any, str]:
         with ScriptedLLMServer(respond) as server:
             svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "recorded"))
-            await svc.add_messages("acme", "u5", [MessageIn("I live in Porto.", timestamp=TS)])
+            await svc.add_messages("acme", "u5", [MessageBody(content="I live in Porto.", timestamp=TS)])
             porto_id = next(m.id for m in await svc.stores.memories.list_memories(Owner("acme", "u5"))
                             if m.kind is MemoryKind.FACT)  # fmt: skip
             later = TS + timedelta(days=30)
             ingest = asyncio.create_task(svc.add_messages("acme", "u5", [
-                MessageIn(t, timestamp=later) for t in ("We moved to Lisbon.", "Our flat in Lisbon is in Alfama.")]))  # fmt: skip
+                MessageBody(content=t, timestamp=later) for t in ("We moved to Lisbon.", "Our flat in Lisbon is in Alfama.")]))  # fmt: skip
             await asyncio.to_thread(asked.wait, 30)
             if between is not None:
                 await between(svc, porto_id)

@@ -16,7 +16,7 @@ import pytest
 
 from cognis_memory.domain import JobStatus, MemoryKind, Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM
-from cognis_memory.service import FilterRequest, MessageIn
+from cognis_memory.service import FilterRequest, MessageBody
 from tests.llm_server import Reply, ScriptedLLMServer
 
 TS = datetime(2024, 3, 10, 10, tzinfo=UTC)
@@ -105,11 +105,11 @@ async def test_add_then_update_writes_a_version_chain(make_service, llm_server) 
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     owner = Owner("acme", "dana")
     r1 = await svc.add_messages(
-        "acme", "dana", [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS)]
+        "acme", "dana", [MessageBody(content="I moved to Berlin last month", speaker="Dana", timestamp=TS)]
     )
     assert r1.extraction["ADD"] == 1
     r2 = await svc.add_messages(
-        "acme", "dana", [MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30))]
+        "acme", "dana", [MessageBody(content="I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30))]
     )
     assert r2.extraction["UPDATE"] == 1 and r2.extraction["ADD"] == 0
     facts = await _facts(svc, owner)
@@ -134,10 +134,14 @@ async def test_add_then_update_writes_a_version_chain(make_service, llm_server) 
 async def test_update_then_delete_and_repeated_fact_is_none(make_service, llm_server) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     owner = Owner("acme", "dana")
-    await svc.add_messages("acme", "dana", [MessageIn("I got a dog yesterday", speaker="Dana", timestamp=TS)])
-    again = await svc.add_messages("acme", "dana", [MessageIn("Remember, I got a dog", speaker="Dana", timestamp=TS)])
+    await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog yesterday", speaker="Dana", timestamp=TS)])
+    again = await svc.add_messages(
+        "acme", "dana", [MessageBody(content="Remember, I got a dog", speaker="Dana", timestamp=TS)]
+    )
     assert again.extraction["NONE"] == 1
-    gone = await svc.add_messages("acme", "dana", [MessageIn("I gave the dog away", speaker="Dana", timestamp=TS)])
+    gone = await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I gave the dog away", speaker="Dana", timestamp=TS)]
+    )
     # "Dana no longer has a dog" is a new fact whose context holds "has a dog": DELETE it
     assert gone.extraction["DELETE"] == 1
     facts = await _facts(svc, owner)
@@ -154,15 +158,17 @@ async def test_update_then_delete_and_repeated_fact_is_none(make_service, llm_se
 async def test_invented_alias_touches_nothing(make_service, llm_server) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     other = await make_service(llm=None, path=svc.settings.embedded.resolved_sqlite_path.with_name("other.db"))
-    await other.add_messages("acme", "eve", [MessageIn("I love green tea", timestamp=TS)])
-    await svc.add_messages("acme", "dana", [MessageIn("I love green tea", speaker="Dana", timestamp=TS)])
+    await other.add_messages("acme", "eve", [MessageBody(content="I love green tea", timestamp=TS)])
+    await svc.add_messages("acme", "dana", [MessageBody(content="I love green tea", speaker="Dana", timestamp=TS)])
     before = [
         (m.id, m.version, m.is_current)
         for m in await svc.stores.memories.list_memories(Owner("acme", "dana"), include_history=True)
         if m.kind is MemoryKind.FACT
     ]
     llm_server.policy["alias"] = "m99"
-    r = await svc.add_messages("acme", "dana", [MessageIn("I love green tea so much", speaker="Dana", timestamp=TS)])
+    r = await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I love green tea so much", speaker="Dana", timestamp=TS)]
+    )
     # the UPDATE named no listed memory: nothing existing is touched, and the new statement is kept as an ADD
     assert r.extraction["rejected_aliases"] == 1 and r.extraction["UPDATE"] == 0 and r.extraction["ADD"] == 1
     assert r.extraction["answers"]["repairs"] == {"update_without_target_added": 1}
@@ -173,10 +179,12 @@ async def test_invented_alias_touches_nothing(make_service, llm_server) -> None:
 
 async def test_context_shows_only_this_users_facts(make_service, llm_server) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
-    await svc.add_messages("acme", "mallory", [MessageIn("I moved to Berlin", speaker="Dana", timestamp=TS)])
-    await svc.add_messages("other-tenant", "dana", [MessageIn("I moved to Berlin", speaker="Dana", timestamp=TS)])
-    await svc.add_messages("acme", "dana", [MessageIn("I love green tea", speaker="Dana", timestamp=TS)])
-    r = await svc.add_messages("acme", "dana", [MessageIn("I moved to Lisbon", speaker="Dana", timestamp=TS)])
+    await svc.add_messages("acme", "mallory", [MessageBody(content="I moved to Berlin", speaker="Dana", timestamp=TS)])
+    await svc.add_messages(
+        "other-tenant", "dana", [MessageBody(content="I moved to Berlin", speaker="Dana", timestamp=TS)]
+    )
+    await svc.add_messages("acme", "dana", [MessageBody(content="I love green tea", speaker="Dana", timestamp=TS)])
+    r = await svc.add_messages("acme", "dana", [MessageBody(content="I moved to Lisbon", speaker="Dana", timestamp=TS)])
     assert r.extraction["ADD"] == 1  # nothing of the other users was offered for UPDATE
     prompt = llm_server.prompts("memory_decisions")[-1]
     assert "Dana loves green tea" in prompt and "Berlin" not in prompt
@@ -188,12 +196,14 @@ async def test_only_facts_are_shown_and_a_first_batch_needs_no_decision(make_ser
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     r = await svc.add_messages(
         "acme", "dana",
-        [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS),
-         MessageIn("I see, thanks for telling me.", role="assistant", timestamp=TS)],
+        [MessageBody(content="I moved to Berlin last month", speaker="Dana", timestamp=TS),
+         MessageBody(content="I see, thanks for telling me.", role="assistant", timestamp=TS)],
     )  # fmt: skip
     assert r.extraction["ADD"] == 1 and llm_server.prompts("memory_decisions") == []
-    await svc.add_messages("acme", "dana", [MessageIn("I see, thanks for telling me.", role="assistant", timestamp=TS)])
-    await svc.add_messages("acme", "dana", [MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS)])
+    await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I see, thanks for telling me.", role="assistant", timestamp=TS)]
+    )
+    await svc.add_messages("acme", "dana", [MessageBody(content="I moved to Lisbon!", speaker="Dana", timestamp=TS)])
     (prompt,) = llm_server.prompts("memory_decisions")
     listed = [line for line in prompt.splitlines() if line.startswith("  - ")]
     assert listed == ["  - m1: Dana lives in Berlin"]
@@ -203,9 +213,9 @@ async def test_a_fact_cites_the_message_it_was_said_in(make_service, llm_server)
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     r = await svc.add_messages(
         "acme", "dana",
-        [MessageIn("Good morning!", speaker="Dana", timestamp=TS),
-         MessageIn("We are planning a trip to Japan", speaker="Dana", timestamp=TS + timedelta(minutes=1)),
-         MessageIn("Sounds wonderful.", role="assistant", timestamp=TS + timedelta(minutes=2))],
+        [MessageBody(content="Good morning!", speaker="Dana", timestamp=TS),
+         MessageBody(content="We are planning a trip to Japan", speaker="Dana", timestamp=TS + timedelta(minutes=1)),
+         MessageBody(content="Sounds wonderful.", role="assistant", timestamp=TS + timedelta(minutes=2))],
     )  # fmt: skip
     (fact,) = await _facts(svc, Owner("acme", "dana"))
     assert fact.source_message_ids == [r.messages[1].id]
@@ -218,7 +228,10 @@ async def test_async_job_survives_a_restart(make_service, llm_server, tmp_path) 
     db = tmp_path / "durable.db"
     first = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), path=db)
     r = await first.add_messages(
-        "acme", "dana", [MessageIn("We are planning a trip to Japan", speaker="Dana", timestamp=TS)], background=True
+        "acme",
+        "dana",
+        [MessageBody(content="We are planning a trip to Japan", speaker="Dana", timestamp=TS)],
+        background=True,
     )
     assert r.job is not None and r.job.status is JobStatus.QUEUED
     # the raw message is searchable at once, before extraction ran
@@ -249,7 +262,7 @@ async def test_an_unreachable_llm_makes_the_job_wait_without_using_up_its_attemp
         llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_max_attempts=3, job_backoff_s=0.0
     )
     llm_server.policy["fail"] = True
-    r = await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS)], background=True)
+    r = await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog", timestamp=TS)], background=True)
     for waits in range(1, 8):  # an outage longer than max_attempts
         job = await svc.worker.run_once()
         assert job is not None and job.status is JobStatus.FAILED and job.attempts == 0, job
@@ -272,7 +285,7 @@ async def test_a_job_waits_for_the_llm_only_up_to_job_max_wait_s(make_service, l
         job_max_wait_s=1.0,
     )
     llm_server.policy["fail"] = True
-    r = await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS)], background=True)
+    r = await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog", timestamp=TS)], background=True)
     job = await svc.worker.run_once()
     assert job is not None and job.status is JobStatus.FAILED and job.attempts == 0 and job.result["waits"] == 1
     await asyncio.sleep(1.1)  # the outage outlasts the wait
@@ -290,7 +303,7 @@ async def test_unusable_answers_retry_with_backoff_then_dead_letter(
         llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_max_attempts=3, job_backoff_s=0.0
     )
     llm_server.policy["garbage"] = True
-    r = await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS)], background=True)
+    r = await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog", timestamp=TS)], background=True)
     job = await svc.worker.run_once()
     assert job is not None and job.status is JobStatus.FAILED and job.attempts == 1
     assert "LLMOutputError" in job.last_error and "after a retry" in job.last_error
@@ -313,7 +326,7 @@ async def test_unusable_answers_retry_with_backoff_then_dead_letter(
 async def test_backoff_delays_the_next_attempt(make_service, llm_server) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_backoff_s=60.0)
     llm_server.policy["fail"] = True
-    await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS)], background=True)
+    await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog", timestamp=TS)], background=True)
     job = await svc.worker.run_once()
     assert job.status is JobStatus.FAILED
     assert job.next_attempt_at >= datetime.now(UTC) + timedelta(seconds=50)
@@ -322,9 +335,9 @@ async def test_backoff_delays_the_next_attempt(make_service, llm_server) -> None
 
 async def test_unusable_decisions_keep_the_facts(make_service, llm_server) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_backoff_s=0.0)
-    await svc.add_messages("acme", "dana", [MessageIn("I moved to Berlin", timestamp=TS)])
+    await svc.add_messages("acme", "dana", [MessageBody(content="I moved to Berlin", timestamp=TS)])
     llm_server.policy["malformed"] = True
-    r = await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS)], background=True)
+    r = await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog", timestamp=TS)], background=True)
     job = await svc.worker.run_once()
     assert job.status is JobStatus.DONE and job.result["ADD"] == 1
     assert job.result["answers"]["dropped"] == {"decisions_unusable": 1}
@@ -355,9 +368,9 @@ async def test_a_decision_outside_the_schema_is_repaired_or_dropped_never_fatal(
     make_service, llm_server, patch, repairs, dropped, added
 ) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_backoff_s=0.0)
-    await svc.add_messages("acme", "dana", [MessageIn("I moved to Berlin", timestamp=TS)])
+    await svc.add_messages("acme", "dana", [MessageBody(content="I moved to Berlin", timestamp=TS)])
     llm_server.policy["patch"] = patch
-    await svc.add_messages("acme", "dana", [MessageIn("I moved to Lisbon", timestamp=TS)], background=True)
+    await svc.add_messages("acme", "dana", [MessageBody(content="I moved to Lisbon", timestamp=TS)], background=True)
     job = await svc.worker.run_once()
     assert job.status is JobStatus.DONE, job.last_error
     answers = job.result["answers"]
@@ -371,12 +384,16 @@ async def test_a_decision_outside_the_schema_is_repaired_or_dropped_never_fatal(
 async def test_sync_mode_llm_failure_answers_stored_with_the_facts_pending(make_service, llm_server) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     llm_server.policy["fail"] = True
-    r = await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS, client_message_id="c-1")])
+    r = await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I got a dog", timestamp=TS, client_message_id="c-1")]
+    )
     assert r.created == [True] and r.facts == "pending" and r.job is not None
     assert r.extraction == {"deferred": "llm_unavailable"} and r.degraded and "llm" in r.degraded[0]
     # the client's retry is answered "already stored" and does not duplicate the message or the job
     llm_server.policy.clear()
-    again = await svc.add_messages("acme", "dana", [MessageIn("I got a dog", timestamp=TS, client_message_id="c-1")])
+    again = await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I got a dog", timestamp=TS, client_message_id="c-1")]
+    )
     assert again.created == [False] and again.facts == "nothing_new" and again.job is None
     assert len(await svc.stores.memories.list_memories(Owner("acme", "dana"))) == 1
     assert await svc.worker.drain() == 1
@@ -390,9 +407,9 @@ async def test_a_request_spanning_sessions_is_extracted_session_by_session(make_
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     r = await svc.add_messages(
         "acme", "dana",
-        [MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS, session_id="s1"),
-         MessageIn("We are planning a trip to Japan", speaker="Dana", timestamp=TS, session_id="s1"),
-         MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30), session_id="s2")],
+        [MessageBody(content="I moved to Berlin last month", speaker="Dana", timestamp=TS, session_id="s1"),
+         MessageBody(content="We are planning a trip to Japan", speaker="Dana", timestamp=TS, session_id="s1"),
+         MessageBody(content="I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30), session_id="s2")],
     )  # fmt: skip
     assert len(llm_server.prompts("extracted_facts")) == 2  # one per session
     (decide,) = llm_server.prompts("memory_decisions")
@@ -406,11 +423,11 @@ async def test_a_request_spanning_sessions_is_extracted_session_by_session(make_
     assert r.messages[2].id in lisbon.source_message_ids and lisbon.version == 2
 
 
-def two_sessions() -> list[MessageIn]:
+def two_sessions() -> list[MessageBody]:
     """Two sessions a month apart: the second changes what the first said (fresh objects per request)."""
     return [
-        MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=TS, session_id="s1"),
-        MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30), session_id="s2"),
+        MessageBody(content="I moved to Berlin last month", speaker="Dana", timestamp=TS, session_id="s1"),
+        MessageBody(content="I moved to Lisbon!", speaker="Dana", timestamp=TS + timedelta(days=30), session_id="s2"),
     ]
 
 

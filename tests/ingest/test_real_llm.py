@@ -23,7 +23,7 @@ from cognis_memory.ingest.answers import ExtractedFacts
 from cognis_memory.ingest.extraction import EXTRACT_SYSTEM, numbered_transcript
 from cognis_memory.ingest.resolution import resolve_message
 from cognis_memory.providers.llms import OpenAICompatibleLLM
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 
 TS = datetime(2025, 3, 17, 9, 30, tzinfo=UTC)
 LINES = [
@@ -87,7 +87,7 @@ async def test_the_pipeline_with_a_real_model_stores_and_extracts(make_service, 
     svc = await make_service(llm=llm)
     try:
         msgs = [
-            MessageIn(text, speaker=speaker, role=role, timestamp=TS + timedelta(minutes=i))
+            MessageBody(content=text, speaker=speaker, role=role, timestamp=TS + timedelta(minutes=i))
             for i, (speaker, role, text) in enumerate(LINES)
         ]
         r = await svc.add_messages("acme", "dana", msgs)

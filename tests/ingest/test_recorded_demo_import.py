@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cognis_dev.llm_recording import ReplayLLM
 
-from cognis_memory.cli.conversation_file import message_in, read_conversation
+from cognis_memory.cli.conversation_file import message_body_of, read_conversation
 from cognis_memory.domain import JobStatus, MemoryKind, Owner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ async def test_the_demo_import_with_a_real_models_answers(make_service) -> None:
     llm = ReplayLLM(RECORDING)
     svc = await make_service(llm=llm)
     pairs = list(read_conversation(REPO / "examples" / "demo_conversation.jsonl", "demo-user"))
-    messages = [message_in(i, item) for i, (_, item) in enumerate(pairs)]
+    messages = [message_body_of(i, item) for i, (_, item) in enumerate(pairs)]
     res = await svc.add_messages("demo", "demo-user", messages, background=True)
     assert await svc.worker.drain() == 1
     job = await svc.get_job("demo", "demo-user", res.job.id)

@@ -17,7 +17,7 @@ from cognis_memory.api.app import create_app
 from cognis_memory.domain import Owner, Scope
 from cognis_memory.errors import ConflictError, NotFoundError
 from cognis_memory.serialization import memory_to_dict
-from cognis_memory.service import FilterRequest, MemoryService, MessageIn
+from cognis_memory.service import FilterRequest, MemoryService, MessageBody
 from tests.reliability.helpers import seg
 
 
@@ -61,7 +61,7 @@ class ServiceExecutor:
             owner.tenant_id,
             owner.user_id,
             [
-                MessageIn(
+                MessageBody(
                     content=m["content"],
                     speaker=m.get("speaker"),
                     timestamp=m.get("timestamp"),

@@ -34,7 +34,7 @@ from cognis_memory.api.app import create_app
 from cognis_memory.client import AsyncMemoryClient, MemoryClient
 from cognis_memory.domain import Job, JobStatus
 from cognis_memory.serialization import memory_to_dict
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService, MessageBody
 from cognis_memory.stores.values import ApiKeyRecord
 from tests.llm_server import Reply, ScriptedLLMServer
 from tests.reliability.helpers import make_service, reopen, seg
@@ -127,7 +127,7 @@ async def test_by_id_access_to_another_owner_is_404_and_changes_nothing(api):
     """Another tenant (same user id) and another user (same tenant): both are strangers."""
     _, svc, client = api
     k1, k2 = await svc.create_api_key("byid-1"), await svc.create_api_key("byid-2")
-    owned = await svc.add_messages("byid-1", "alice", [MessageIn("alice private zq000000cccc", speaker="A")])
+    owned = await svc.add_messages("byid-1", "alice", [MessageBody(content="alice private zq000000cccc", speaker="A")])
     mid = owned.raw_memories[0].id
     await svc.update_memory("byid-1", "alice", mid, content="alice private v2 zq000000cccc")
     job = Job(tenant_id="byid-1", user_id="alice", message_ids=[owned.messages[0].id])

@@ -25,7 +25,7 @@ import pytest_asyncio
 
 from cognis_memory.api.app import create_app
 from cognis_memory.serialization import memory_to_dict
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 from tests.reliability.helpers import make_service, seg
 from tests.store_kinds import KINDS
 
@@ -104,9 +104,9 @@ def assert_clear_error(r: httpx.Response, what: str) -> None:
 @pytest_asyncio.fixture(scope="module")
 async def env(any_store, embedder):
     svc = make_service(any_store.store, embedder)
-    await svc.add_messages(TENANT, "victim", [MessageIn("I keep bees in Lisbon zq00000000b1", speaker="Vic")])
-    await svc.add_messages(OTHER, "victim", [MessageIn("I keep bees in Porto zq00000000b2", speaker="Oth")])
-    await svc.add_messages(TENANT, "attacker", [MessageIn("I like honey zq00000000a1", speaker="Att")])
+    await svc.add_messages(TENANT, "victim", [MessageBody(content="I keep bees in Lisbon zq00000000b1", speaker="Vic")])
+    await svc.add_messages(OTHER, "victim", [MessageBody(content="I keep bees in Porto zq00000000b2", speaker="Oth")])
+    await svc.add_messages(TENANT, "attacker", [MessageBody(content="I like honey zq00000000a1", speaker="Att")])
     key = await svc.create_api_key(TENANT)
     app = create_app(svc, manage_lifecycle=False)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bad.test") as client:
@@ -362,7 +362,7 @@ def test_python_client_cannot_be_steered_to_another_route_by_an_id(tmp_path, emb
     async def setup() -> str:
         await svc.start(run_worker=False)
         for user in ("alice", "bob"):
-            await svc.add_messages(TENANT, user, [MessageIn(f"I am {user} zq00000000c1", speaker=user)])
+            await svc.add_messages(TENANT, user, [MessageBody(content=f"I am {user} zq00000000c1", speaker=user)])
         return await svc.create_api_key(TENANT)
 
     async def export(user: str) -> list[dict[str, Any]]:

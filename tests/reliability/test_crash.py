@@ -284,13 +284,14 @@ async def test_crash_between_ingest_writes_then_retry_loses_and_doubles_nothing(
     each message stored once, searchable once (one raw memory) and extracted once."""
     from cognis_memory.domain import Owner
     from cognis_memory.providers.llms import OpenAICompatibleLLM
-    from cognis_memory.service import MessageIn
+    from cognis_memory.service import MessageBody
     from tests.reliability.helpers import make_service
 
     extractor = SlowExtractor()
     owner = Owner("crashpoint", f"{any_store.kind}-{point}")
     msgs = [
-        MessageIn(f"I tried hobby {i} (cmid-7-{i})", speaker="Ida", client_message_id=f"cmid-7-{i}") for i in range(3)
+        MessageBody(content=f"I tried hobby {i} (cmid-7-{i})", speaker="Ida", client_message_id=f"cmid-7-{i}")
+        for i in range(3)
     ]
     with ScriptedLLMServer(extractor) as llm_server:
         llm = OpenAICompatibleLLM(llm_server.base_url, "scripted", timeout_s=10)
@@ -316,12 +317,15 @@ async def test_a_client_id_repeated_within_one_batch_is_stored_once(any_store, e
     """Found by the isolation suite: the crash-recovery check took the second occurrence for an
     unfinished earlier attempt and inserted the raw memory twice (UNIQUE constraint: a 500)."""
     from cognis_memory.domain import Owner
-    from cognis_memory.service import MessageIn
+    from cognis_memory.service import MessageBody
     from tests.reliability.helpers import make_service
 
     svc = make_service(any_store.store, embedder)
     owner = Owner("dup-batch", any_store.kind)
-    msgs = [MessageIn(f"I tried hobby {i} (cmid-9-{i % 2})", client_message_id=f"cmid-9-{i % 2}") for i in range(5)]
+    msgs = [
+        MessageBody(content=f"I tried hobby {i} (cmid-9-{i % 2})", client_message_id=f"cmid-9-{i % 2}")
+        for i in range(5)
+    ]
     res = await svc.add_messages(owner.tenant_id, owner.user_id, msgs)
     assert res.created == [True, True, False, False, False]
     again = await svc.add_messages(owner.tenant_id, owner.user_id, msgs)

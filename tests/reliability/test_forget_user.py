@@ -26,7 +26,7 @@ from cognis_memory.api.app import create_app
 from cognis_memory.caching.redis_cache import owner_prefix
 from cognis_memory.domain import Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 from tests.llm_server import ScriptedLLMServer
 from tests.reliability.helpers import make_service
 from tests.store_kinds import KINDS
@@ -72,7 +72,7 @@ async def test_forget_user_removes_everything_from_every_backend(any_store, embe
                            llm=OpenAICompatibleLLM(llm_server.base_url, "scripted", timeout_s=10))  # fmt: skip
         for o in (gone, neighbour, namesake):
             for i, text in enumerate(["I play the cello", "I moved to Oslo", "I am allergic to nuts"]):
-                await svc.add_messages(o.tenant_id, o.user_id, [MessageIn(text, speaker="Lou", client_message_id=f"m{i}")],
+                await svc.add_messages(o.tenant_id, o.user_id, [MessageBody(content=text, speaker="Lou", client_message_id=f"m{i}")],
                                        background=True)  # fmt: skip
             await svc.worker.drain(timeout_s=60)
             mems = await svc.list_memories(o.tenant_id, o.user_id)
@@ -82,7 +82,7 @@ async def test_forget_user_removes_everything_from_every_backend(any_store, embe
             for q in ("cello", "Oslo", "what instrument do I play", "what does Lou play"):
                 await svc.search(o.tenant_id, o.user_id, q)  # cached embeddings and results
             await svc.add_messages(
-                o.tenant_id, o.user_id, [MessageIn("queued for later", speaker="Lou")], background=True
+                o.tenant_id, o.user_id, [MessageBody(content="queued for later", speaker="Lou")], background=True
             )
         before = {o: await backend_counts(any_store, redis_cache, o) for o in (gone, neighbour, namesake)}
         for o, counts in before.items():
@@ -125,7 +125,7 @@ async def test_forget_during_a_running_extraction_resurrects_nothing(any_store, 
         svc = make_service(any_store.store, embedder, cache=redis_cache,
                            llm=OpenAICompatibleLLM(llm_server.base_url, "scripted", timeout_s=30))  # fmt: skip
         await svc.add_messages(
-            owner.tenant_id, owner.user_id, [MessageIn("I knit scarves", speaker="Kim")], background=True
+            owner.tenant_id, owner.user_id, [MessageBody(content="I knit scarves", speaker="Kim")], background=True
         )
         extractor.gate = threading.Event()
         running = asyncio.create_task(svc.worker.run_once())

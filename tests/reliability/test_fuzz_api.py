@@ -19,7 +19,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import content_type_conformance, not_a_server_error, response_schema_conformance
 
 from cognis_memory.api.app import create_app
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 from tests.reliability.helpers import DIM_SHORT, make_service
 from tests.store_kinds import build_embedded
 
@@ -38,7 +38,9 @@ def fuzz_target(tmp_path_factory, embedder):
 
     async def setup() -> str:
         await svc.start(run_worker=False)
-        await svc.add_messages("fuzz", "bystander", [MessageIn("I keep bees in Lisbon zq0000000bee", speaker="Bo")])
+        await svc.add_messages(
+            "fuzz", "bystander", [MessageBody(content="I keep bees in Lisbon zq0000000bee", speaker="Bo")]
+        )
         return await svc.create_api_key("fuzz")
 
     key = asyncio.run(setup())

@@ -20,7 +20,7 @@ import pytest
 import pytest_asyncio
 
 from cognis_memory.api.app import create_app
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 from tests.reliability.helpers import make_service
 
 pytestmark = pytest.mark.integration
@@ -139,9 +139,9 @@ async def test_a_long_message_is_stored_as_parts_found_by_search_and_forgotten(e
 async def test_a_message_over_the_per_message_limit_is_refused_naming_it(any_store, embedder, request) -> None:
     svc = make_service(any_store.store, embedder, max_message_bytes=2048, memory_max_bytes=512)
     user = _user(request)
-    result = await svc.add_messages(TENANT, user, [MessageIn(content="word " * 400)])  # 2000 bytes: 4 parts
+    result = await svc.add_messages(TENANT, user, [MessageBody(content="word " * 400)])  # 2000 bytes: 4 parts
     assert len(result.raw_memories) == 4
     with pytest.raises(Exception) as e:
-        await svc.add_messages(TENANT, user, [MessageIn(content="fine"), MessageIn(content="word " * 410)])
+        await svc.add_messages(TENANT, user, [MessageBody(content="fine"), MessageBody(content="word " * 410)])
     assert getattr(e.value, "field", None) == "messages[1].content"
     assert len(await _export(svc, TENANT, user)) == 4

@@ -9,7 +9,7 @@ import pytest
 
 from cognis_memory.config import Settings
 from cognis_memory.providers import default_model
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService, MessageBody
 from cognis_memory.stores.vector_space import VectorSpaceMismatchError
 
 from .conftest import STORE_KINDS, open_store
@@ -41,7 +41,7 @@ async def test_the_service_refuses_a_store_of_another_model_naming_the_setting(t
     base = {"data_dir": tmp_path, "run_worker": False}
     svc = MemoryService.from_settings(Settings(**base))
     await svc.start()
-    await svc.add_messages("acme", "dana", [MessageIn(content="I live in Porto.", speaker="user")])
+    await svc.add_messages("acme", "dana", [MessageBody(content="I live in Porto.", speaker="user")])
     await svc.close()
     other = Settings(**base, embedder_path=default_model.onnx_file(), embedder_tokenizer=default_model.tokenizer_file())
     assert other.embedder.vector_space != Settings(**base).embedder.vector_space == "all-MiniLM-L6-v2"

@@ -17,7 +17,7 @@ from cognis_memory.domain import Memory, MemoryKind, Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from cognis_memory.retrieval.current_state import order_by_state
 from cognis_memory.retrieval.query_analysis import analyze_query
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 from tests.ingest.test_extraction import model
 from tests.llm_server import ScriptedLLMServer
 
@@ -125,9 +125,13 @@ FILLER = ["Can you suggest a quick pasta recipe?", "The printer at work jammed a
 
 async def test_search_answers_the_present_with_the_newest_statement(make_service) -> None:
     svc = await make_service()
-    msgs = [MessageIn("I drive an old red Fiat, it breaks down every winter.", timestamp=JAN)]
-    msgs += [MessageIn(f, timestamp=JAN + timedelta(days=10 + i)) for i, f in enumerate(FILLER)]
-    msgs += [MessageIn("I finally sold the Fiat and bought a small electric car.", timestamp=JAN + timedelta(days=60))]
+    msgs = [MessageBody(content="I drive an old red Fiat, it breaks down every winter.", timestamp=JAN)]
+    msgs += [MessageBody(content=f, timestamp=JAN + timedelta(days=10 + i)) for i, f in enumerate(FILLER)]
+    msgs += [
+        MessageBody(
+            content="I finally sold the Fiat and bought a small electric car.", timestamp=JAN + timedelta(days=60)
+        )
+    ]
     await svc.add_messages(T, "u", msgs)
     now = JAN + timedelta(days=70)
     for q in ("What car do I drive now?", "What car do I drive?"):
@@ -146,12 +150,16 @@ async def test_search_answers_the_present_with_the_newest_statement(make_service
 async def test_with_an_llm_the_replaced_fact_link_ranks_stale_messages_below_the_fact(make_service) -> None:
     with ScriptedLLMServer(model()) as server:
         svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "scripted"))
-        first = MessageIn("I moved to Berlin last month", speaker="Dana", timestamp=JAN)
+        first = MessageBody(content="I moved to Berlin last month", speaker="Dana", timestamp=JAN)
         r1 = await svc.add_messages(T, "dana", [first])
         for i, f in enumerate(FILLER):
-            await svc.add_messages(T, "dana", [MessageIn(f, speaker="Dana", timestamp=JAN + timedelta(days=5 + i))])
+            await svc.add_messages(
+                T, "dana", [MessageBody(content=f, speaker="Dana", timestamp=JAN + timedelta(days=5 + i))]
+            )
         later = JAN + timedelta(days=90)
-        r2 = await svc.add_messages(T, "dana", [MessageIn("I moved to Lisbon!", speaker="Dana", timestamp=later)])
+        r2 = await svc.add_messages(
+            T, "dana", [MessageBody(content="I moved to Lisbon!", speaker="Dana", timestamp=later)]
+        )
         assert r2.extraction["UPDATE"] == 1
     facts = [m for m in await svc.stores.memories.list_memories(Owner(T, "dana")) if m.kind is MemoryKind.FACT]
     (fact,) = facts

@@ -17,7 +17,7 @@ from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
 from cognis_memory.retrieval.conversation_context import neighbour_scores
 from cognis_memory.retrieval.speakers import SpeakerDirectory
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 from cognis_memory.stores.values import ScoredMemory, SearchFilter
 
 T = "acme"
@@ -36,7 +36,7 @@ FILLER = [
 
 
 async def add(svc, user: str, items: Sequence[tuple[str, datetime]], *, speaker: str | None = None, session=None):
-    msgs = [MessageIn(content=c, timestamp=t, speaker=speaker, session_id=session) for c, t in items]
+    msgs = [MessageBody(content=c, timestamp=t, speaker=speaker, session_id=session) for c, t in items]
     return await svc.add_messages(T, user, msgs)
 
 
@@ -62,9 +62,9 @@ async def test_temporal_boost_reorders(make_service) -> None:
 async def test_dedup_removes_a_near_copy(make_service) -> None:
     svc = await make_service()
     text = "My favourite dessert is the lemon tart from the corner bakery"
-    await svc.add_messages(T, "u2", [MessageIn(content=text, client_message_id="a"),
-                                      MessageIn(content=text.upper(), client_message_id="b")]
-                           + [MessageIn(content=f) for f in FILLER])  # fmt: skip
+    await svc.add_messages(T, "u2", [MessageBody(content=text, client_message_id="a"),
+                                      MessageBody(content=text.upper(), client_message_id="b")]
+                           + [MessageBody(content=f) for f in FILLER])  # fmt: skip
     q = "what dessert do I like"
     without = await svc.search(T, "u2", q, config=RECIPES["rrf_temporal"])
     with_dedup = await svc.search(T, "u2", q, config=RECIPES["rrf_temporal_dedup"])
@@ -173,10 +173,10 @@ async def test_context_lifts_the_reply_to_a_matching_question(make_service) -> N
     svc = await make_service()
     t0 = datetime(2023, 3, 1, 18, tzinfo=UTC)
     await svc.add_messages(T, "u6", [
-        MessageIn(content="What instrument are you learning these days?", speaker="Ana", timestamp=t0, session_id="s1"),
-        MessageIn(content="The saxophone, I practise every evening", speaker="Ben", timestamp=t0 + timedelta(minutes=1),
+        MessageBody(content="What instrument are you learning these days?", speaker="Ana", timestamp=t0, session_id="s1"),
+        MessageBody(content="The saxophone, I practise every evening", speaker="Ben", timestamp=t0 + timedelta(minutes=1),
                   session_id="s1"),
-    ] + [MessageIn(content=f, timestamp=t0 - timedelta(days=30), session_id="s0") for f in FILLER])  # fmt: skip
+    ] + [MessageBody(content=f, timestamp=t0 - timedelta(days=30), session_id="s0") for f in FILLER])  # fmt: skip
     q = "which instrument is being learnt"
     cfg = RetrievalConfig(context=True, temporal_boost=False)
     with_ctx = await svc.search(T, "u6", q, config=cfg, explain=True)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pytest
 
 from cognis_memory.retrieval.config import RECIPES
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 
 T, U = "acme", "reranked"
 TEXTS = [
@@ -48,7 +48,7 @@ def _note(content: str) -> int:
 async def svc(make_service):
     reranker = ScoreInTextReranker()
     service = await make_service(reranker=reranker)
-    await service.add_messages(T, U, [MessageIn(content=t) for t in TEXTS])
+    await service.add_messages(T, U, [MessageBody(content=t) for t in TEXTS])
     return service, reranker
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from cognis_memory.domain import Memory
 from cognis_memory.retrieval.role_prior import query_role, role_boosted, role_of
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 
 T = "acme"
 DAY = datetime(2024, 3, 4, 19, tzinfo=UTC)
@@ -45,7 +45,10 @@ async def test_first_person_questions_find_the_user_s_turn_before_the_assistant_
              ("assistant", "Greyhounds make lovely pets! What is your dog's name, and how is he settling in?"),
              ("user", "My sister keeps asking for photos of him."),
              ("assistant", "You could start a little photo album of your dog's first year.")]  # fmt: skip
-    msgs = [MessageIn(text, role=role, timestamp=DAY + timedelta(minutes=i)) for i, (role, text) in enumerate(turns)]
+    msgs = [
+        MessageBody(content=text, role=role, timestamp=DAY + timedelta(minutes=i))
+        for i, (role, text) in enumerate(turns)
+    ]
     await svc.add_messages(T, "u", msgs)
     now = DAY + timedelta(days=3)
     res = await svc.search(T, "u", "What is my dog's name?", now=now)

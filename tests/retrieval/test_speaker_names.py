@@ -13,7 +13,7 @@ from cognis_memory.domain import Memory, Owner
 from cognis_memory.retrieval.config import RECIPES
 from cognis_memory.retrieval.query_analysis import analyze_query, find_names, name_candidates, strip_names
 from cognis_memory.retrieval.speakers import SpeakerDirectory, speaker_name
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 
 T = "acme"
 NOW = datetime(2023, 6, 15, 12, tzinfo=UTC)
@@ -65,11 +65,11 @@ def test_role_speakers_are_not_names() -> None:
 async def _history(svc) -> None:
     t = datetime(2023, 5, 2, 18, tzinfo=UTC)
     await svc.add_messages(T, "u", [
-        MessageIn(content="Next week I will cook a mushroom risotto for the book club", timestamp=t),
-        MessageIn(content="Sounds lovely, risotto needs patience", role="assistant", timestamp=t),
-        MessageIn(content="I finally fixed the garden fence", speaker="Will", timestamp=t),
-        MessageIn(content="The tomatoes are growing well this year", speaker="May", timestamp=t),
-        MessageIn(content="I passed my driving test", speaker="Mark", timestamp=t),
+        MessageBody(content="Next week I will cook a mushroom risotto for the book club", timestamp=t),
+        MessageBody(content="Sounds lovely, risotto needs patience", role="assistant", timestamp=t),
+        MessageBody(content="I finally fixed the garden fence", speaker="Will", timestamp=t),
+        MessageBody(content="The tomatoes are growing well this year", speaker="May", timestamp=t),
+        MessageBody(content="I passed my driving test", speaker="Mark", timestamp=t),
     ])  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from cognis_memory.domain import Owner
 from cognis_memory.retrieval.config import RETRIEVAL_STAGES
 from cognis_memory.retrieval.pipeline import CANDIDATE_STAGES, RetrievalPipeline, SearchQuery, stage_names
 from cognis_memory.retrieval.stages import PHASES, RetrievalStage, SearchState, StageResources, load_stages
-from cognis_memory.service import MessageIn
+from cognis_memory.service import MessageBody
 from cognis_memory.stores.values import SearchFilter
 from cognis_memory.telemetry.recorder import StageRecorder
 
@@ -77,7 +77,7 @@ async def test_a_new_stage_runs_in_its_registered_place_timed_under_its_name(mak
     await svc.add_messages(
         "acme",
         "u-reg",
-        [MessageIn(content=c) for c in ("I keep bees on the roof", "The bees made honey in July", "I like tea")],
+        [MessageBody(content=c) for c in ("I keep bees on the roof", "The bees made honey in July", "I like tea")],
     )
     base = svc.retrieval
     registry = dict(RETRIEVAL_STAGES)

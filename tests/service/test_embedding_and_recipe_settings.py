@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from cognis_memory.config import Settings
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService, MessageBody
 from cognis_memory.stores.embedded import EmbeddedStore
 
 T, U = "acme", "dana"
@@ -40,7 +40,7 @@ async def test_the_query_instruction_goes_before_queries_and_never_before_messag
     recording = RecordingEmbedder(embedder)
     svc = await _service(tmp_path, recording, embedding_query_prefix="query: ")
     try:
-        await svc.add_messages(T, U, [MessageIn(content="I live in Porto, in a tiny flat.", speaker="user")])
+        await svc.add_messages(T, U, [MessageBody(content="I live in Porto, in a tiny flat.", speaker="user")])
         assert "user: I live in Porto, in a tiny flat." in recording.seen  # as stored: speaker, then content
         assert not any(t.startswith("query: ") for t in recording.seen)
         res = await svc.search(T, U, "where do I live?")
@@ -61,7 +61,7 @@ async def test_recipe_overrides_apply_to_the_service_recipe_and_to_a_requested_o
     keywords_only = await _service(tmp_path / "bm25", embedder, recipe_overrides={"use_vector": False})
     try:
         for svc in (plain, keywords_only):
-            await svc.add_messages(T, U, [MessageIn(content="I adore felines of every kind.", speaker="user")])
+            await svc.add_messages(T, U, [MessageBody(content="I adore felines of every kind.", speaker="user")])
         assert keywords_only.retrieval_config.use_vector is False
         assert keywords_only.recipe("rrf").use_vector is False and plain.recipe("rrf").use_vector is True
         for recipe in (None, "rrf"):

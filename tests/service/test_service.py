@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from pydantic import ValidationError
 
 from cognis_memory.config import Settings
-from cognis_memory.domain import Scope
+from cognis_memory.domain import Owner, Scope
 from cognis_memory.errors import ConflictError, InvalidInputError, NotFoundError
-from cognis_memory.service import FilterRequest, MemoryService, MessageIn, hash_api_key
+from cognis_memory.service import FilterRequest, MemoryService, MessageBody, hash_api_key
 from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.telemetry.emitter import Telemetry
 
@@ -46,22 +47,25 @@ def _t(s: str) -> datetime:
     return datetime.fromisoformat(s)
 
 
-ADD_CASES: list[tuple[str, dict[str, Any], list[MessageIn], str]] = [
-    ("empty-content", {}, [MessageIn(content="")], "messages[0].content"),
-    ("whitespace", {}, [MessageIn(content="ok"), MessageIn(content="\n \t")], "messages[1].content"),
-    ("oversized", {}, [MessageIn(content="a" * (512 * 1024 + 1))], "messages[0].content"),
-    ("not-a-string", {}, [MessageIn(content=42)], "messages[0].content"),  # type: ignore[arg-type]
-    ("speaker-number", {}, [MessageIn(content="x", speaker=7)], "messages[0].speaker"),  # type: ignore[arg-type]
-    ("speaker-too-long", {}, [MessageIn(content="x", speaker="s" * 201)], "messages[0].speaker"),
-    ("metadata-list", {}, [MessageIn(content="x", metadata=[1])], "messages[0].metadata"),  # type: ignore[arg-type]
-    ("naive-year-1", {}, [MessageIn(content="x", timestamp=datetime(1, 1, 1))], "messages[0].timestamp"),
-    ("year-9999", {}, [MessageIn(content="x", timestamp=_t("9999-12-31T00:00:00+00:00"))], "messages[0].timestamp"),
-    ("context-no-session", {}, [MessageIn(content="x", scope=Scope.CONTEXT)], "messages[0].session_id"),
-    ("client-id-newline", {}, [MessageIn(content="x", client_message_id="a\nb")], "messages[0].client_message_id"),
+ADD_CASES: list[tuple[str, dict[str, Any], list[MessageBody], str]] = [
+    ("empty-content", {}, [MessageBody(content="")], "messages[0].content"),
+    ("whitespace", {}, [MessageBody(content="ok"), MessageBody(content="\n \t")], "messages[1].content"),
+    ("oversized", {}, [MessageBody(content="a" * (512 * 1024 + 1))], "messages[0].content"),
+    # wrong types: a MessageBody refuses them when it is built (pydantic), so these are built unchecked, as the
+    # CLI's import builds its messages: the service's own checks refuse them, naming the field
+    ("not-a-string", {}, [MessageBody.model_construct(content=42)], "messages[0].content"),
+    ("speaker-number", {}, [MessageBody.model_construct(content="x", speaker=7)], "messages[0].speaker"),
+    ("scope-unknown", {}, [MessageBody.model_construct(content="x", scope="GLOBAL")], "messages[0].scope"),
+    ("speaker-too-long", {}, [MessageBody(content="x", speaker="s" * 201)], "messages[0].speaker"),
+    ("metadata-list", {}, [MessageBody.model_construct(content="x", metadata=[1])], "messages[0].metadata"),
+    ("naive-year-1", {}, [MessageBody(content="x", timestamp=datetime(1, 1, 1))], "messages[0].timestamp"),
+    ("year-9999", {}, [MessageBody(content="x", timestamp=_t("9999-12-31T00:00:00+00:00"))], "messages[0].timestamp"),
+    ("context-no-session", {}, [MessageBody(content="x", scope=Scope.CONTEXT)], "messages[0].session_id"),
+    ("client-id-newline", {}, [MessageBody(content="x", client_message_id="a\nb")], "messages[0].client_message_id"),
     ("no-messages", {}, [], "messages"),
-    ("tenant-empty", {"tenant_id": ""}, [MessageIn(content="x")], "tenant_id"),
-    ("user-too-long", {"user_id": "u" * 129}, [MessageIn(content="x")], "user_id"),
-    ("user-zero-width", {"user_id": "u\u200bx"}, [MessageIn(content="x")], "user_id"),
+    ("tenant-empty", {"tenant_id": ""}, [MessageBody(content="x")], "tenant_id"),
+    ("user-too-long", {"user_id": "u" * 129}, [MessageBody(content="x")], "user_id"),
+    ("user-zero-width", {"user_id": "u\u200bx"}, [MessageBody(content="x")], "user_id"),
 ]
 
 
@@ -73,6 +77,30 @@ async def test_add_messages_rejects_bad_input_naming_the_field(svc, owner, messa
     assert exc.value.field == field
     assert str(exc.value).startswith(f"{field}: ")
     assert counts(svc) == before
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"content": 42}, {"content": "x", "speaker": 7}, {"content": "x", "metadata": [1]},
+     {"content": "x", "role": "god"}, {"content": "x", "colour": "red"}, {"content": "x", "timestamp": 1700000000}],
+)  # fmt: skip
+def test_a_message_body_refuses_wrong_types_when_it_is_built(fields):
+    # the HTTP API's request model, so a Python caller gets the API's type rules (a 422 there)
+    with pytest.raises(ValidationError):
+        MessageBody(**fields)
+
+
+async def test_a_message_keeps_its_scope_and_raw_memory_id_as_fields_not_metadata(svc):
+    body = MessageBody(content="We are planning a trip to Japan", session_id="s1", scope="CONTEXT", metadata={"k": "v"})
+    res = await svc.add_messages(T, "fields", [body])
+    ((msg,), (raw,)) = res.messages, res.raw_memories
+    assert (msg.scope, msg.metadata, msg.raw_memory_id) == (Scope.CONTEXT, {"k": "v"}, raw.id)
+    assert (raw.scope, raw.session_id, raw.metadata) == (Scope.CONTEXT, "s1", {"k": "v", "role": "user"})
+    (stored,) = await svc.stores.messages.get_messages(Owner(T, "fields"), [msg.id])
+    assert (stored.scope, stored.raw_memory_id, stored.metadata) == (Scope.CONTEXT, raw.id, {"k": "v"})
+    with sqlite3.connect(svc.settings.embedded.resolved_sqlite_path) as conn:
+        row = conn.execute("SELECT scope, raw_memory_id, metadata FROM messages WHERE id = ?", (msg.id,)).fetchone()
+    assert row == ("CONTEXT", raw.id, '{"k": "v"}')
 
 
 SEARCH_CASES: list[tuple[str, dict[str, Any], str]] = [
@@ -103,7 +131,7 @@ async def test_search_rejects_bad_input_naming_the_field(svc, kwargs, field):
 
 
 async def test_add_is_idempotent_on_the_client_message_id(svc):
-    msg = MessageIn(content="I started learning Welsh", client_message_id="cm-1")
+    msg = MessageBody(content="I started learning Welsh", client_message_id="cm-1")
     first = await svc.add_messages(T, "idem", [msg])
     second = await svc.add_messages(T, "idem", [msg])
     assert (first.created, second.created) == ([True], [False])
@@ -115,7 +143,7 @@ async def test_add_is_idempotent_on_the_client_message_id(svc):
 async def test_versions_through_the_service(svc):
     user = "versions"
     added = await svc.add_messages(
-        T, user, [MessageIn(content="I drive a red Fiat", timestamp=_t("2025-01-05T09:00:00+00:00"))]
+        T, user, [MessageBody(content="I drive a red Fiat", timestamp=_t("2025-01-05T09:00:00+00:00"))]
     )
     v1 = added.raw_memories[0]
     v2 = await svc.update_memory(T, user, v1.id, content="Maya drives a blue Volvo")
@@ -143,9 +171,9 @@ async def test_versions_through_the_service(svc):
 
 
 async def test_forget_user_and_other_owners(svc):
-    await svc.add_messages(T, "forget-a", [MessageIn(content="one"), MessageIn(content="two")])
-    await svc.add_messages(T, "forget-b", [MessageIn(content="three")])
-    await svc.add_messages("globex", "forget-a", [MessageIn(content="four")])
+    await svc.add_messages(T, "forget-a", [MessageBody(content="one"), MessageBody(content="two")])
+    await svc.add_messages(T, "forget-b", [MessageBody(content="three")])
+    await svc.add_messages("globex", "forget-a", [MessageBody(content="four")])
     deleted = await svc.forget_user(T, "forget-a")
     assert (deleted["messages"], deleted["memories"], deleted["cache_entries"]) == (2, 2, 0)
     assert await svc.list_memories(T, "forget-a", include_history=True) == []
@@ -250,10 +278,10 @@ async def test_readiness(svc):
 
 async def test_user_ids_with_a_slash_are_refused(make_service) -> None:
     from cognis_memory.errors import InvalidInputError
-    from cognis_memory.service import MessageIn
+    from cognis_memory.service import MessageBody
 
     svc = await make_service()
     with pytest.raises(InvalidInputError) as err:
-        await svc.add_messages("acme", "a/b", [MessageIn("hello")])
+        await svc.add_messages("acme", "a/b", [MessageBody(content="hello")])
     assert err.value.field == "user_id"
     assert await svc.list_memories("acme", "a") == []

@@ -58,7 +58,7 @@ async def test_save_messages_is_idempotent_on_client_id(harness: Harness) -> Non
     store, o = harness.store, new_owner()
     t0 = T(2024, 5, 1, 12)
     first = Message(o.tenant_id, o.user_id, "hello", t0, speaker="Al", session_id="s1", client_message_id="c-1",
-                    metadata={"k": 1})  # fmt: skip
+                    metadata={"k": 1}, scope=Scope.CONTEXT, raw_memory_id="r-1")  # fmt: skip
     plain = Message(o.tenant_id, o.user_id, "no client id", t0 + timedelta(seconds=1))
     repeat_in_batch = Message(o.tenant_id, o.user_id, "same client id in one batch", t0, client_message_id="c-1")
     out = await store.messages.save_messages([first, plain, repeat_in_batch])
@@ -69,6 +69,7 @@ async def test_save_messages_is_idempotent_on_client_id(harness: Harness) -> Non
     ((stored, created),) = await store.messages.save_messages([retry])
     assert not created and stored.id == first.id and stored.content == "hello" and stored.speaker == "Al"
     assert stored.timestamp == t0 and stored.session_id == "s1" and stored.metadata == {"k": 1}
+    assert (stored.scope, stored.raw_memory_id) == (Scope.CONTEXT, "r-1")  # fields of their own, not metadata
 
     # The same client id under another user (or tenant) is another message.
     other = Owner(o.tenant_id, "bob")
@@ -79,6 +80,7 @@ async def test_save_messages_is_idempotent_on_client_id(harness: Harness) -> Non
 
     got = await store.messages.get_messages(o, [plain.id, first.id, theirs.id, "unknown"])
     assert [m.id for m in got] == [first.id, plain.id]  # ordered by timestamp; foreign and unknown skipped
+    assert [(m.scope, m.raw_memory_id) for m in got] == [(Scope.CONTEXT, "r-1"), (Scope.USER, None)]
     assert await store.messages.get_messages(other, [first.id]) == []
 
 

@@ -19,7 +19,7 @@ import pytest
 from cognis_dev.processes import free_port, wait_for_http
 
 from cognis_memory.config import Settings
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService, MessageBody
 from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.telemetry import names
 from cognis_memory.telemetry.emitter import Telemetry
@@ -86,7 +86,7 @@ async def _one_ingest_and_search(tmp_path, embedder, telemetry: Telemetry) -> No
         settings.embedded.resolved_sqlite_path, dim=embedder.dim, dim_short=settings.encoder.dim_short
     )
     async with MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry) as svc:
-        await svc.add_messages(TENANT, "user-m1", [MessageIn(content="I keep bees in Porto")], request_id="rid-add")
+        await svc.add_messages(TENANT, "user-m1", [MessageBody(content="I keep bees in Porto")], request_id="rid-add")
         await svc.search(TENANT, "user-m1", "Where are my bees?", request_id="rid-find")
 
 

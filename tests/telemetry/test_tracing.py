@@ -29,7 +29,7 @@ from cognis_memory.config import Settings
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from cognis_memory.providers.rerankers import SageMakerReranker
 from cognis_memory.retrieval.pipeline import stage_names
-from cognis_memory.service import MemoryService, MessageIn
+from cognis_memory.service import MemoryService, MessageBody
 from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.telemetry import names
 from cognis_memory.telemetry.emitter import Telemetry
@@ -170,7 +170,7 @@ async def test_a_degraded_search_says_so_on_its_span(tmp_path, embedder, aws_env
     t = await _traced(tmp_path, embedder, reranker=SageMakerReranker("rr", client=client))
     try:
         with stubber:
-            await t.service.add_messages(TENANT, USER, [MessageIn(content="I swim on Mondays")])
+            await t.service.add_messages(TENANT, USER, [MessageBody(content="I swim on Mondays")])
             t.exporter.clear()
             res = await t.service.search(TENANT, USER, "when do I swim?")
     finally:
@@ -232,7 +232,7 @@ async def test_a_background_job_is_traced_with_its_extraction_stage(tmp_path, em
         llm = OpenAICompatibleLLM(base_url=server.base_url, model="test")
         t = await _traced(tmp_path, embedder, llm=llm)
         try:
-            res = await t.service.add_messages(TENANT, USER, [MessageIn(content="I swim")], background=True)
+            res = await t.service.add_messages(TENANT, USER, [MessageBody(content="I swim")], background=True)
             t.exporter.clear()
             assert await t.service.worker.drain() == 1
         finally:
@@ -307,7 +307,7 @@ async def test_traces_otlp_exports_the_spans_to_the_configured_endpoint(tmp_path
         telemetry = Telemetry.from_settings(settings.telemetry, stream=io.StringIO())
         svc = MemoryService(settings, store=store, embedder=embedder, telemetry=telemetry)
         async with svc:
-            await svc.add_messages(TENANT, USER, [MessageIn(content="I like tea")])
+            await svc.add_messages(TENANT, USER, [MessageBody(content="I like tea")])
             await svc.search(TENANT, USER, "tea?")
         telemetry.close()  # flushes the batch processor
     assert receiver.paths and set(receiver.paths) == {"/v1/traces"}

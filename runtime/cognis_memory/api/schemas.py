@@ -4,45 +4,26 @@ Requests forbid unknown fields (a typo is an error naming the field, not a silen
 ignored option) and take numbers and flags strictly: ``"limit": true``, ``"limit": "5"`` and
 ``"explain": "yes"`` are 422s naming the field, not coerced. Times are ISO 8601 strings and
 enums their values, as JSON has no other way to say them. Sizes are checked in the service so
-that every entry point shares them.
+that every entry point shares them. A message's model (``MessageBody``) is declared in
+:mod:`cognis_memory.message_body`, below the service, because every entry point submits it, Python
+callers of the service included.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from ..domain import Category, Job, Memory, MemoryKind, Message, Scope
+from ..message_body import IsoDatetime, MessageBody
 from ..stores.values import UserSummary
-
-
-def _iso_text(value: Any) -> Any:
-    if isinstance(value, (int, float)):  # not taken as Unix seconds: the API's times are ISO 8601
-        raise ValueError("must be an ISO 8601 date-time string")
-    return value
-
-
-#: A date-time given as an ISO 8601 string (numbers are refused, not read as Unix time).
-IsoDatetime = Annotated[datetime, BeforeValidator(_iso_text)]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class MessageBody(_Strict):
-    content: StrictStr = Field(..., description="The message text.", examples=["I moved to Lisbon last month."])
-    speaker: StrictStr | None = Field(None, description="Who said it (a name).", examples=["Alice"])
-    role: Literal["user", "assistant", "system", "tool"] = "user"
-    timestamp: IsoDatetime | None = Field(None, description="When it was said (ISO 8601); default: now.")
-    session_id: StrictStr | None = None
-    agent_id: StrictStr | None = None
-    client_message_id: StrictStr | None = Field(None, description="Your id for the message; re-sending it is a no-op.")
-    scope: Scope = Field(Scope.USER, description="USER: across sessions; CONTEXT: this session only.")
-    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class AddMessagesBody(_Strict):

@@ -15,7 +15,7 @@ from ..config import Settings
 from ..errors import InvalidInputError
 from ..providers.embedding_models import EMBEDDING_MODELS
 from ..serialization import memory_to_dict as _memory_json
-from .conversation_file import message_in, parse_time, read_conversation
+from .conversation_file import message_body_of, parse_time, read_conversation
 
 IMPORT_BATCH = 128
 
@@ -63,10 +63,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from ..service import MessageIn
+    from ..service import MessageBody
 
     async def run(svc):
-        msg = MessageIn(
+        msg = MessageBody(
             content=args.content,
             speaker=args.speaker,
             timestamp=parse_time("timestamp", args.timestamp),
@@ -115,7 +115,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     pairs = list(read_conversation(Path(args.file), args.user))
-    messages = [message_in(i, item) for i, (_, item) in enumerate(pairs)]
+    messages = [message_body_of(i, item) for i, (_, item) in enumerate(pairs)]
 
     async def run(svc):
         from ..domain import utcnow

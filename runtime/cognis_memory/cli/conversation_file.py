@@ -1,6 +1,7 @@
 """The conversation file ``cognis-memory import`` and ``add`` read: JSON lines or a JSON list of
-messages (``content``, ``speaker``, ``role``, ``timestamp``, ...), each turned into a checked
-:class:`~cognis_memory.service.MessageIn`; a bad line is an error naming the line and the field."""
+messages (``content``, ``speaker``, ``role``, ``timestamp``, ...), each turned into a
+:class:`~cognis_memory.message_body.MessageBody` (checked by the service's ``check_message``, as a
+message of the HTTP API is); a bad line is an error naming the line and the field."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from ..domain import Scope
 from ..errors import InvalidInputError
+from ..message_body import MessageBody
 
 
 def parse_time(field: str, value: Any) -> datetime | None:
@@ -72,14 +74,16 @@ def read_conversation(path: Path, default_user: str | None) -> Iterator[tuple[st
 _ROLES = ("user", "assistant", "system", "tool")
 
 
-def message_in(i: int, item: dict[str, Any]):
-    from ..service import MessageIn
-
+def message_body_of(i: int, item: dict[str, Any]) -> MessageBody:
+    """The ``i``-th message of a file. Built without pydantic's type checks (``model_construct``): the
+    service's :func:`~cognis_memory.validation.check_message` checks every field of it, so a wrong value in
+    a file is refused naming the field in the service's words (``messages[3].speaker: must be 1-200
+    characters``), as the import always did."""
     if item.get("role", "user") not in _ROLES:
         raise InvalidInputError(f"messages[{i}].role", f"must be one of {', '.join(_ROLES)}")
     if item.get("scope", "USER") not in tuple(Scope):
         raise InvalidInputError(f"messages[{i}].scope", f"must be one of {', '.join(Scope)}")
-    return MessageIn(
+    return MessageBody.model_construct(
         content=item.get("content", item.get("text", "")),
         speaker=item.get("speaker"),
         role=item.get("role", "user"),

@@ -40,7 +40,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..caching.result_cache import Cache
-from ..domain import Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope, new_id, utcnow
+from ..domain import Job, JobStatus, Memory, MemoryKind, Message, Owner, new_id, utcnow
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder
 from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
@@ -55,13 +55,11 @@ from .parts import part_id
 from .resolution import ResolvedMessage, resolve_parts
 from .supersession import mark_superseded
 
-#: Message metadata key holding the id its raw memory gets. Always generated here, before the
-#: message is saved; a caller can never choose it (the service refuses reserved keys).
-RAW_MEMORY_ID = "raw_memory_id"
-_INTERNAL_METADATA = ("scope", RAW_MEMORY_ID)
-#: Metadata keys the service writes itself (on messages, or on raw memories: ``role`` and a long
-#: message's ``part``/``parts``); a caller's message metadata may not use them.
-RESERVED_METADATA_KEYS = frozenset({*_INTERNAL_METADATA, "role", "part", "parts"})
+#: Metadata keys a caller's message metadata may not use: those the service writes into a raw memory's
+#: metadata (``role``, a long message's ``part``/``parts``), and ``scope`` and ``raw_memory_id``, which
+#: stores written before kept in a message's metadata (they are the message's own fields now, and the
+#: migrations move them there): a caller can neither forge them nor have them taken for the service's.
+RESERVED_METADATA_KEYS = frozenset({"scope", "raw_memory_id", "role", "part", "parts"})
 
 
 #: ``Job.result`` key of the messages whose extraction a job has already applied (a later session failed).
@@ -91,11 +89,6 @@ def add_counts(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def _caller_metadata(metadata: dict) -> dict:
-    """The message's metadata as the caller sent it (without the keys ingest keeps there)."""
-    return {k: v for k, v in metadata.items() if k not in _INTERNAL_METADATA}
 
 
 #: ``IngestResult.facts``: what became of the batch's fact extraction.
@@ -184,7 +177,8 @@ class IngestPipeline:
         memories = []
         for r, text, e, s, cat in zip(resolved, texts, full, short, categories, strict=True):
             msg = r.message
-            metadata = {**_caller_metadata(msg.metadata), "role": msg.role}
+            assert msg.raw_memory_id is not None, "ingest sets it before the message is saved"
+            metadata = {**msg.metadata, "role": msg.role}
             if r.parts > 1:
                 metadata.update(part=r.part + 1, parts=r.parts)
             memories.append(
@@ -193,7 +187,7 @@ class IngestPipeline:
                     user_id=msg.user_id,
                     agent_id=msg.agent_id,
                     session_id=msg.session_id,
-                    scope=Scope.CONTEXT if msg.metadata.get("scope") == Scope.CONTEXT.value else Scope.USER,
+                    scope=msg.scope,
                     category=cat,
                     kind=MemoryKind.RAW,
                     content=text,
@@ -202,7 +196,7 @@ class IngestPipeline:
                     message_time=r.message_time,
                     source_message_ids=[msg.id],
                     metadata=metadata,
-                    id=part_id(msg.metadata[RAW_MEMORY_ID], r.part),
+                    id=part_id(msg.raw_memory_id, r.part),
                     embedding=e,
                     embedding_short=s,
                 )
@@ -218,7 +212,7 @@ class IngestPipeline:
         # The raw memory's id is therefore fixed in the message before it is saved: a retry finds the
         # messages whose raw memory is missing and ingests them again (job first, raw memories last).
         for m in messages:
-            m.metadata[RAW_MEMORY_ID] = new_id()  # the server's, whatever the metadata held
+            m.raw_memory_id = new_id()  # the server's, always
         with rec.stage("raw_store"):
             stored = await self.messages.save_messages(messages)
         new_msgs = [m for m, created in stored if created]
@@ -282,11 +276,11 @@ class IngestPipeline:
 
     async def _unfinished(self, owner: Owner, existing: list[Message]) -> list[Message]:
         """Already stored messages whose raw memory was never written (an earlier attempt died)."""
-        known = [m for m in existing if m.metadata.get(RAW_MEMORY_ID)]
+        known = {m.raw_memory_id: m for m in existing if m.raw_memory_id}  # none in messages stored before it was kept
         if not known:
             return []
-        have = {x.id for x in await self.memories.fetch_memories(owner, [m.metadata[RAW_MEMORY_ID] for m in known])}
-        return [m for m in known if m.metadata[RAW_MEMORY_ID] not in have]
+        have = {x.id for x in await self.memories.fetch_memories(owner, list(known))}
+        return [m for raw_id, m in known.items() if raw_id not in have]
 
     async def _insert_raw(self, owner: Owner, raw: list[Memory]) -> None:
         """Insert raw memories; ids a concurrent attempt of the same messages inserted first are skipped."""

@@ -310,6 +310,8 @@ MESSAGE_RECORD: tuple[Column, ...] = (
     Column("client_message_id"),
     Column("metadata", "json"),
     Column("created_at", "required_time"),
+    Column("scope", "enum", Scope, required=True),
+    Column("raw_memory_id"),
 )
 JOB_RECORD: tuple[Column, ...] = (
     Column("id", required=True),

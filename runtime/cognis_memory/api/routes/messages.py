@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from ...service import MessageIn
 from ..auth import WriteKey
 from ..deps import RequestIds, Service
 from ..schemas import AddMessagesBody, AddMessagesOut, JobOut, MemoryOut, MessageOut
@@ -26,7 +25,7 @@ async def add_messages(
     result = await service.add_messages(
         key.tenant_id,
         user_id,
-        [MessageIn(**m.model_dump()) for m in body.messages],
+        body.messages,
         background=body.mode == "async",
         request_id=ids.request_id,
         client_request_id=ids.client_request_id,

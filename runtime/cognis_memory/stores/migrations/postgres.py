@@ -180,6 +180,23 @@ CREATE INDEX jobs_tenant_status_id ON jobs (tenant_id, status, id);
 CREATE TABLE store_settings (key text PRIMARY KEY, value text NOT NULL);
 """,
     ),
+    Migration(
+        5,
+        "message scope and raw memory id as columns",
+        """
+-- Until now a message's scope and its raw memory's id were the keys "scope" and "raw_memory_id" of its
+-- metadata (the values there were always the ones the service used). They become columns; the rows
+-- written before get them from their metadata, which loses the two keys. A row whose metadata has neither
+-- (written before the service kept them) is USER, as it was read.
+ALTER TABLE messages ADD COLUMN scope text NOT NULL DEFAULT 'USER';
+ALTER TABLE messages ADD COLUMN raw_memory_id text;
+UPDATE messages
+SET scope = CASE WHEN metadata ->> 'scope' = 'CONTEXT' THEN 'CONTEXT' ELSE 'USER' END,
+    raw_memory_id = metadata ->> 'raw_memory_id',
+    metadata = metadata - 'scope' - 'raw_memory_id'
+WHERE metadata ? 'scope' OR metadata ? 'raw_memory_id';
+""",
+    ),
 )
 
 

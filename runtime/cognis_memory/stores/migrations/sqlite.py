@@ -144,6 +144,27 @@ CREATE TABLE IF NOT EXISTS api_key_revocations (
 );
 """,
     ),
+    Migration(
+        2,
+        "message scope and raw memory id as columns",
+        # Until now a message's scope and its raw memory's id were kept as the keys "scope" and
+        # "raw_memory_id" of its metadata (the values there were always the ones the service used).
+        # They become columns; the rows written before get them from their metadata, which loses the two
+        # keys. A row whose metadata has neither (written before the service kept them) is USER, as it was
+        # read. Metadata that SQLite's JSON functions cannot read (a NaN or Infinity number, which Python's
+        # JSON writer lets through) is left as it is, with the defaults.
+        """
+ALTER TABLE messages ADD COLUMN scope TEXT NOT NULL DEFAULT 'USER';
+ALTER TABLE messages ADD COLUMN raw_memory_id TEXT;
+UPDATE messages
+SET scope = CASE WHEN json_extract(metadata, '$.scope') = 'CONTEXT' THEN 'CONTEXT' ELSE 'USER' END,
+    raw_memory_id = json_extract(metadata, '$.raw_memory_id'),
+    metadata = json_remove(metadata, '$.scope', '$.raw_memory_id')
+WHERE CASE WHEN json_valid(metadata)
+           THEN json_type(metadata, '$.scope') IS NOT NULL OR json_type(metadata, '$.raw_memory_id') IS NOT NULL
+           ELSE 0 END;
+""",
+    ),
 )
 
 

@@ -1,6 +1,6 @@
 """What the OpenSearch memory indices hold and how they are asked: the mapping and the document
-fields of a memory (from the record columns of :mod:`cognis_memory.stores.records`), the owner-scoped
-document ids, the owner filter and the BM25 ``match`` clause.
+fields of a memory (from the record columns of :mod:`cognis_memory.stores.records`; the mapping of a
+message too), the owner-scoped document ids, the owner filter and the BM25 ``match`` clause.
 
 User text only ever reaches a ``match`` query (analysed as plain words; never
 ``query_string``/``simple_query_string``), so no query syntax can be injected.
@@ -76,6 +76,14 @@ def memory_mapping(
 
 #: Fields shared by both OpenSearch memory indices (keyword index and the OpenSearch-only store).
 MEMORY_FIELDS: dict[str, Any] = memory_mapping(SEARCHED_MEMORY_RECORD)
+
+#: a message's text is kept, not searched: messages are read by id
+_MESSAGE_CONTENT = {"type": "text", "index": False}
+
+
+def message_mapping(record: Sequence[Column]) -> dict[str, Any]:
+    """The mapping properties of the message columns ``record`` (:data:`~..records.MESSAGE_RECORD`)."""
+    return {c.name: _MESSAGE_CONTENT if c.name == "content" else _FIELD_TYPES[c.kind] for c in record}
 
 
 def memory_fields(m: Memory, record: tuple[Column, ...] = SEARCHED_MEMORY_RECORD) -> dict[str, Any]:

@@ -5,6 +5,13 @@ Indices (each an alias ``<prefix>-<name>`` over ``<prefix>-<name>-000001``): ``m
 ``messages``, ``message-keys`` (client message id claims), ``jobs``, ``apikeys``,
 ``apikey-revocations`` (hashes revoked for good). Document ids are *owner-scoped*
 (:func:`~.documents.owner_key`).
+
+An index is created once, with a strict mapping; opening adds the fields a newer record has to it
+(:func:`~.client.ensure_index`, an additive ``PUT _mapping``). Moving data is more: the ``messages``
+index records the layout of its documents in its ``_meta`` (:data:`MESSAGE_LAYOUT_KEY`), and one made
+before layout 2 (a message's scope and its raw memory's id as keys of its metadata) is upgraded when the
+store opens: every document is rewritten in the new layout (:func:`message_in_layout_2`), then the layout
+is recorded, so a later open costs one mapping read.
 """
 
 from __future__ import annotations
@@ -15,11 +22,28 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
 
-from ..records import MEMORY_RECORD
+from ...domain import Scope
+from ..records import MEMORY_RECORD, MESSAGE_RECORD
 from ..vector_space import KEY as VECTOR_SPACE_KEY
 from ..vector_space import check as check_vector_space
 from .client import OpenSearchRunner, Refresh, ensure_index, index_settings
-from .documents import knn_field, memory_mapping
+from .documents import knn_field, memory_mapping, message_mapping
+
+#: The ``_meta`` key of the messages index holding the layout of its documents (absent: layout 1).
+MESSAGE_LAYOUT_KEY = "message_layout"
+#: 2: ``scope`` and ``raw_memory_id`` are fields of their own (layout 1 kept them in ``metadata``).
+MESSAGE_LAYOUT = 2
+#: documents rewritten per bulk request when an index is upgraded
+UPGRADE_PAGE = 500
+
+
+def message_in_layout_2(source: dict[str, Any]) -> dict[str, Any]:
+    """A message document of layout 1 in layout 2: ``scope`` and ``raw_memory_id`` taken out of its
+    metadata (a message without a scope there is USER, as it was read)."""
+    metadata = dict(source.get("metadata") or {})
+    scope = Scope.CONTEXT if metadata.pop("scope", None) == Scope.CONTEXT.value else Scope.USER
+    raw_memory_id = metadata.pop("raw_memory_id", None)
+    return {**source, "metadata": metadata, "scope": scope.value, "raw_memory_id": raw_memory_id}
 
 
 class OpenSearchIndices:
@@ -76,13 +100,10 @@ class OpenSearchIndices:
             "settings": settings,
             "mappings": {
                 "dynamic": "strict",
-                "properties": {
-                    "id": kw, "tenant_id": kw, "user_id": kw, "session_id": kw, "agent_id": kw, "speaker": kw,
-                    "role": kw, "content": {"type": "text", "index": False}, "ts": date, "client_message_id": kw,
-                    "metadata": {"type": "object", "enabled": False}, "created_at": date,
-                },
+                "properties": message_mapping(MESSAGE_RECORD),
+                "_meta": {MESSAGE_LAYOUT_KEY: MESSAGE_LAYOUT},
             },
-        }  # fmt: skip
+        }
         message_keys = {
             "settings": settings,
             "mappings": {"dynamic": "strict", "properties": {"tenant_id": kw, "user_id": kw, "message_id": kw}},
@@ -133,7 +154,59 @@ class OpenSearchIndices:
         idempotent and safe under concurrency."""
         for alias, body in self._bodies().items():
             await ensure_index(self.runner, alias, f"{alias}-000001", body)
+        await self._upgrade_messages()
         await self._check_vector_space()
+
+    async def _upgrade_messages(self) -> None:
+        """Bring a messages index made before :data:`MESSAGE_LAYOUT` to it (see the module's docstring). Safe
+        when several stores open at once: each step can run twice (a document rewritten by one is skipped by
+        the other's conditional write)."""
+        found: dict[str, Any] = await self.runner(self.client.indices.get_mapping, index=self.messages)
+        index: dict[str, Any] = next(iter(found.values()), {})  # the alias's one concrete index
+        mapping: dict[str, Any] = index.get("mappings", {})
+        meta: dict[str, Any] = mapping.get("_meta", {})
+        if meta.get(MESSAGE_LAYOUT_KEY, 1) >= MESSAGE_LAYOUT:
+            return
+        await self._rewrite_messages_of_layout_1()  # ensure_index has added the fields to the mapping
+        body = {"_meta": {**meta, MESSAGE_LAYOUT_KEY: MESSAGE_LAYOUT}}
+        await self.runner(self.client.indices.put_mapping, index=self.messages, body=body)
+
+    async def _rewrite_messages_of_layout_1(self) -> None:
+        """Rewrite every message document without a ``scope`` field (layout 1) in layout 2, page by page. Each
+        write is conditional on the document being unchanged since it was read (``if_seq_no``), so a message
+        deleted meanwhile (a forget) is not written back."""
+        client, timeout = self.client, self.write_timeout_s
+        query = {"bool": {"must_not": [{"exists": {"field": "scope"}}]}}
+        await self.runner(client.indices.refresh, index=self.messages, request_timeout=timeout)
+        stuck = 0
+        while True:
+            res = await self.runner(
+                client.search, index=self.messages, request_timeout=timeout,
+                body={"size": UPGRADE_PAGE, "query": query, "seq_no_primary_term": True, "sort": ["_doc"]},
+            )  # fmt: skip
+            hits = res["hits"]["hits"]
+            if not hits:
+                return
+            body: list[dict[str, Any]] = []
+            for h in hits:
+                where = {"_index": h["_index"], "_id": h["_id"], "if_seq_no": h["_seq_no"]}
+                body += [{"index": where | {"if_primary_term": h["_primary_term"]}}, message_in_layout_2(h["_source"])]
+            done = await self.runner(client.bulk, body=body, refresh=True, request_timeout=timeout)
+            written = 0
+            for item in done["items"]:
+                status = int(item["index"].get("status", 500))
+                if status in (200, 201):
+                    written += 1
+                elif status != 409:  # 409: changed or deleted since it was read
+                    raise RuntimeError(f"upgrading the messages of {self.messages}: a write failed: {item['index']}")
+            # A page of conflicts only (deleted, or rewritten by another opener) is read again: those documents
+            # no longer match. Documents that keep coming back in layout 1 are being written by an older release.
+            stuck = 0 if written else stuck + 1
+            if stuck == 3:
+                raise RuntimeError(
+                    f"upgrading the messages of {self.messages}: messages in the old layout keep being written "
+                    "(is an older release of cognis-memory still running on this index?)"
+                )
 
     async def _check_vector_space(self) -> None:
         """Record the configured vector space in the memories index's ``_meta`` (first open), or refuse another."""
