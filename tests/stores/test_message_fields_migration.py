@@ -28,6 +28,7 @@ import pytest
 
 from cognis_memory.domain import Message, Owner, Scope, new_id
 from cognis_memory.message_body import MessageBody
+from cognis_memory.service import FilterRequest
 from cognis_memory.stores.embedded import connect
 from cognis_memory.stores.migrations import postgres as pg_migrations
 from cognis_memory.stores.migrations import sqlite as sqlite_migrations
@@ -156,7 +157,9 @@ async def check_behaviour(store: Any, embedder: Any, owner: Owner) -> None:
         assert (raw[RAW_USER].scope, raw[RAW_USER].metadata) == (Scope.USER, {"role": "user"})
 
         async def found(query: str, **kw: Any) -> list[str]:
-            hits = (await svc.search(owner.tenant_id, owner.user_id, query, recipe="bm25", **kw)).hits
+            hits = (
+                await svc.search(owner.tenant_id, owner.user_id, query, recipe="bm25", filter=FilterRequest(**kw))
+            ).hits
             return [h.memory.id for h in hits]
 
         assert RAW_CONTEXT in await found("trip Japan zqctx", session_id="s1")
