@@ -16,6 +16,7 @@ callers of the service), and :func:`check_message` maps it to the
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -109,7 +110,8 @@ def metadata_depth(value: Any, limit: int = MAX_METADATA_DEPTH + 1) -> int:
 
 def unstorable_text(value: Any) -> str | None:
     """Why a JSON-like value cannot be stored by every store (a NUL or an unpaired surrogate in a key
-    or string), or None. Iterative, so any depth is safe."""
+    or string, a NaN or an infinity, which Python's JSON parser accepts but JSON, PostgreSQL's jsonb and
+    OpenSearch do not), or None. Iterative, so any depth is safe."""
     stack = [value]
     while stack:
         x = stack.pop()
@@ -118,6 +120,8 @@ def unstorable_text(value: Any) -> str | None:
             stack.extend(x.values())
         elif isinstance(x, list):
             stack.extend(x)
+        elif isinstance(x, float) and not math.isfinite(x):
+            return "must not hold NaN or Infinity (JSON has no such number)"
         elif isinstance(x, str):
             if "\x00" in x:
                 return "must not contain NUL characters"

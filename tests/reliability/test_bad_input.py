@@ -225,6 +225,9 @@ async def test_bad_writes_are_refused_and_change_nothing(env):
             b'{"messages": [{"content": "x", "metadata": ' + b'{"a":' * 3000 + b"1" + b"}" * 3000 + b"}]}",
         ),
         ("POST", "/messages", None, b'{"messages": [{"content": "truncated'),
+        # JSON has no NaN or Infinity (Python's parser takes them; PostgreSQL's jsonb and OpenSearch refuse them)
+        ("POST", "/messages", None, b'{"messages": [{"content": "x", "metadata": {"n": NaN}}]}'),
+        ("POST", "/messages", None, b'{"messages": [{"content": "x", "metadata": {"n": [1, {"m": -Infinity}]}}]}'),
         ("PATCH", f"/memories/{target}", {"content": "bad\x00"}, None),
         ("PATCH", f"/memories/{target}", {"content": "\ud800"}, None),
         ("PATCH", f"/memories/{target}", {"category": "nope"}, None),
