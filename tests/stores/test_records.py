@@ -45,3 +45,17 @@ def test_a_record_without_creation_time_is_refused_not_dated_now(missing: str | 
 def test_a_stored_value_no_member_has_is_refused(field: str) -> None:
     with pytest.raises(ValueError, match="not-a-member"):
         memory_from_dict(memory_to_dict(_memory()) | {field: "not-a-member"})
+
+
+def test_a_column_a_stored_row_lacks_reads_as_the_domain_default() -> None:
+    """A row or document stored before a column existed (a message of an older release: no ``scope``, no
+    ``raw_memory_id``) reads with the domain defaults, in every backend's values."""
+    from cognis_memory.domain import Message, Scope
+    from cognis_memory.stores.records import OPENSEARCH, PLAIN_JSON, message_from_row, message_to_row
+
+    sent = Message("t", "u", "hello", datetime(2024, 1, 2, tzinfo=UTC), scope=Scope.CONTEXT, raw_memory_id="r1")
+    for values in (OPENSEARCH, PLAIN_JSON):
+        old = {k: v for k, v in message_to_row(sent, values).items() if k not in ("scope", "raw_memory_id")}
+        read = message_from_row(old, values)
+        assert (read.scope, read.raw_memory_id, read.content) == (Scope.USER, None, "hello")
+        assert message_from_row(message_to_row(sent, values), values) == sent  # present values are read as stored

@@ -310,7 +310,7 @@ MESSAGE_RECORD: tuple[Column, ...] = (
     Column("client_message_id"),
     Column("metadata", "json"),
     Column("created_at", "required_time"),
-    Column("scope", "enum", Scope, required=True),
+    Column("scope", "enum", Scope),  # absent from documents of an older release: the default, USER
     Column("raw_memory_id"),
 )
 JOB_RECORD: tuple[Column, ...] = (
@@ -359,6 +359,23 @@ _READS = {
 }
 
 
+#: the kinds whose read needs a value (the others read an absent value as None, False, [] or {})
+_NEEDS_VALUE = ("int", "enum", "text")
+
+
+def _scalar_defaults(record: tuple[Column, ...], make: type) -> dict[str, Any]:
+    """The domain default of each optional column that cannot read as None (an enum, a number or a text
+    whose field defaults to a value): what a row or document stored before the column existed holds, the
+    value the SQL stores also give such rows when they add the column
+    (:mod:`~cognis_memory.stores.migrations.record_columns`)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(make) if f.default is not dataclasses.MISSING}
+    return {
+        c.name: defaults[c.field]
+        for c in record
+        if not c.required and c.kind in _NEEDS_VALUE and defaults.get(c.field) is not None
+    }
+
+
 def _compile_reader(
     record: tuple[Column, ...], make: type, values: StoredValues, id_field: str
 ) -> Callable[[Row], Any]:
@@ -369,6 +386,7 @@ def _compile_reader(
         "make": make, "field": _field, "time": values.time, "required_time": values.required_time,
         "structured": values.structured, "vector": values.vector,
     }  # fmt: skip
+    defaults = _scalar_defaults(record, make)
     arguments = []
     for i, c in enumerate(record):
         key = repr(_key(c, id_field))
@@ -376,6 +394,9 @@ def _compile_reader(
         if c.enum is not None:
             scope[f"enum{i}"], scope[f"members{i}"] = c.enum, {m.value: m for m in c.enum}
         read = _READS[c.kind].format(value=value, key=key, enum=f"enum{i}", members=f"members{i}")
+        if c.name in defaults:  # absent from a row stored before the column existed: the domain default
+            scope[f"default{i}"] = defaults[c.name]
+            read = f"default{i} if {value} is None else {read}"
         arguments.append(f"{c.field}={read}")
     exec(f"def read(row):\n    return make({', '.join(arguments)})", scope)
     return scope["read"]

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ...domain import Message, Owner, Scope
+from ...domain import Message, Owner
 from ...errors import ConflictError
 from ..records import OPENSEARCH, message_from_row, message_to_row
 from .documents import owner_key
@@ -26,13 +26,6 @@ class OpenSearchMessages:
     @staticmethod
     def _message_doc(m: Message) -> dict[str, Any]:
         return message_to_row(m, OPENSEARCH)
-
-    @staticmethod
-    def _message(doc: dict[str, Any]) -> Message:
-        # A document without a scope was written in layout 1 after the index was upgraded (an older release
-        # still running, see indices.py): it reads as USER with no raw memory id, as the SQL columns' defaults
-        # read a row that release writes after the migration.
-        return message_from_row(doc if "scope" in doc else {**doc, "scope": Scope.USER.value}, OPENSEARCH)
 
     async def save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
         out: list[tuple[Message, bool]] = []
@@ -58,7 +51,7 @@ class OpenSearchMessages:
             mid = got["_source"]["message_id"]
             stored = await self.ix.get_source(self.ix.messages, owner_key(msg.tenant_id, msg.user_id, mid))
             if stored is not None:
-                out.append((self._message(stored["_source"]), False))
+                out.append((message_from_row(stored["_source"], OPENSEARCH), False))
                 continue
             # The first writer crashed between the claim and the message: finish its write.
             retry = dataclasses.replace(msg, id=mid)
@@ -68,5 +61,5 @@ class OpenSearchMessages:
 
     async def get_messages(self, owner: Owner, ids: Sequence[str]) -> list[Message]:
         docs = await self.ix.mget_sources(self.ix.messages, [owner_key(owner.tenant_id, owner.user_id, i) for i in ids])
-        msgs = [self._message(d) for d in docs]
+        msgs = [message_from_row(d, OPENSEARCH) for d in docs]
         return sorted(msgs, key=lambda m: (m.timestamp, m.id))
