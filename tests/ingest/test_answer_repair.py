@@ -427,3 +427,40 @@ async def test_an_update_of_a_memory_deleted_meanwhile_keeps_the_new_value(make_
     current = {m.content for m in await svc.stores.memories.list_memories(Owner("acme", "u5"))
                if m.kind is MemoryKind.FACT and m.is_current}  # fmt: skip
     assert current == {"The user lives in Lisbon.", "The user's flat in Lisbon is in the Alfama district."}
+
+
+async def test_a_session_only_fact_does_not_change_a_memory_every_session_sees(make_service) -> None:
+    """A CONTEXT message ("this week I'm staying in Paris", one trip's session) decided as an UPDATE of the
+    user's home would rewrite what every session sees: it is added in its session instead, the home stays."""
+    porto = {"facts": [{"content": "The user lives in Porto.", "category": "personal_details", "scope": "USER",
+                        "event_date": None, "sources": [1]}]}  # fmt: skip
+    paris = {"facts": [{"content": "The user lives in Paris this week.", "category": "personal_details",
+                        "scope": "USER", "event_date": None, "sources": [1]}]}  # fmt: skip
+    answers = iter([porto, paris])
+
+    def respond(schema: str, body: dict) -> dict:
+        if schema == "extracted_facts":
+            return next(answers)
+        home = next(
+            line.split(":")[0].strip(" -") for line in body["messages"][-1]["content"].splitlines() if "Porto" in line
+        )
+        return {"decisions": [{"fact": 0, "action": "UPDATE", "target": home, "content": None, "category": None}]}
+
+    with ScriptedLLMServer(respond) as server:
+        svc = await make_service(llm=OpenAICompatibleLLM(server.base_url, "scripted"))
+        await svc.add_messages("acme", "u9", [MessageBody(content="I live in Porto.", timestamp=TS, session_id="s1")])
+        r = await svc.add_messages("acme", "u9", [MessageBody(content="This week I'm staying in Paris.", session_id="trip",
+                                                              scope=Scope.CONTEXT, timestamp=TS + timedelta(days=3))])  # fmt: skip
+    assert (r.extraction["ADD"], r.extraction["UPDATE"]) == (1, 0)
+    assert r.extraction["answers"]["overruled"] == {"scope_of_context_messages": 1, "context_fact_on_user_memory": 1}
+    facts = {
+        m.content: m for m in await svc.stores.memories.list_memories(Owner("acme", "u9")) if m.kind is MemoryKind.FACT
+    }
+    assert facts["The user lives in Porto."].is_current and facts["The user lives in Porto."].version == 1
+    assert (
+        facts["The user lives in Paris this week."].scope,
+        facts["The user lives in Paris this week."].session_id,
+    ) == (
+        Scope.CONTEXT,
+        "trip",
+    )

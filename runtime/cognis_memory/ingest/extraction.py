@@ -221,6 +221,16 @@ class ContextAwareExtractor:
             if action is Action.NONE and not shown[d.fact]:
                 overruled["none_without_similar_fact"] += 1
                 action = Action.ADD
+            if (
+                action in (Action.UPDATE, Action.DELETE)
+                and fact.scope is Scope.CONTEXT
+                and alias_of[d.target or ""].scope is Scope.USER
+            ):
+                # what one session alone was told must not change what every session sees
+                overruled["context_fact_on_user_memory"] += 1
+                if action is Action.DELETE:
+                    continue
+                action = Action.ADD
             if action is Action.UPDATE and not self._same_thing(fact, alias_of[d.target or ""]):
                 overruled["update_not_similar"] += 1  # a wrong UPDATE would retire a good fact: keep both
                 action = Action.ADD
@@ -311,9 +321,13 @@ class ContextAwareExtractor:
                 report.dropped["fact_from_a_question"] += 1  # a question asks; it states nothing
                 continue
             category = d.category or Category.PERSONAL_DETAILS  # the categorizer's below when missing
-            facts.append(
-                CandidateFact(self._third_person(d, sources, report), category, d.scope, d.event_time, sources)
-            )
+            scope = d.scope
+            if scope is Scope.USER and all(r.message.scope is Scope.CONTEXT for r in sources):
+                # the caller sent these messages for their session only: a fact drawn from them alone stays
+                # there (a 1.5B model gave "Ines is packing a carry-on bag for this trip" USER scope)
+                report.overruled["scope_of_context_messages"] += 1
+                scope = Scope.CONTEXT
+            facts.append(CandidateFact(self._third_person(d, sources, report), category, scope, d.event_time, sources))
             keep.append(i)
         if not facts:
             return []
