@@ -359,20 +359,15 @@ _READS = {
 }
 
 
-#: the kinds whose read needs a value (the others read an absent value as None, False, [] or {})
-_NEEDS_VALUE = ("int", "enum", "text")
-
-
 def _scalar_defaults(record: tuple[Column, ...], make: type) -> dict[str, Any]:
-    """The domain default of each optional column that cannot read as None (an enum, a number or a text
-    whose field defaults to a value): what a row or document stored before the column existed holds, the
-    value the SQL stores also give such rows when they add the column
-    (:mod:`~cognis_memory.stores.migrations.record_columns`)."""
+    """The domain default of each optional enum, number or text column whose field has one (the other kinds
+    read an absent value as None, False, [] or {}): what a row stored before the column existed holds, as
+    the SQL stores fill such rows when they add the column (:mod:`.migrations.record_columns`)."""
     defaults = {f.name: f.default for f in dataclasses.fields(make) if f.default is not dataclasses.MISSING}
     return {
         c.name: defaults[c.field]
         for c in record
-        if not c.required and c.kind in _NEEDS_VALUE and defaults.get(c.field) is not None
+        if not c.required and c.kind in ("int", "enum", "text") and defaults.get(c.field) is not None
     }
 
 
