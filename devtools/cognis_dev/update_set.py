@@ -233,6 +233,7 @@ class Turn:
     time: str  # ISO 8601
     session: str
     states: list[str] = field(default_factory=list)  # "attribute=value" this turn states about the user
+    others: list[str] = field(default_factory=list)  # "attribute=value" this turn states about someone else
 
 
 @dataclass
@@ -297,27 +298,28 @@ def generate(users: int, seed: int = 1) -> list[UserHistory]:
         value_turns: dict[tuple[str, str], list[str]] = {}
         for si in range(n_sessions):
             sid = f"s{si + 1}"
-            lines: list[tuple[str, str, list[str]]] = []
+            lines: list[tuple[str, str, list[str], list[str]]] = []  # role, text, states, others
             for _ in range(rng.randrange(2, 4)):
-                lines.append(("user", rng.choice(CHITCHAT_USER), []))
-                lines.append(("assistant", rng.choice(CHITCHAT_ASSISTANT), []))
+                lines.append(("user", rng.choice(CHITCHAT_USER), [], []))
+                lines.append(("assistant", rng.choice(CHITCHAT_ASSISTANT), [], []))
             for a, value, old in events[si]:
                 forms = a.change if old is not None else a.first
                 if old is None:
                     forms = tuple(f for f in forms if "{o}" not in f)
                 text = rng.choice(forms).format(v=value, o=old or "")
                 at = rng.randrange(0, len(lines) + 1) // 2 * 2
-                lines[at:at] = [("user", text[0].upper() + text[1:], [f"{a.name}={value}"]),
-                                ("assistant", rng.choice(CHITCHAT_ASSISTANT), [])]  # fmt: skip
+                lines[at:at] = [("user", text[0].upper() + text[1:], [f"{a.name}={value}"], []),
+                                ("assistant", rng.choice(CHITCHAT_ASSISTANT), [], [])]  # fmt: skip
             if rng.random() < 0.6:  # a distractor: the same kind of thing about someone else
                 a = rng.choice(ATTRIBUTES)
                 other = rng.choice([v for v in a.values if v not in plan.get(a.name, ())])
                 at = rng.randrange(0, len(lines) + 1) // 2 * 2
-                lines[at:at] = [("user", rng.choice(a.others).format(v=other), []),
-                                ("assistant", rng.choice(CHITCHAT_ASSISTANT), [])]  # fmt: skip
-            for ti, (role, text, states) in enumerate(lines):
+                lines[at:at] = [("user", rng.choice(a.others).format(v=other), [], [f"{a.name}={other}"]),
+                                ("assistant", rng.choice(CHITCHAT_ASSISTANT), [], [])]  # fmt: skip
+            for ti, (role, text, states, others) in enumerate(lines):
                 tid = f"u{u:03d}-{sid}-t{ti:02d}"
-                turns.append(Turn(tid, role, text, (times[si] + timedelta(minutes=2 * ti)).isoformat(), sid, states))
+                at_time = (times[si] + timedelta(minutes=2 * ti)).isoformat()
+                turns.append(Turn(tid, role, text, at_time, sid, states, others))
                 for st in states:
                     attr, value = st.split("=", 1)
                     value_turns.setdefault((attr, value), []).append(tid)
@@ -391,12 +393,24 @@ async def ingest(
     return report
 
 
-def stated_turns(memory: Memory, turn_of: dict[str, str]) -> set[str]:
-    """The turns whose statement ``memory`` states: a raw memory its message's; a fact the messages it
-    cites minus those that stated a value it replaced (``superseded_sources``), so the current version
-    of a changed fact counts for the new value only."""
+def stated_values(h: UserHistory) -> dict[str, list[str]]:
+    """Turn id -> the values that turn states about the user (turns that state something only)."""
+    return {t.id: [st.split("=", 1)[1] for st in t.states] for t in h.turns if t.states}
+
+
+def stated_turns(memory: Memory, turn_of: dict[str, str], values_of: dict[str, list[str]]) -> set[str]:
+    """The turns whose statement ``memory`` states (``turn_of``: message id -> turn id; ``values_of``:
+    turn id -> the values it states, :func:`stated_values`). A raw memory: its message's turn. A fact: the
+    turns of the messages it cites, minus those that stated a value it replaced (``superseded_sources``,
+    so the current version of a changed fact counts for the new value only), and only those whose value
+    its text mentions: a fact citing a turn it says nothing of (chit-chat, or another attribute's
+    statement) is not credited with it."""
     stale = set(superseded_sources(memory))
-    return {turn_of[m] for m in memory.source_message_ids if m in turn_of and m not in stale}
+    turns = {turn_of[m] for m in memory.source_message_ids if m in turn_of and m not in stale}
+    if memory.kind.value != "fact":
+        return turns
+    text = memory.content.lower()
+    return {t for t in turns if any(_mentioned(v) in text for v in values_of.get(t, ()))}
 
 
 def score(q: QuestionItem, ranked: list[set[str]]) -> dict[str, float]:
@@ -437,16 +451,20 @@ async def evaluate(
     tenant: str = TENANT,
     limit: int = 10,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every question searched with ``recipe`` at the user's ``now`` and scored (:func:`score`) on the turns
+    each hit states (:func:`stated_turns`; ``maps``: per user, message id -> turn id): the summary
+    (:func:`aggregate`) and one row per question."""
     rows = []
     for h in histories:
         now = datetime.fromisoformat(h.now)
+        turn_of, values_of = maps[h.user_id], stated_values(h)
         for q in h.questions:
             res = await svc.search(tenant, h.user_id, q.text, limit=limit, recipe=recipe, now=now)
-            turn_of = maps[h.user_id]
             # a hit's earlier versions (attached to history questions) count for what they stated
-            ranked = [set().union(stated_turns(hit.memory, turn_of), *(stated_turns(v, turn_of) for v in hit.history))
+            ranked = [set().union(stated_turns(hit.memory, turn_of, values_of),
+                                  *(stated_turns(v, turn_of, values_of) for v in hit.history))
                       for hit in res.hits]  # fmt: skip
-            row = score(q, ranked)
+            row: dict[str, Any] = dict(score(q, ranked))
             row.update(user=h.user_id, kind=q.kind, attribute=q.attribute, question=q.text, named=h.name is not None)
             rows.append(row)
     if hasattr(svc.telemetry, "take"):
@@ -459,9 +477,15 @@ async def evaluate(
 FACT_OUTCOMES = ("updated", "both_current", "new_only", "old_only", "neither")
 
 
-async def fact_audit(svc: MemoryService, histories: list[UserHistory], *, tenant: str = TENANT) -> dict[str, Any]:
+async def fact_audit(
+    svc: MemoryService,
+    histories: list[UserHistory],
+    *,
+    tenant: str = TENANT,
+    maps: dict[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """For every attribute that changed, how the user's facts ended (the values are distinctive words, so
-    a fact *mentions* a value when its text contains it):
+    a fact *mentions* a value when its text contains it, :func:`_mentioned`):
 
     * ``updated``: a current fact mentions the newest value and no current fact an older one (the
       change was applied as an UPDATE, or the old fact deleted);
@@ -471,9 +495,23 @@ async def fact_audit(svc: MemoryService, histories: list[UserHistory], *, tenant
     * ``neither``: no current fact mentions any of its values.
 
     Also counts every fact version written, current facts, and facts mentioning no planned value of the
-    user at all (``unplanned``: small talk, other people, or wrong)."""
+    user at all (``unplanned``: small talk, other people, or wrong).
+
+    With ``maps`` (per user, message id -> turn id: :attr:`IngestReport.maps`), what extraction made of
+    the statements (a fact version is any version of kind fact but a deletion's tombstone):
+
+    * ``statements``: the (turn, attribute=value) statements about the users; ``statements_with_fact``:
+      those with a fact version that cites the turn's message and mentions the value;
+      ``statement_coverage``: their share;
+    * ``unstated_facts``: fact versions mentioning no value the user's history states, neither the
+      user's own nor another person's (a distractor turn's); ``unstated_facts_per_message``: per message
+      ingested;
+    * ``about_others_facts``: fact versions mentioning a distractor's value and none of the user's;
+    * ``unchanged_retired``: attributes that never change whose value some fact version mentions but no
+      current fact does (an UPDATE or DELETE retired a fact that still held)."""
     outcomes = dict.fromkeys(FACT_OUTCOMES, 0)
     versions = current = unplanned = 0
+    statements = with_fact = unstated = about_others = retired = messages = 0
     for h in histories:
         owner_facts = [
             m for m in await svc.list_memories(tenant, h.user_id, include_history=True, limit=1000)
@@ -506,8 +544,44 @@ async def fact_audit(svc: MemoryService, histories: list[UserHistory], *, tenant
                 outcomes["old_only"] += 1
             else:
                 outcomes["neither"] += 1
-    return {"changed_attributes": outcomes, "fact_versions": versions, "current_facts": current,
-            "unplanned_current_facts": unplanned}  # fmt: skip
+        if maps is None:
+            continue
+        turn_of = maps.get(h.user_id, {})
+        messages += len(turn_of)
+        states_of = {t.id: t.states for t in h.turns}
+        statements += sum(len(sts) for sts in states_of.values())
+        covered: set[tuple[str, str]] = set()  # (turn id, "attribute=value")
+        for m in owner_facts:
+            text = m.content.lower()
+            for tid in {turn_of[i] for i in m.source_message_ids if i in turn_of}:
+                covered.update((tid, st) for st in states_of.get(tid, ()) if _mentioned(st.split("=", 1)[1]) in text)
+        with_fact += len(covered)
+        others = {_mentioned(st.split("=", 1)[1]) for t in h.turns for st in t.others}
+        for m in owner_facts:
+            text = m.content.lower()
+            if not any(v in text for v in values):
+                if any(o in text for o in others):
+                    about_others += 1
+                else:
+                    unstated += 1
+        for q in h.questions:
+            if q.kind == "unchanged":
+                value = planned[q.attribute][0]
+                ever = any(value in m.content.lower() for m in owner_facts)
+                retired += int(ever and not any(value in m.content.lower() for m in now))
+    out: dict[str, Any] = {"changed_attributes": outcomes, "fact_versions": versions, "current_facts": current,
+                           "unplanned_current_facts": unplanned}  # fmt: skip
+    if maps is not None:
+        out.update(
+            statements=statements,
+            statements_with_fact=with_fact,
+            statement_coverage=round(with_fact / statements, 4) if statements else None,
+            unstated_facts=unstated,
+            unstated_facts_per_message=round(unstated / messages, 4) if messages else 0.0,
+            about_others_facts=about_others,
+            unchanged_retired=retired,
+        )
+    return out
 
 
 def _mentioned(value: str) -> str:
