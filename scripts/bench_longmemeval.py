@@ -26,7 +26,28 @@ Means overall and per ``question_type``. Vectors of every turn are cached on dis
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_longmemeval.py                # every recipe
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_longmemeval.py --recipes rrf,default --questions 20
 
-The last stdout line is one JSON object; the full results go to ``--out`` as JSON.
+With fact extraction by an LLM (any OpenAI-compatible endpoint, a local model: docs/local-llm.md),
+the options of ``bench_updates.py``: every haystack session is one synchronous ingest request whose
+facts are extracted and decided before the next session's (sessions in date order), ``--concurrency``
+questions at once (each its own user). Facts cite the messages they were said in, so a fact maps to
+its sessions and turns as a raw turn does, and the metrics are the same. Beside them the run reports
+what the LLM did (``extraction``: :func:`cognis_dev.update_set.llm_summary`: answers valid and usable,
+decisions by kind, LLM seconds per message, ...). The knowledge-update questions, each with its answer
+sessions and 4 others, recorded, then replayed without the model:
+
+    ... scripts/bench_longmemeval.py --types knowledge-update --sessions 4 \\
+            --llm-url http://127.0.0.1:8092/v1 --llm-model qwen2.5-coder-1.5b-instruct --record run.jsonl
+    ... scripts/bench_longmemeval.py --types knowledge-update --sessions 4 --replay run.jsonl --label replayed
+
+A haystack session is long for a small model's context, and the whole session is one extract call:
+the 78 sessions of that run hold 13,700 characters at the median, 23,000 (about 6,000 tokens) at most,
+beyond the 4,096 tokens a local server is given by default. Give it 16,384 tokens (``--n-ctx``),
+or split sessions with ``--session-turns N`` (requests of at most N turns, each still extracted before
+the next). A request the model cannot answer is handed to a job, run once more after the ingest, and
+counted (``batches_deferred``, ``jobs``).
+
+The last stdout line is one JSON object; the full results go to ``--out`` as JSON
+(``longmemeval.json``, or ``longmemeval-LABEL.json`` with ``--label``).
 """
 
 from __future__ import annotations
@@ -39,15 +60,20 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from cognis_dev import bench_common as bc
+from cognis_dev.llm_recording import RecordingLLM, ReplayLLM
+from cognis_dev.update_set import IngestReport, llm_summary
 
+from cognis_memory.config import Settings
 from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
 from cognis_memory.service import MemoryService, MessageBody
+from cognis_memory.wiring import build_llm
 
 TENANT = "bench-lme"
 DEFAULT_DATA = bc.REPO.parent / "shared" / "data" / "longmemeval_s_dev100.json.gz"
@@ -153,28 +179,71 @@ def warm_cache(svc: MemoryService, instances: list[Instance]) -> int:
     return embedder.warm(texts)
 
 
-async def ingest(svc: MemoryService, instances: list[Instance]) -> dict[str, Any]:
-    total = created = warmed = 0
+async def ingest(
+    svc: MemoryService,
+    instances: list[Instance],
+    *,
+    concurrency: int = 1,
+    date_order: bool = False,
+    session_turns: int | None = None,
+) -> tuple[dict[str, Any], IngestReport]:
+    """Every haystack session one request (synchronous mode: with an extraction LLM, its facts are
+    extracted and decided before the next session's), or requests of ``session_turns`` turns at most;
+    ``date_order``: sessions sorted by date (the file orders sessions of the same day by hour only
+    sometimes), else in file order. ``concurrency``
+    questions (users) are ingested at once, each one's sessions in order, as
+    :func:`cognis_dev.update_set.ingest` does: users share nothing, so the stored result is the same.
+    The report holds per session the extraction counts the service answered with (for ``llm_summary``)."""
+    report = IngestReport()
+    gate = asyncio.Semaphore(concurrency)
+    total = created = warmed = done = 0
     t0 = time.perf_counter()
-    for n, inst in enumerate(instances, start=1):
-        warmed += warm_cache(svc, [inst])  # per question, so an interrupted first run leaves whole questions
-        for sid, date, turns in inst.sessions:
-            keep = [(i, t) for i, t in enumerate(turns) if str(t.get("content", "")).strip()]
-            if not keep:
-                continue
-            msgs = [turn_message(sid, date, i, t) for i, t in keep]
-            res = await svc.add_messages(TENANT, inst.question_id, msgs)
-            for (i, _), m in zip(keep, res.messages, strict=True):
-                inst.msg_to_turn[m.id] = f"{sid}/{i}"
-            total += len(msgs)
-            created += sum(res.created)
-        if n % 5 == 0:
-            print(f"  ingested {n}/{len(instances)} questions ({total} turns, {time.perf_counter() - t0:.0f} s)",
-                  file=sys.stderr)  # fmt: skip
+    if concurrency > 1:  # embedding blocks the event loop: done first, not between the LLM calls of other users
+        for inst in instances:
+            warmed += warm_cache(svc, [inst])
+
+    async def one_question(inst: Instance) -> None:
+        nonlocal total, created, warmed, done
+        async with gate:
+            if concurrency == 1:
+                warmed += warm_cache(svc, [inst])  # per question, so an interrupted first run leaves whole questions
+            sessions = sorted(inst.sessions, key=lambda s: s[1]) if date_order else inst.sessions
+            for sid, date, turns in sessions:
+                kept = [(i, t) for i, t in enumerate(turns) if str(t.get("content", "")).strip()]
+                step = session_turns or len(kept)
+                for keep in (kept[j : j + step] for j in range(0, len(kept), step)):
+                    msgs = [turn_message(sid, date, i, t) for i, t in keep]
+                    t1 = time.perf_counter()
+                    res = await svc.add_messages(TENANT, inst.question_id, msgs)
+                    report.batches.append(
+                        {"user": inst.question_id, "messages": len(msgs), "seconds": time.perf_counter() - t1,
+                         "extraction": dict(res.extraction), "job": res.job.id if res.job else None}
+                    )  # fmt: skip
+                    for (i, _), m in zip(keep, res.messages, strict=True):
+                        inst.msg_to_turn[m.id] = f"{sid}/{i}"
+                    total += len(msgs)
+                    created += sum(res.created)
+            done += 1
+            if done % 5 == 0:
+                print(f"  ingested {done}/{len(instances)} questions ({total} turns, {time.perf_counter() - t0:.0f} s)",
+                      file=sys.stderr)  # fmt: skip
+
+    await asyncio.gather(*(one_question(inst) for inst in instances))
     seconds = time.perf_counter() - t0
     assert isinstance(svc.telemetry, bc.RecordingTelemetry)
     svc.telemetry.take()
-    return {"messages": total, "created": created, "seconds": round(seconds, 1), "embedded_into_cache": warmed}
+    stats = {"messages": total, "created": created, "seconds": round(seconds, 1), "embedded_into_cache": warmed}
+    return stats, report
+
+
+async def all_jobs(svc: MemoryService) -> list[Any]:
+    """Every ingest job of the tenant (one per session request), page by page."""
+    jobs: list[Any] = []
+    while True:
+        page = await svc.list_jobs(TENANT, limit=1000, after=jobs[-1].id if jobs else None)
+        jobs += page
+        if len(page) < 1000:
+            return jobs
 
 
 def score_question(inst: Instance, ranked_turns: list[list[str]]) -> dict[str, float]:
@@ -222,7 +291,7 @@ async def evaluate_recipe(svc: MemoryService, instances: list[Instance], recipe:
                                now=inst.question_date)  # fmt: skip
         latencies.append((time.perf_counter() - t0) * 1000)
         ranked = [[inst.msg_to_turn[m] for m in h.memory.source_message_ids if m in inst.msg_to_turn] for h in res.hits]
-        row = score_question(inst, ranked)
+        row: dict[str, Any] = score_question(inst, ranked)
         row.update(question_id=inst.question_id, question_type=inst.question_type)
         rows.append(row)
     svc.telemetry.take()
@@ -245,7 +314,22 @@ def type_table(results: dict[str, Any], metric: str) -> str:
     return bc.fmt_table(headers, rows)
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+def extraction_llm(args: argparse.Namespace, llm: Any = None) -> Any:
+    """The extraction LLM the options name (as in ``bench_updates.py``): ``llm`` (a test's object) or the
+    model at ``--llm-url``, answered from ``--replay`` first and recorded to ``--record``; None: no LLM."""
+    if llm is None and args.llm_url:
+        llm = build_llm(Settings(llm="openai", openai_base_url=args.llm_url, openai_model=args.llm_model,
+                                 llm_structured_output=args.structured_output, llm_timeout_s=args.llm_timeout,
+                                 llm_max_tokens=args.llm_max_tokens))  # fmt: skip
+    if args.replay:  # with --llm-url: calls the recording does not hold go to the live model
+        llm = ReplayLLM(Path(args.replay), fallback=llm)
+    if args.record and llm is not None:
+        llm = RecordingLLM(llm, Path(args.record))
+    return llm
+
+
+async def run(args: argparse.Namespace, *, llm: Any = None) -> dict[str, Any]:
+    """The benchmark; ``llm``, an object of the LLM protocol, extracts facts in place of ``--llm-url``."""
     data = Path(args.data)
     if not data.is_file():
         raise SystemExit(f"--data: no file at {data} (the LongMemEval file is not part of the project)")
@@ -263,6 +347,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"  warmed question {n + 1}/{len(instances)}", file=sys.stderr, flush=True)
         return {"warmed": len(instances)}
     recipes = bc.selected_recipes(args.recipes)
+    llm = extraction_llm(args, llm)
     tmp = None
     if args.db:
         db_path = Path(args.db)
@@ -270,14 +355,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         tmp = tempfile.mkdtemp(prefix="bench-lme-")
         db_path = Path(tmp) / "memory.db"
     # Haystack turns can be long (up to ~77 KB): each is one message; ingest stores the longest as parts.
-    svc = bc.quality_service(db_path, cache=not args.no_cache, embedding_threads=args.threads)
+    svc = bc.quality_service(db_path, cache=not args.no_cache, embedding_threads=args.threads, extraction_llm=llm)
     results: dict[str, Any] = {}
     per_question: dict[str, list] = {}
+    extraction: dict[str, Any] | None = None
     try:
         await svc.start(run_worker=False)
-        stats = await ingest(svc, instances)
+        extracting = svc.ingest.extractor is not None
+        stats, report = await ingest(svc, instances, concurrency=args.concurrency, date_order=extracting,
+                                     session_turns=args.session_turns)  # fmt: skip
         print(f"ingested {stats['messages']} turns of {len(instances)} questions ({stats['created']} new) in "
               f"{stats['seconds']} s", file=sys.stderr)  # fmt: skip
+        if extracting:
+            await svc.worker.drain(timeout_s=3600)  # extractions a failing LLM handed to jobs
+            jobs = await all_jobs(svc)
+            extraction = llm_summary(report, {j.id: j.result for j in jobs})
+            extraction["jobs"] = dict(Counter(j.status.value for j in jobs))
+            print(json.dumps(extraction, indent=1), file=sys.stderr)
         for name in recipes:
             t0 = time.perf_counter()
             results[name], per_question[name] = await evaluate_recipe(svc, instances, name)
@@ -295,7 +389,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     print("\nturn any@5 per question type:")
     print(by_type)
     out_dir = Path(args.out)
-    payload = {
+    name = f"longmemeval-{args.label}" if args.label else "longmemeval"
+    payload: dict[str, Any] = {
         "benchmark": "longmemeval_s_dev",
         "data": str(data),
         "questions": len(instances),
@@ -306,18 +401,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "table_markdown": overall,
         "turn_any@5_per_type_markdown": by_type,
     }  # fmt: skip
-    bc.write_json(out_dir / "longmemeval.json", payload)
+    llm_name = getattr(llm, "name", None) if llm is not None else None
+    if extraction is not None:  # (without an LLM the file is what it always was)
+        payload.update(llm=llm_name, structured_output=args.structured_output if args.llm_url else None,
+                       concurrency=args.concurrency, session_turns=args.session_turns, extraction=extraction)  # fmt: skip
+    bc.write_json(out_dir / f"{name}.json", payload)
     if args.per_question:
-        bc.write_json(out_dir / "longmemeval_per_question.json", per_question)
-    return {
+        bc.write_json(out_dir / f"{name}_per_question.json", per_question)
+    out: dict[str, Any] = {
         "questions": len(instances),
         "recipes": {n: {k: r[k] for k in (*METRICS, "newest_first@5", "search_p50_ms") if k in r}
                     for n, r in results.items()},
-        "out": str(out_dir / "longmemeval.json"),
+        "out": str(out_dir / f"{name}.json"),
     }  # fmt: skip
+    if extraction is not None:
+        out.update(llm=llm_name, extraction=extraction)
+    return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=str(DEFAULT_DATA), help="longmemeval_s_dev100.json.gz (default: %(default)s)")
     p.add_argument("--questions", type=int, default=None, help="only the first N questions")
@@ -342,8 +444,42 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--db", default=None, help="keep the embedded store at this SQLite path (re-runs skip known turns)")
     p.add_argument("--threads", type=int, default=1, help="embedding CPU threads")
+    p.add_argument("--llm-url", default=None, help="an OpenAI-compatible endpoint: ingest with LLM extraction")
+    p.add_argument(
+        "--replay",
+        default=None,
+        help="extract with the answers recorded by an earlier --record run "
+        "(with --llm-url, calls it does not hold are asked of that endpoint)",
+    )
+    p.add_argument("--record", default=None, help="write every LLM call and its answer to this file (JSON lines)")
+    p.add_argument("--llm-model", default="gpt-4o-mini", help="model name at --llm-url (default: %(default)s)")
+    p.add_argument(
+        "--structured-output",
+        default="auto",
+        choices=["auto", "json_schema", "json_object", "prompt"],
+        help="how JSON is asked for at --llm-url (COGNIS_LLM_STRUCTURED_OUTPUT; default: %(default)s)",
+    )
+    p.add_argument("--llm-timeout", type=float, default=300.0, help="LLM call timeout, s (default: %(default)s)")
+    p.add_argument("--llm-max-tokens", type=int, default=1024, help="answer token limit (default: %(default)s)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="questions (users) ingested at once (a local LLM server with as many --parallel slots; default: 1)",
+    )
+    p.add_argument(
+        "--session-turns",
+        type=int,
+        default=None,
+        help="at most N turns per ingest request (default: a whole haystack session; for an LLM of small context)",
+    )
+    p.add_argument("--label", default=None, help="name of this run's output files (longmemeval-LABEL.json)")
     bc.add_quality_args(p)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     print(json.dumps(asyncio.run(run(args)), default=str))
     return 0
 
