@@ -3,7 +3,8 @@
 :class:`RecordingLLM` wraps any object of the runtime's LLM protocol (``generate_structured``) and
 writes one JSON line per call: the schema name, the system prompt and prompt, and what came back,
 exactly as the pipeline saw it: the validated answer, or the :class:`LLMOutputError` with the
-answer's JSON value or text (what the repair step works from), or the model being unreachable.
+answer's JSON value or text (what the repair step works from), or the model being unreachable, and the
+tokens the provider reported (replayed as reported, so a replay's cost figures are the recording's).
 
 :class:`ReplayLLM` answers the same calls from such a file, raising the same errors with the same
 payload, so a test or the CI quality gate runs the real pipeline on a real model's recorded answers
@@ -27,6 +28,7 @@ from pydantic import BaseModel
 
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import LLM, LLMOutputError
+from cognis_memory.providers.llm_usage import TokenUsage, counting_tokens, report_tokens
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
@@ -52,10 +54,12 @@ class RecordingLLM:
     ) -> AnswerT:
         record: dict[str, Any] = {"schema": schema_name, "system": system, "prompt": prompt, "model": self.name}
         started = time.perf_counter()
+        usage = TokenUsage()
         try:
-            answer = await self.inner.generate_structured(
-                system=system, prompt=prompt, response_model=response_model, schema_name=schema_name
-            )
+            with counting_tokens() as usage:
+                answer = await self.inner.generate_structured(
+                    system=system, prompt=prompt, response_model=response_model, schema_name=schema_name
+                )
         except LLMOutputError as exc:
             record["output_error"] = {
                 "message": str(exc), "answer": exc.answer, "text": exc.text, "truncated": exc.truncated
@@ -69,6 +73,7 @@ class RecordingLLM:
             return answer
         finally:
             record["seconds"] = round(time.perf_counter() - started, 3)
+            record["usage"] = {"prompt_tokens": usage.prompt_tokens, "output_tokens": usage.output_tokens}
             with _open(self.path, "a") as fh:
                 fh.write(json.dumps(record) + "\n")
 
@@ -115,6 +120,8 @@ class ReplayLLM:
             raise NotRecorded(f"no recorded answer for this {schema_name} call (prompt starts {prompt[:120]!r})")
         record = queue.pop(0) if len(queue) > 1 else queue[0]
         self.calls += 1
+        usage = record.get("usage") or {}
+        report_tokens(usage.get("prompt_tokens"), usage.get("output_tokens"))
         if "unavailable" in record:
             raise DependencyUnavailableError("llm", record["unavailable"])
         if "output_error" in record:

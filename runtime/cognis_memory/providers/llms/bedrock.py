@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import AnswerT, LLMOutputError
 
+from ..llm_usage import report_tokens
 from ..settings import LLMSettings, required
 from .structured import CONFIG_PREFIX, check_schema_name, extract_json_text, validated, wire_schema
 
@@ -161,6 +162,9 @@ class BedrockConverseLLM:
                 "llm",
                 f"Bedrock model {self.model_id!r} did not answer within {self.timeout_s:g} s",
             ) from exc
+        usage = response.get("usage") if isinstance(response, Mapping) else None
+        if isinstance(usage, Mapping):
+            report_tokens(usage.get("inputTokens"), usage.get("outputTokens"))
         return validated(self._tool_input(response, schema_name), response_model, schema_name, self.name)
 
     def _tool_input(self, response: Mapping[str, Any], schema_name: str) -> Any:

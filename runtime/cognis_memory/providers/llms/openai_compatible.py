@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.providers.base import AnswerT, LLMOutputError
 
+from ..llm_usage import report_tokens
 from ..settings import LLMSettings, required
 from .structured import (
     CONFIG_PREFIX,
@@ -198,6 +199,9 @@ class OpenAICompatibleLLM:
                 self.mode = fallback
         try:
             envelope = response.json()
+            usage = envelope.get("usage") if isinstance(envelope, Mapping) else None
+            if isinstance(usage, Mapping):
+                report_tokens(usage.get("prompt_tokens"), usage.get("completion_tokens"))
             choice = envelope["choices"][0]
             message = choice["message"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
