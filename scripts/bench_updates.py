@@ -115,7 +115,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             jobs = await svc.list_jobs(TENANT, limit=1000)
             extraction = llm_summary(report, {j.id: j.result for j in jobs})
             extraction["jobs"] = dict(Counter(j.status.value for j in jobs))
-            extraction["store"] = await fact_audit(svc, histories)
+            extraction["store"] = await fact_audit(svc, histories, maps=report.maps)
             print(json.dumps(extraction, indent=1), file=sys.stderr)
         for name in recipes:
             results[name], per_question[name] = await evaluate(svc, histories, report.maps, name)

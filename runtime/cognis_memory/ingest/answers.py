@@ -11,11 +11,8 @@ would be. ``tests/ingest/test_answers.py`` pins the sent schemas.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
-
-from ..domain import Category, Scope
+from pydantic import BaseModel, ConfigDict, field_validator
 
 
 class Action(StrEnum):
@@ -25,31 +22,19 @@ class Action(StrEnum):
     NONE = "NONE"
 
 
-def _integral(value: object) -> object:
-    """``3.0`` as ``3``: JSON Schema counts it as an integer, pydantic's strict mode would not."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-#: A JSON integer: an int, or a float without a fractional part; never a string or a boolean.
-JsonInt = Annotated[int, BeforeValidator(_integral)]
-
-
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ExtractedFact(_Answer):
-    """One candidate fact; ``event_date`` is the ISO date of the event when the conversation gives one
-    (an unreadable date is ignored, not refused); ``sources`` are the numbers of the messages it was
-    said in, as the prompt numbers them (1-based)."""
+    """One fact a message states: who it is about (``subject``), what about them (``attribute``, in the
+    model's own words) and its ``value``."""
 
-    content: str
-    category: Category
-    scope: Scope
-    event_date: str | None
-    sources: list[JsonInt]
+    subject: str
+    attribute: str
+    value: str
 
-    @field_validator("content")
+    @field_validator("subject", "attribute", "value")
     @classmethod
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
@@ -63,18 +48,12 @@ class ExtractedFacts(_Answer):
     facts: list[ExtractedFact]
 
 
-class Decision(_Answer):
-    """What to do with candidate ``fact`` (its index): ``target`` is the alias of the memory an
-    UPDATE or DELETE applies to; an UPDATE may give the merged ``content`` and its ``category``."""
-
-    fact: JsonInt
-    action: Action
-    target: str | None
-    content: str | None
-    category: Category | None
+class Verdict(StrEnum):
+    YES = "yes"
+    NO = "no"
 
 
-class Decisions(_Answer):
-    """The answer of the decide call (schema name ``memory_decisions``)."""
+class ChangeVerdict(_Answer):
+    """The answer of the change check (schema name ``fact_change``): is the older fact no longer true?"""
 
-    decisions: list[Decision]
+    no_longer_true: Verdict
