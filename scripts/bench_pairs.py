@@ -44,7 +44,9 @@ from cognis_memory.wiring import build_llm
 
 def _stated(claim: Claim) -> StatedFact:
     subject = normal_subject(claim.subject, "user")
-    return StatedFact(fact_text(subject, claim.key, claim.value), datetime.combine(claim.said, datetime.min.time(), UTC))
+    return StatedFact(
+        fact_text(subject, claim.key, claim.value), datetime.combine(claim.said, datetime.min.time(), UTC)
+    )
 
 
 def asked_by_ingest(pair: LabelledPair) -> bool:

@@ -7,9 +7,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from cognis_dev.pair_set import generate
+from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +27,9 @@ class AlwaysYes:
     def __init__(self) -> None:
         self.prompts: list[str] = []
 
-    async def generate_structured(self, *, system: str, prompt: str, response_model: type[BaseModel], schema_name: str) -> Any:
+    async def generate_structured(
+        self, *, system: str, prompt: str, response_model: type[BaseModel], schema_name: str
+    ) -> Any:
         assert schema_name == "fact_change"
         self.prompts.append(prompt)
         return response_model.model_validate({"no_longer_true": "yes"})

@@ -120,9 +120,13 @@ async def test_add_then_update_writes_a_version_chain(make_service, llm_server) 
 async def test_a_repeated_fact_is_none_and_an_ended_one_is_replaced(make_service, llm_server) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
     owner = Owner("acme", "dana")
-    await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog called Pixel yesterday", speaker="Dana", timestamp=TS)])
+    await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I got a dog called Pixel yesterday", speaker="Dana", timestamp=TS)]
+    )
     again = await svc.add_messages(
-        "acme", "dana", [MessageBody(content="Remember, I got a dog called Pixel", speaker="Dana", timestamp=TS + timedelta(days=1))]
+        "acme",
+        "dana",
+        [MessageBody(content="Remember, I got a dog called Pixel", speaker="Dana", timestamp=TS + timedelta(days=1))],
     )
     assert again.extraction["NONE"] == 1 and again.extraction["change_checks"] == 0  # code saw it: no question
     gone = await svc.add_messages(
@@ -298,7 +302,9 @@ async def test_an_unreachable_llm_makes_the_job_wait_without_using_up_its_attemp
         llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_max_attempts=3, job_backoff_s=0.0
     )
     llm_server.policy["fail"] = True
-    r = await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog called Pixel", timestamp=TS)], background=True)
+    r = await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I got a dog called Pixel", timestamp=TS)], background=True
+    )
     for waits in range(1, 8):  # an outage longer than max_attempts
         job = await svc.worker.run_once()
         assert job is not None and job.status is JobStatus.FAILED and job.attempts == 0, job
@@ -321,7 +327,9 @@ async def test_a_job_waits_for_the_llm_only_up_to_job_max_wait_s(make_service, l
         job_max_wait_s=1.0,
     )
     llm_server.policy["fail"] = True
-    r = await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog called Pixel", timestamp=TS)], background=True)
+    r = await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I got a dog called Pixel", timestamp=TS)], background=True
+    )
     job = await svc.worker.run_once()
     assert job is not None and job.status is JobStatus.FAILED and job.attempts == 0 and job.result["waits"] == 1
     await asyncio.sleep(1.1)  # the outage outlasts the wait
@@ -339,7 +347,9 @@ async def test_unusable_answers_retry_with_backoff_then_dead_letter(
         llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_max_attempts=3, job_backoff_s=0.0
     )
     llm_server.policy["garbage"] = True
-    r = await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog called Pixel", timestamp=TS)], background=True)
+    r = await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I got a dog called Pixel", timestamp=TS)], background=True
+    )
     job = await svc.worker.run_once()
     assert job is not None and job.status is JobStatus.FAILED and job.attempts == 1
     assert "LLMOutputError" in job.last_error and "after a retry" in job.last_error
@@ -362,7 +372,9 @@ async def test_unusable_answers_retry_with_backoff_then_dead_letter(
 async def test_backoff_delays_the_next_attempt(make_service, llm_server) -> None:
     svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"), job_backoff_s=60.0)
     llm_server.policy["fail"] = True
-    await svc.add_messages("acme", "dana", [MessageBody(content="I got a dog called Pixel", timestamp=TS)], background=True)
+    await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I got a dog called Pixel", timestamp=TS)], background=True
+    )
     job = await svc.worker.run_once()
     assert job.status is JobStatus.FAILED
     assert job.next_attempt_at >= datetime.now(UTC) + timedelta(seconds=50)
