@@ -3,15 +3,12 @@
 The pipelines talk to it through the real :class:`OpenAICompatibleLLM` over HTTP, so the
 whole request/response path is exercised. A test gives a ``responder(schema_name, request)``
 that returns the JSON the "model" answers (a dict), or raises :class:`Reply` to send a raw
-status/body (errors, malformed output). :func:`extract_message` and :func:`change_facts` read the
-two questions of the extraction protocol (:mod:`cognis_memory.ingest.fact_extraction`,
-:mod:`cognis_memory.ingest.change_check`), for responders that answer from what they are asked.
+status/body (errors, malformed output).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -77,27 +74,3 @@ class ScriptedLLMServer:
             if r.get("response_format", {}).get("json_schema", {}).get("name") == schema_name:
                 out.append(r["messages"][-1]["content"])
         return out
-
-
-#: What the pipeline appends to a question when it asks again after an unusable answer.
-_RETRY = "\n\nYour previous answer could not be used"
-_MESSAGE_FROM = re.compile(r"^Message from (.*) \((\d{1,2} \w+ \d{4})\):$", re.MULTILINE)
-_OLDER = re.compile(r"^Older fact \(said [^)]*\): (.*)$", re.MULTILINE)
-_NEWER = re.compile(r"^Newer fact \(said [^)]*\): (.*)$", re.MULTILINE)
-
-
-def extract_message(prompt: str) -> tuple[str, str]:
-    """(speaker, text) of an ``extracted_facts`` question: who wrote the message ("the user" when it has no
-    speaker name) and the text asked about (dates annotated in brackets), without a retry's note."""
-    m = _MESSAGE_FROM.search(prompt)
-    if m is None:
-        raise AssertionError(f"not an extract question: {prompt[:300]!r}")
-    return m.group(1), prompt[m.end() + 1 :].split(_RETRY, 1)[0]
-
-
-def change_facts(prompt: str) -> tuple[str, str]:
-    """(older, newer) fact texts of a ``fact_change`` question."""
-    older, newer = _OLDER.search(prompt), _NEWER.search(prompt)
-    if older is None or newer is None:
-        raise AssertionError(f"not a change check: {prompt[:300]!r}")
-    return older.group(1), newer.group(1)

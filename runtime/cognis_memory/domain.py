@@ -120,9 +120,6 @@ class Memory:
     event_time: datetime | None = None
     message_time: datetime | None = None
     created_at: datetime = field(default_factory=utcnow)
-    #: an extracted fact's person and attribute ("Maya", "home city"; see :mod:`.fact_identity`), else None
-    subject: str | None = None
-    attribute: str | None = None
     version: int = 1
     is_current: bool = True
     deleted: bool = False

@@ -110,11 +110,9 @@ class MemoryService:
             llm=llm,
             job_max_attempts=settings.jobs.max_attempts,
             memory_max_bytes=settings.ingest.memory_max_bytes,
-            # longer than a synchronous extraction usually takes (the questions of a batch go out at once;
-            # each is asked at most twice)
+            # longer than a synchronous extraction can take (two questions, each asked at most twice)
             sync_grace_s=max(settings.jobs.lease_s, 4 * settings.llm.timeout_s + 10),
             update_min_similarity=settings.resolved_update_min_similarity,
-            llm_concurrency=settings.ingest.llm_concurrency,
         )
         self.retrieval = RetrievalPipeline(
             self.encoder,

@@ -1,13 +1,13 @@
 """A message sent for its session only (CONTEXT scope) with a real model's recorded answers (Qwen2.5-Coder
-1.5B on llama-server, 7 December 2026; recorded by RecordingLLM over the OpenAI-compatible provider with
+1.5B on llama-server, 6 December 2026; recorded by RecordingLLM over the OpenAI-compatible provider with
 :func:`send`, replayed by ReplayLLM: the pipeline is real, the answers are the model's own).
 
 Two sessions of one user: "I live in Braga and I work as a nurse." (session s1, USER) and, in session
-trip-9, "For this trip I'm only packing a carry-on bag." sent with CONTEXT scope. The model drew
-"Ines' location: for this trip" from the second, under the attribute of the USER fact "Ines' location:
-Braga". A fact's scope is its message's, so the new fact is CONTEXT, in trip-9; and a CONTEXT fact never
-replaces what every session sees, so "Ines' location: Braga" is not even a candidate
-(``overruled["context_fact_on_wider_memory"]``): it stays current, and no other session sees the trip.
+trip-9, "For this trip I'm only packing a carry-on bag." sent with CONTEXT scope. The model extracted
+"Ines is packing a carry-on bag for this trip." with scope USER (the extract prompt asks for the scope and
+the model may choose either), so the fact of a session-only message was visible from every other
+session, though its raw memory was not. A fact drawn from CONTEXT messages alone now stays CONTEXT, in
+their session (``overruled["scope_of_context_messages"]``).
 """
 
 from __future__ import annotations
@@ -50,14 +50,11 @@ async def test_a_fact_of_a_session_only_message_stays_in_that_session(make_servi
     job = await svc.get_job(OWNER.tenant_id, OWNER.user_id, await send(svc))
     assert job.status is JobStatus.DONE, job.result
     facts = {m.content: m for m in await svc.stores.memories.list_memories(OWNER) if m.kind is MemoryKind.FACT}
-    trip = facts["Ines' location: for this trip"]
-    assert (trip.scope, trip.session_id) == (Scope.CONTEXT, "trip-9")
-    braga = facts["Ines' location: Braga"]
-    assert (braga.scope, braga.version, braga.is_current) == (Scope.USER, 1, True)
-    assert facts["Ines' occupation: nurse"].scope is Scope.USER
-    assert job.result["answers"]["overruled"] == {"context_fact_on_wider_memory": 1}
-    assert job.result["change_checks"] == 0
+    packing = facts["Ines is packing a carry-on bag for this trip."]
+    assert (packing.scope, packing.session_id) == (Scope.CONTEXT, "trip-9")
+    assert all(m.scope is Scope.USER for text, m in facts.items() if "Braga" in text or "nurse" in text)
 
-    assert trip.content in await _seen_from(svc, "trip-9")
+    assert packing.content in await _seen_from(svc, "trip-9")
     elsewhere = await _seen_from(svc, "s1")
-    assert "Ines' location: Braga" in elsewhere and not any("trip" in text for text in elsewhere)
+    assert "Ines lives in Braga" in elsewhere and not any("carry-on" in text for text in elsewhere)
+    assert job.result["answers"]["overruled"]["scope_of_context_messages"] == 1

@@ -1,18 +1,17 @@
 """The README's demo import with a real model's recorded answers (Qwen2.5-Coder 1.5B on llama-server,
-7 December 2026; recorded by RecordingLLM, replayed by ReplayLLM: the pipeline is real, the answers are
-the model's own), and the README's two searches on the result.
+4 December 2026; recorded by RecordingLLM, replayed by ReplayLLM: the pipeline is real, the answers are
+the model's own).
 
 ``examples/demo_conversation.jsonl`` is two sessions two weeks apart, sent as one request, as
-``cognis-memory import`` sends it. What this model did, and what the pipeline made of it:
+``cognis-memory import`` sends it. What the model did, and what the pipeline must make of it:
 
-* one extract question per message Maya wrote (20), one change check per stored fact of the same
-  attribute said earlier (21); the model said "no longer true" to all 21;
-* "Is Maya still vegetarian?": "Maya's diet: not vegetarian anymore" replaced "Maya's diet: vegetarian
-  since 2019" and is the top answer;
-* "Where does Maya live now?": "Maya's location: Lisbon" replaced the Porto fact, but the model also drew
-  "Maya's location: Lyon" from "Remind me to buy a bigger travel crate for Biscuit before the trip to
-  Lyon", and that fact is the top answer: with this model the README cannot promise Lisbon first (it
-  does not; docs/benchmarks.md, "Changing facts, round 3").
+* the request is extracted session by session: two extract calls, and the second session's facts are
+  decided against the first session's (one decide call). Before, the whole file was one batch: no
+  decide call was possible and "moved to Lisbon" never met the Porto fact;
+* in that decide call the model answered fact 0 ("Maya moved to Lisbon last weekend") six times,
+  UPDATE of every listed memory, each with the memory's own text. Read first-decision-wins, it retired
+  "Maya works as a data analyst at Ribeira Logistics" in favour of the Lisbon move. A fact decided
+  several ways is now an ADD: the job fact stays current, the move is kept beside the Porto fact.
 """
 
 from __future__ import annotations
@@ -38,20 +37,16 @@ async def test_the_demo_import_with_a_real_models_answers(make_service) -> None:
     job = await svc.get_job("demo", "demo-user", res.job.id)
     assert job.status is JobStatus.DONE, job.result
     got = job.result
-    assert got["sessions"] == 2 and got["answers"]["unusable"] == 0
-    assert (got["change_checks"], got["changes_said"]) == (21, 21)
+    assert got["sessions"] == 2 and got["answers"]["asked"] == 3  # extract, extract, decide
+    assert got["answers"]["overruled"]["conflicting_decisions"] == 1
+    assert (got["UPDATE"], got["DELETE"]) == (0, 0)
     facts = [m for m in await svc.stores.memories.list_memories(Owner("demo", "demo-user"), include_history=True)
              if m.kind is MemoryKind.FACT]  # fmt: skip
-    by_text = {f.content: f for f in facts}
-    assert not by_text["Maya's diet: vegetarian since 2019"].is_current
-    assert by_text["Maya's diet: not vegetarian anymore"].is_current
-    assert by_text["Maya's location: Lisbon"].is_current and not by_text["Maya's location: Porto"].is_current
-    # no fact cites an assistant's message
-    said_by_maya = {m.id for m, (_, item) in zip(res.messages, pairs, strict=True) if item["role"] == "user"}
-    assert all(set(f.source_message_ids) <= said_by_maya for f in facts)
-
-    veg = await svc.search("demo", "demo-user", "Is Maya still vegetarian?", limit=3)
-    assert veg.hits[0].memory.content == "Maya's diet: not vegetarian anymore"
-    home = [h.memory.content for h in (await svc.search("demo", "demo-user", "Where does Maya live now?", limit=3)).hits]
-    assert home[0] == "Maya's location: Lyon"  # the model's fact from a trip: the failure this recording holds
-    assert "Maya's location: Lisbon" in home
+    current = {f.content for f in facts if f.is_current}
+    assert all(f.is_current and f.version == 1 for f in facts)  # nothing was retired
+    assert "Maya works as a data analyst at Ribeira Logistics, mostly forecasting shipping volumes." in current
+    assert "Maya moved to Lisbon last weekend" in current
+    # the second session's facts cite the second session's messages only
+    second = {m.id for m, (_, item) in zip(res.messages, pairs, strict=True) if item["session_id"] == "session-2"}
+    lisbon = next(f for f in facts if "Lisbon" in f.content)
+    assert set(lisbon.source_message_ids) <= second

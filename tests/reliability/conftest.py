@@ -9,6 +9,7 @@ servers with ``cognis_dev.fixtures.start_or_skip`` instead.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from cognis_memory.stores.registry import STORES
-from tests.llm_server import ScriptedLLMServer, change_facts, extract_message
+from tests.llm_server import ScriptedLLMServer
 from tests.reliability.helpers import COMMON_WORDS, TOKEN_RE, Truth, new_handle
 from tests.store_kinds import StoreHandle
 
@@ -47,25 +48,18 @@ def truth() -> Truth:
 
 # -- a scripted LLM that also watches for cross-owner prompts ----------------------------------------
 class IsolationLLM:
-    """Scripted extract questions and change checks whose prompts must only ever mention one owner's tokens.
+    """Scripted extraction/decisions whose prompts must only ever mention one owner's tokens.
 
-    extract: one fact per distinct token of the message (at most two), about the first common word it
-    names: subject the speaker, attribute ``<word> of <speaker>``, value ``<word> matters (<token>)``.
-    The speaker's name (a token) in the attribute makes the "known attributes" of every question owned
-    text too, so the prompt check would also see another owner's attributes shown to the model.
-    change check: "yes" when the two facts are about the same attribute (a new value replaces the
-    old), else "no". Hostile: every third change check is answered "yes" whatever it asks; code chose
-    the candidates, so the worst this may do is retire a fact of the same person (the programs check
-    that no owner ever sees, or loses, anything of another).
+    extract: one fact per distinct token in the transcript, ``Fact: <word> matters (<token>)``.
+    decide: NONE when the same text is already listed, UPDATE of a listed fact with the same
+    token, else ADD; every third call also names an invented alias (``m999``), which the
+    pipeline must reject.
     """
 
     def __init__(self, truth: Truth) -> None:
         self.truth = truth
         self.violations: list[str] = []
         self.calls = 0
-        self.checks = 0
-        #: change checks answered "yes" only because of the hostile rule
-        self.hostile_yes = 0
         self._lock = threading.Lock()
 
     def _check(self, schema: str, prompt: str) -> None:
@@ -78,27 +72,40 @@ class IsolationLLM:
         self._check(schema, prompt)
         with self._lock:
             self.calls += 1
+            n = self.calls
         if schema == "extracted_facts":
-            speaker, text = extract_message(prompt)
-            word = next((w for w in COMMON_WORDS if w in text.lower()), "something")
-            facts = [
-                {"subject": "speaker", "attribute": f"{word} of {speaker}", "value": f"{word} matters ({tok})"}
-                for tok in dict.fromkeys(TOKEN_RE.findall(text))
-            ]
+            facts = []
+            for tok in dict.fromkeys(TOKEN_RE.findall(prompt)):
+                words = [w for w in COMMON_WORDS if w in prompt] or ["something"]
+                facts.append({"content": f"Fact: {words[0]} matters ({tok})", "category": "preferences",
+                              "scope": "USER", "event_date": None})  # fmt: skip
             return {"facts": facts[:2]}
-        assert schema == "fact_change", schema
-        older, newer = change_facts(prompt)
-        same = _attribute(older) == _attribute(newer)
-        with self._lock:
-            self.checks += 1
-            hostile = self.checks % 3 == 0
-            self.hostile_yes += hostile and not same
-        return {"no_longer_true": "yes" if same or hostile else "no"}
+        decisions = []
+        for i, (fact, context) in enumerate(_parse_decide(prompt)):
+            d: dict[str, Any] = {"fact": i, "action": "ADD", "target": None, "content": None, "category": None}
+            toks = set(TOKEN_RE.findall(fact))
+            if fact in context.values():
+                d["action"] = "NONE"
+            else:
+                same = [
+                    a for a, text in context.items() if text.startswith("Fact:") and toks & set(TOKEN_RE.findall(text))
+                ]
+                if same:
+                    d.update(action="UPDATE", target=same[0], content=fact + " (again)")
+            decisions.append(d)
+        if n % 3 == 0 and decisions:
+            decisions[0] = {**decisions[0], "action": "UPDATE", "target": "m999", "content": "hijack"}
+        return {"decisions": decisions}
 
 
-def _attribute(fact: str) -> str:
-    """The attribute of a stored fact's text ("<Subject>'s <attribute>: <value>")."""
-    return fact.split(": ", 1)[0].split("'s ", 1)[-1].lower()
+def _parse_decide(prompt: str) -> list[tuple[str, dict[str, str]]]:
+    out: list[tuple[str, dict[str, str]]] = []
+    for line in prompt.splitlines():
+        if m := re.match(r"fact (\d+): (.*)", line):
+            out.append((m.group(2), {}))
+        elif (m := re.match(r"\s+- (m\d+): (.*)", line)) and out:
+            out[-1][1][m.group(1)] = m.group(2)
+    return out
 
 
 @pytest.fixture(scope="session")

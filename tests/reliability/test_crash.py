@@ -11,7 +11,7 @@ One data directory, two server processes:
 
 Then: every message is present exactly once (one raw memory per client_message_id, no
 duplicates), every acknowledged job is ``done``, and every message was extracted exactly once
-(one current fact per message: a fact extracted again is a duplicate of the stored one, never written).
+(one fact per message: the scripted model answers NONE for a fact it is shown again).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import httpx
 import pytest
 from cognis_dev.processes import ServeProcess
 
-from tests.llm_server import ScriptedLLMServer, extract_message
+from tests.llm_server import ScriptedLLMServer
 
 pytestmark = pytest.mark.integration
 
@@ -36,11 +36,9 @@ CMID = re.compile(r"cmid-\d+-\d+")
 
 
 class SlowExtractor:
-    """One fact per message: ``Ida's hobby cmid-b-i: I tried hobby number N (cmid-b-i)`` (an attribute of its own,
-    so a fact extracted twice is a duplicate, never written again); "no" to every change check. 0.25 s
-    per call, and calls wait while ``open`` is cleared (so jobs are surely in flight when the server is
-    killed: the job worker no longer waits for the imports' embedding, and would otherwise finish them
-    first)."""
+    """One fact per message (``Fact about cmid-b-i``); NONE for a fact already listed. 0.25 s per call,
+    and calls wait while ``open`` is cleared (so jobs are surely in flight when the server is killed:
+    the job worker no longer waits for the imports' embedding, and would otherwise finish them first)."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -53,10 +51,16 @@ class SlowExtractor:
         time.sleep(0.25)
         prompt = body["messages"][-1]["content"]
         if schema == "extracted_facts":
-            _, text = extract_message(prompt)
-            return {"facts": [{"subject": "speaker", "attribute": f"hobby {c}", "value": text.split(": ")[-1]}
-                              for c in dict.fromkeys(CMID.findall(text))]}  # fmt: skip
-        return {"no_longer_true": "no"}
+            return {"facts": [{"content": f"Fact about {c}", "category": "hobbies", "scope": "USER", "event_date": None}
+                              for c in dict.fromkeys(CMID.findall(prompt))]}  # fmt: skip
+        decisions = []
+        blocks = re.split(r"(?m)^fact (\d+): ", prompt)[1:]
+        for idx, block in zip(blocks[::2], blocks[1::2], strict=True):
+            fact = block.splitlines()[0]
+            known = re.findall(r"(?m)^\s+- m\d+: (.*)$", block)
+            decisions.append({"fact": int(idx), "action": "NONE" if fact in known else "ADD", "target": None,
+                              "content": None, "category": None})  # fmt: skip
+        return {"decisions": decisions}
 
 
 def batch(b: int) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from cognis_dev.local_servers import OpenSearchServer, PostgresServer, RedisServ
 from cognis_memory.api.app import create_app
 from cognis_memory.domain import Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM
-from tests.llm_server import Reply, ScriptedLLMServer, extract_message
+from tests.llm_server import Reply, ScriptedLLMServer
 from tests.reliability.helpers import DIM_SHORT, make_service
 from tests.store_kinds import build_dual, build_embedded, build_opensearch, unique_prefix
 
@@ -407,15 +407,10 @@ async def test_reranker_timeout_or_failure_is_a_degraded_answer(tmp_path, embedd
 
 
 # -- LLM failing: a stored message always answers as stored, and its facts always arrive ------------------
-#: How the scripted model's facts read once stored (the messages' speaker is Fay).
-FACT = "Fay's hobby: "
-
-
 class FlakyLLM:
     """An OpenAI-compatible "model" that fails on demand: ``error`` (HTTP 500), ``slow`` (past the timeout),
-    ``garbage`` (prose, no JSON: unusable even when asked again), ``bad_field`` (a second fact without its
-    subject, as a 1.5B model answered), else a valid answer: one fact per message, ``Fay's hobby: ... (cmid-...)``,
-    and "no" to every change check (each fact is kept beside the earlier ones)."""
+    ``garbage`` (prose, no JSON: unusable even when asked again), ``bad_field`` (one fact with a category
+    outside the enum, as a 1.5B model answered), else a valid answer."""
 
     def __init__(self) -> None:
         self.mode = "ok"
@@ -433,13 +428,13 @@ class FlakyLLM:
                 200, '{"choices": [{"index": 0, "message": {"role": "assistant", "content": "ADD everything!"}}]}'
             )
         if schema == "extracted_facts":
-            _, text = extract_message(prompt)
-            cmid = next(w for w in text.split() if w.startswith("cmid-"))
-            fact = {"subject": "speaker", "attribute": "hobby", "value": f"{text.split(cmid)[0].strip()} ({cmid})"}
+            cmid = next(w for w in prompt.split() if w.startswith("cmid-"))
+            fact = {"content": f"Fact from: {cmid} (Fay's hobby)", "category": "hobbies", "scope": "USER",
+                    "event_date": None, "sources": [1]}  # fmt: skip
             if self.mode == "bad_field":
-                return {"facts": [fact, {"attribute": "hobby", "value": f"also from {cmid}"}]}
+                return {"facts": [fact, {**fact, "content": f"Also from {cmid}", "category": "work"}]}
             return {"facts": [fact]}
-        return {"no_longer_true": "no"}
+        return {"decisions": [{"fact": 0, "action": "ADD", "target": None, "content": None, "category": None}]}
 
 
 @pytest.fixture
@@ -487,21 +482,17 @@ async def test_async_jobs_wait_out_an_llm_outage_and_dead_letter_only_unusable_a
 
             await until(all_done, 30, "every waiting job to finish")
             contents = await api.contents("pat")
-            assert all(any(c.startswith(FACT) and f"cmid-{m}" in c for c in contents) for m in jobs)
+            assert all(any(c.startswith("Fact from:") and f"cmid-{m}" in c for c in contents) for m in jobs)
             assert (await api.call("jobs", "GET", "/v1/jobs?status=pending")).json()["jobs"] == []
 
-            # an answer with one bad field: the good part is kept, the missing subject repaired, nothing retried
+            # an answer with one bad field: the good part is kept, the bad category repaired, nothing retried
             llm.mode = "bad_field"
             r = await api.add("pat", "cmid-badfield", "I collect coins cmid-badfield zq00000000f6", mode="async")
             job_id = r.json()["job"]["id"]
             await until(lambda: _status_is(api, job_id, "done"), 30, "the bad-field job to finish")
             j = await _job(api, job_id)
             assert j["attempts"] == 1 and j["result"]["ADD"] == 2
-            assert j["result"]["answers"]["repairs"] == {"subject_missing": 1}
-            # each fact was checked against the two stored hobbies (stamps, twice) and kept beside them
-            assert (j["result"]["change_checks"], j["result"]["changes_said"]) == (4, 0)
-            assert j["result"]["answers"]["repaired"] == 1 and j["result"]["answers"]["retried"] == 0
-            assert f"{FACT}also from cmid-badfield" in await api.contents("pat")  # the speaker's, as if named
+            assert j["result"]["answers"]["repairs"] == {"category_unknown": 1}
 
             # answers that are unusable even when asked again: retried with backoff, then dead-lettered
             llm.mode = "garbage"
@@ -549,7 +540,7 @@ async def test_sync_mode_llm_failure_answers_stored_with_facts_pending_and_loses
             await svc.worker.drain(timeout_s=30)
             assert (await _job(api, body["job"]["id"]))["status"] == "done"
             contents = await api.contents("pat")
-            assert_exactly_once([c for c in contents if not c.startswith(FACT)], [cmid])
-            assert any(c.startswith(FACT) and cmid in c for c in contents), contents
+            assert_exactly_once([c for c in contents if not c.startswith("Fact from:")], [cmid])
+            assert any(c.startswith("Fact from:") and cmid in c for c in contents), contents
     finally:
         await svc.close()

@@ -27,7 +27,7 @@ from cognis_memory.caching.redis_cache import owner_prefix
 from cognis_memory.domain import Owner
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from cognis_memory.service import MessageBody
-from tests.llm_server import ScriptedLLMServer, extract_message
+from tests.llm_server import ScriptedLLMServer
 from tests.reliability.helpers import make_service
 from tests.store_kinds import KINDS
 
@@ -35,8 +35,7 @@ pytestmark = pytest.mark.integration
 
 
 class Extractor:
-    """One fact per message (its text as the value, the attribute named by its last word); "no" to every
-    change check. ``gate`` (when set) holds the extract questions until released."""
+    """One fact per message; ``gate`` (when set) holds the decide call until released."""
 
     def __init__(self) -> None:
         self.gate: threading.Event | None = None
@@ -45,13 +44,13 @@ class Extractor:
     def __call__(self, schema: str, body: dict[str, Any]) -> dict[str, Any]:
         prompt = body["messages"][-1]["content"]
         if schema == "extracted_facts":
-            if self.gate is not None:
-                self.waiting.set()
-                self.gate.wait(30)
-            _, text = extract_message(prompt)
-            attribute = {"cello": "instrument", "oslo": "home city", "nuts": "allergy"}.get(text.split()[-1].lower())
-            return {"facts": [{"subject": "speaker", "attribute": attribute or "note", "value": text}]}
-        return {"no_longer_true": "no"}
+            line = prompt.splitlines()[-1]
+            return {"facts": [{"content": "Fact: " + line.split("] ", 1)[-1], "category": "hobbies", "scope": "USER",
+                               "event_date": None}]}  # fmt: skip
+        if self.gate is not None:
+            self.waiting.set()
+            self.gate.wait(30)
+        return {"decisions": [{"fact": 0, "action": "ADD", "target": None, "content": None, "category": None}]}
 
 
 async def backend_counts(handle: Any, cache: Any, owner: Owner) -> dict[str, int]:

@@ -84,10 +84,6 @@ class MemoryOut(BaseModel):
     event_time: datetime | None
     message_time: datetime | None
     created_at: datetime
-    subject: str | None = Field(description='An extracted fact\'s person ("Maya"); null for raw messages.')
-    attribute: str | None = Field(
-        description="An extracted fact's attribute in the extraction model's words (\"home city\"); null for raw messages."
-    )
     version: int
     is_current: bool
     deleted: bool

@@ -2,9 +2,10 @@
 
 The providers hold every answer to the schema derived from :mod:`.answers` (the wire schema is
 strict and stays so). Small and local models break it in typical ways: prose around the JSON, an
-answer cut off at the token limit, a list of strings where objects were asked for, "Yes." for "yes".
-Failing the message for that loses every good fact in the answer, and a retried job meets the same
-answer again until it is dead-lettered.
+answer cut off at the token limit, a category outside the enum ("work"), a target given as a
+memory's text instead of its alias, a fact index as a string, a list of strings where objects were
+asked for. Failing the message for that loses every good fact in the answer, and a retried job
+meets the same answer again until it is dead-lettered.
 
 So the ingest stage reads answers item by item:
 
@@ -12,10 +13,13 @@ So the ingest stage reads answers item by item:
   the model said: its JSON value (which failed validation) or its text, which
   :func:`~cognis_memory.providers.llms.structured.repair_json_text` tries to turn into JSON. When
   nothing readable comes back, the model is asked once more, told what was wrong; after that the
-  error stands.
-* :func:`read_facts` keeps every fact that can be read and drops the rest; :func:`read_verdict` reads
-  a yes/no answer in the spellings a model uses. Each repair and drop is counted by kind in the
-  :class:`AnswerReport` that ends up in the ingest response, the job's result and the log line.
+  error stands (and the job is retried later).
+* :func:`read_facts` and :func:`read_decisions` keep every item that can be read, repair what has
+  one safe reading (``"Personal Details"`` is ``personal_details``; ``"M3"`` or the memory's exact
+  text is ``m3``; ``"2"`` is 2) and drop the rest, each repair and drop counted by kind in the
+  :class:`AnswerReport` that ends up in the ingest response, the job's result and the log line. A
+  category that cannot be read is left to the non-LLM categorizer; a decision that cannot be read
+  leaves its fact undecided, and undecided facts are added (a fact is never lost to a bad decision).
 
 The readers never invent content: what is kept was in the answer.
 """
@@ -27,13 +31,15 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from ..domain import Category, Scope, as_utc
 from ..providers.base import LLM, LLMOutputError
-from ..providers.llm_usage import counting_tokens
 from ..providers.llms.structured import repair_json_text
+from .answers import Action
 
 T = TypeVar("T")
 
@@ -52,11 +58,10 @@ class Unusable(ValueError):
 class AnswerReport:
     """The outcome of the LLM questions asked for one batch of messages, summed.
 
-    ``asked``: questions (an extract call or a change check, with its possible retry); of these ``valid``
+    ``asked``: questions (an extract or a decide call, with its possible retry); of these ``valid``
     were valid as first answered, ``repaired`` usable after repairing the first answer, ``retried``
     usable only from the second answer, ``unusable`` neither. ``calls`` counts HTTP/API calls,
-    ``seconds`` their time (summed over calls made at once), ``prompt_tokens`` and ``output_tokens``
-    what the provider reported for them. ``repairs`` and ``dropped`` count what the readers (and the extraction's
+    ``seconds`` their time. ``repairs`` and ``dropped`` count what the readers (and the extraction's
     checks of the facts) did, by kind; ``overruled`` the decisions the extraction's guards changed.
     """
 
@@ -67,8 +72,6 @@ class AnswerReport:
     unusable: int = 0
     calls: int = 0
     seconds: float = 0.0
-    prompt_tokens: int = 0
-    output_tokens: int = 0
     repairs: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
     #: decisions the extraction's guards changed (an UPDATE taken as an ADD, ...), by kind
@@ -83,8 +86,6 @@ class AnswerReport:
             "unusable": self.unusable,
             "calls": self.calls,
             "seconds": round(self.seconds, 3),
-            "prompt_tokens": self.prompt_tokens,
-            "output_tokens": self.output_tokens,
             "repairs": dict(sorted(self.repairs.items())),
             "dropped": dict(sorted(self.dropped.items())),
             "overruled": dict(sorted(self.overruled.items())),
@@ -124,20 +125,17 @@ async def ask(
         text = prompt if attempt == 0 else prompt + RETRY_NOTE.format(error=error[:300])
         report.calls += 1
         started = time.perf_counter()
-        with counting_tokens() as usage:
-            try:
-                answer = await llm.generate_structured(
-                    system=system, prompt=text, response_model=response_model, schema_name=schema_name
-                )
-            except LLMOutputError as exc:
-                value, notes, error = _recovered(exc)
-                strict = False
-            else:
-                value, notes, strict = answer.model_dump(mode="json"), Notes(), True
-            finally:
-                report.seconds += time.perf_counter() - started
-                report.prompt_tokens += usage.prompt_tokens
-                report.output_tokens += usage.output_tokens
+        try:
+            answer = await llm.generate_structured(
+                system=system, prompt=text, response_model=response_model, schema_name=schema_name
+            )
+        except LLMOutputError as exc:
+            value, notes, error = _recovered(exc)
+            strict = False
+        else:
+            value, notes, strict = answer.model_dump(mode="json"), Notes(), True
+        finally:
+            report.seconds += time.perf_counter() - started
         if value is None:
             continue
         try:
@@ -175,11 +173,23 @@ def _recovered(exc: LLMOutputError) -> tuple[Any, Notes, str]:
 # -- items -----------------------------------------------------------------------------------------
 @dataclass(slots=True)
 class FactDraft:
-    """A fact as read from the extract answer, before the pipeline names its subject and writes its text."""
+    """A fact as read from the extract answer: ``category`` None when it must come from the categorizer;
+    ``sources`` the 0-based indexes of the numbered messages it came from (empty: not known)."""
 
-    subject: str
-    attribute: str
-    value: str
+    content: str
+    category: Category | None
+    scope: Scope
+    event_time: datetime | None
+    sources: list[int]
+
+
+@dataclass(slots=True)
+class DecisionDraft:
+    fact: int
+    action: Action
+    target: str | None  # an alias shown to the model, for UPDATE and DELETE
+    content: str | None
+    category: Category | None
 
 
 def _items(value: Any, key: str, notes: Notes, looks_like_item: str) -> list[Any]:
@@ -187,7 +197,8 @@ def _items(value: Any, key: str, notes: Notes, looks_like_item: str) -> list[Any
     if isinstance(value, Mapping):
         items = value.get(key)
         if isinstance(items, list):
-            for _ in (k for k in value if k != key):
+            extra = [k for k in value if k != key]
+            for _ in extra:
                 notes.repair("extra_key")
             return items
         lists = [v for v in value.values() if isinstance(v, list)]
@@ -204,77 +215,162 @@ def _items(value: Any, key: str, notes: Notes, looks_like_item: str) -> list[Any
     raise Unusable(f'expected an object with a "{key}" list, got {type(value).__name__}')
 
 
-def _text(value: Any) -> str:
-    """A string field's text, or "" (a number is read as its digits: a value of 3 is "3")."""
-    if isinstance(value, bool) or value is None:
-        return ""
-    if isinstance(value, int | float):
-        return str(value)
-    return " ".join(value.split()) if isinstance(value, str) else ""
+def _enum(enum: type[Category] | type[Scope] | type[Action], value: Any, notes: Notes, what: str) -> Any:
+    """The member ``value`` names exactly, or after case, spaces and dashes are normalised (a repair)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return enum(value)
+    except ValueError:
+        pass
+    key = re.sub(r"[\s\-]+", "_", value.strip()).lower()
+    for member in enum:
+        if member.value.lower() == key:
+            notes.repair(f"{what}_spelling")
+            return member
+    return None
 
 
-_FACT_KEYS = {"subject", "attribute", "value"}
+def _integer(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+        return int(value)
+    return None
 
 
-def read_facts(value: Any, notes: Notes) -> list[FactDraft]:
-    """The facts of an ``extracted_facts`` answer. A fact without a value, a value that is a question or
-    a fact given as bare text (no attribute to compare it by) is dropped; a missing subject is the
-    speaker ("" here, named by the pipeline); a missing attribute drops the fact."""
+def _date(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
+    except ValueError:
+        return None
+
+
+_FACT_KEYS = {"content", "category", "scope", "event_date", "sources"}
+
+
+def read_facts(value: Any, notes: Notes, *, messages: int) -> list[FactDraft]:
+    """The facts of an ``extracted_facts`` answer; ``messages`` is how many messages the prompt numbered."""
     out: list[FactDraft] = []
-    for item in _items(value, "facts", notes, "value"):
-        if isinstance(item, str):
-            notes.drop("fact_as_text")
-            continue
+    for item in _items(value, "facts", notes, "content"):
+        if isinstance(item, str):  # the fact's text alone
+            item = {"content": item}
+            notes.repair("fact_as_text")
         if not isinstance(item, Mapping):
             notes.drop("fact_not_an_object")
             continue
-        for _ in set(item) - _FACT_KEYS:
-            notes.repair("extra_key")
-        text = _text(item.get("value"))
-        if not text:
-            notes.drop("fact_without_value")
+        content = item.get("content")
+        if not isinstance(content, str) or not content.strip():
+            notes.drop("fact_without_content")
             continue
-        if text.endswith("?"):
+        content = content.strip()
+        if content.endswith("?"):
             notes.drop("fact_is_a_question")
             continue
-        attribute = _text(item.get("attribute"))
-        if not attribute:
-            notes.drop("fact_without_attribute")
-            continue
-        subject = _text(item.get("subject"))
-        if not subject:
-            notes.repair("subject_missing")
-        out.append(FactDraft(subject, attribute, text))
+        for _ in set(item) - _FACT_KEYS:
+            notes.repair("extra_key")
+        category = _enum(Category, item.get("category"), notes, "category")
+        if category is None:
+            notes.repair("category_unknown")
+        scope = _enum(Scope, item.get("scope"), notes, "scope")
+        if scope is None:
+            notes.repair("scope_default")
+            scope = Scope.USER
+        out.append(FactDraft(content, category, scope, _date(item.get("event_date")), _sources(item, notes, messages)))
     return out
 
 
-_YES = frozenset({"yes", "y", "true", "1"})
-_NO = frozenset({"no", "n", "false", "0"})
+def _sources(item: Mapping[str, Any], notes: Notes, messages: int) -> list[int]:
+    raw = item.get("sources")
+    if raw is None:
+        notes.repair("sources_missing")
+        return []
+    values = raw if isinstance(raw, list) else [raw]
+    out = []
+    for v in values:
+        n = _integer(v)
+        if n is None or not 1 <= n <= messages:
+            notes.repair("source_invalid")
+            continue
+        if n - 1 not in out:
+            out.append(n - 1)
+    return out
 
 
-def read_verdict(value: Any, notes: Notes) -> bool:
-    """The answer of a ``fact_change`` question: True for "yes" (the older fact is no longer true). Read
-    from the expected object, from another single key or a bare value, and from a boolean or a word
-    with punctuation or capitals ("Yes."); anything else is unusable."""
-    if isinstance(value, Mapping):
-        if "no_longer_true" in value:
-            answer = value["no_longer_true"]
-            if len(value) > 1:
-                notes.repair("extra_key")
-        elif len(value) == 1:
-            notes.repair("envelope_key")
-            answer = next(iter(value.values()))
-        else:
-            raise Unusable(f'expected an object with "no_longer_true", got keys {sorted(map(str, value))[:8]}')
-    else:
-        notes.repair("envelope_single")
-        answer = value
-    if isinstance(answer, bool):
-        notes.repair("verdict_as_boolean")
-        return answer
-    word = re.sub(r"[^a-z0-9]", "", answer.lower()) if isinstance(answer, str) else ""
-    if word in _YES or word in _NO:
-        if answer != word:
-            notes.repair("verdict_spelling")
-        return word in _YES
-    raise Unusable(f'expected "yes" or "no", got {str(answer)[:40]!r}')
+_ALIAS = re.compile(r"^\W*(m\d+)\W*$", re.IGNORECASE)
+
+
+def _normalised(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().strip(".").lower()
+
+
+def _alias(target: Any, aliases: Mapping[str, str], notes: Notes) -> str | None:
+    """The alias ``target`` names: exactly, in another spelling ("M3", "[m3]", 3), or by the listed
+    memory's text (the whole text, or a unique listed text that starts with it)."""
+    if isinstance(target, int) and not isinstance(target, bool):
+        target = f"m{target}"
+    if not isinstance(target, str) or not target.strip():
+        return None
+    if target in aliases:
+        return target
+    match = _ALIAS.match(target)
+    if match and match.group(1).lower() in aliases:
+        notes.repair("target_spelling")
+        return match.group(1).lower()
+    wanted = _normalised(re.sub(r"^\W*m\d+\W+", "", target, flags=re.IGNORECASE))
+    if len(wanted) >= 8:
+        same = [a for a, text in aliases.items() if _normalised(text) == wanted]
+        if not same:
+            same = [a for a, text in aliases.items() if _normalised(text).startswith(wanted)]
+        if len(same) == 1:
+            notes.repair("target_by_text")
+            return same[0]
+    return None
+
+
+def read_decisions(value: Any, notes: Notes, *, facts: int, aliases: Mapping[str, str]) -> list[DecisionDraft]:
+    """The decisions of a ``memory_decisions`` answer for ``facts`` new facts and the listed memories
+    (``aliases``: alias -> text). An UPDATE whose target cannot be read becomes an ADD of its fact (the
+    new information is kept); a DELETE without a readable target is dropped (nothing is retired on a
+    guess)."""
+    items = _items(value, "decisions", notes, "action")
+    out: list[DecisionDraft] = []
+    for position, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            notes.drop("decision_not_an_object")
+            continue
+        index = _integer(item.get("fact"))
+        if index is None and "fact" not in item and len(items) == facts:
+            index = position
+            notes.repair("fact_by_position")
+        if index is None or not 0 <= index < facts:
+            notes.drop("decision_fact_unknown")
+            continue
+        action = _enum(Action, item.get("action"), notes, "action")
+        if action is None:
+            notes.drop("decision_action_unknown")
+            continue
+        for _ in set(item) - {"fact", "action", "target", "content", "category"}:
+            notes.repair("extra_key")
+        target = None
+        if action in (Action.UPDATE, Action.DELETE):
+            target = _alias(item.get("target"), aliases, notes)
+            if target is None and action is Action.UPDATE:
+                notes.repair("update_without_target_added")
+                action = Action.ADD
+            elif target is None:
+                notes.drop("delete_without_target")
+                continue
+        content = item.get("content") if action is Action.UPDATE else None
+        if content is not None and (not isinstance(content, str) or not content.strip()):
+            notes.repair("update_content_unreadable")
+            content = None
+        category = _enum(Category, item.get("category"), notes, "category") if action is Action.UPDATE else None
+        out.append(DecisionDraft(index, action, target, content.strip() if content else None, category))
+    return out

@@ -11,8 +11,11 @@ would be. ``tests/ingest/test_answers.py`` pins the sent schemas.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
+
+from ..domain import Category, Scope
 
 
 class Action(StrEnum):
@@ -22,19 +25,31 @@ class Action(StrEnum):
     NONE = "NONE"
 
 
+def _integral(value: object) -> object:
+    """``3.0`` as ``3``: JSON Schema counts it as an integer, pydantic's strict mode would not."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: A JSON integer: an int, or a float without a fractional part; never a string or a boolean.
+JsonInt = Annotated[int, BeforeValidator(_integral)]
+
+
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ExtractedFact(_Answer):
-    """One fact a message states: who it is about (``subject``), what about them (``attribute``, in the
-    model's own words) and its ``value``."""
+    """One candidate fact; ``event_date`` is the ISO date of the event when the conversation gives one
+    (an unreadable date is ignored, not refused); ``sources`` are the numbers of the messages it was
+    said in, as the prompt numbers them (1-based)."""
 
-    subject: str
-    attribute: str
-    value: str
+    content: str
+    category: Category
+    scope: Scope
+    event_date: str | None
+    sources: list[JsonInt]
 
-    @field_validator("subject", "attribute", "value")
+    @field_validator("content")
     @classmethod
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
@@ -48,12 +63,18 @@ class ExtractedFacts(_Answer):
     facts: list[ExtractedFact]
 
 
-class Verdict(StrEnum):
-    YES = "yes"
-    NO = "no"
+class Decision(_Answer):
+    """What to do with candidate ``fact`` (its index): ``target`` is the alias of the memory an
+    UPDATE or DELETE applies to; an UPDATE may give the merged ``content`` and its ``category``."""
+
+    fact: JsonInt
+    action: Action
+    target: str | None
+    content: str | None
+    category: Category | None
 
 
-class ChangeVerdict(_Answer):
-    """The answer of the change check (schema name ``fact_change``): is the older fact no longer true?"""
+class Decisions(_Answer):
+    """The answer of the decide call (schema name ``memory_decisions``)."""
 
-    no_longer_true: Verdict
+    decisions: list[Decision]

@@ -1,46 +1,74 @@
-"""The ingest pipeline's last stage: facts drawn from the messages, and what they replace.
+"""The ingest pipeline's last stage: context-aware extraction.
 
-Every question an LLM gets here is a narrow one that a small model answers well; code does the rest:
+Up to two LLM calls per batch of resolved messages of one user:
 
-1. **extract** (:mod:`.fact_extraction`): one question per message a person wrote: the facts it
-   states, each as subject, attribute and value. Code writes the fact's text and sets its category,
-   scope, dates and source.
-2. **candidates** (:mod:`.candidates`): for each new fact, code chooses the stored facts it may
-   replace: current facts of the same person about the same thing (the same attribute, or similar
-   text), said earlier; a fact that already says the same makes the new one a duplicate (NONE).
-3. **change check** (:mod:`.change_check`): one yes/no question per candidate pair, "is the older
-   fact no longer true?", all pairs of the batch asked at once (up to ``concurrency``).
-4. **operations**: "yes" makes an UPDATE of the most similar such fact with the new fact's own text
-   (and retires any other "yes" candidate with it); no "yes" makes an ADD. A stored fact two new facts
-   of one batch would replace is replaced by the first; the second is added.
+1. **extract**: the messages, numbered, become candidate facts (content, category, scope, optional
+   ISO event date, and the numbers of the messages each fact was said in: its provenance).
+2. **decide**: for each candidate, the 10 most similar *current facts* of that user are retrieved
+   and shown to the LLM under short aliases (``m1``, ``m2``, ...); the LLM answers ADD, UPDATE
+   (alias), DELETE (alias) or NONE. Aliases are mapped back to real ids through a table built here,
+   so an id the LLM invents (or one of another user) cannot name any memory. When no candidate has
+   a similar fact (a new user's first messages), there is nothing to decide and the call is skipped:
+   every fact is added.
 
-The result is a list of :class:`Operation`, applied by the pipeline (each UPDATE is one atomic
-version write), and the :class:`~.answer_repair.AnswerReport` of the calls.
+Only facts are shown and only facts can be updated or deleted: raw messages are the evidence a fact
+was drawn from, stored as said, and never rewritten by a model (a small model shown raw messages
+"updated" an assistant's acknowledgement with a user's fact). Answers are read item by item
+(:mod:`.answer_repair`): a bad field costs its item, never the batch. Guards a real model needed:
+
+* a fact that is a question is not a fact (dropped, counted);
+* a fact written in the first person ("I moved to Lisbon") is kept with its speaker named in front
+  ("Maya: I moved to Lisbon"), like a raw memory, so that it never reads as the assistant's words;
+* an UPDATE whose new fact is not about the same thing as its target (cosine below
+  ``update_min_similarity``, the embedding model's: 0.40 for all-MiniLM-L6-v2) is taken as an ADD: the
+  1.5B model UPDATEd "The user's dog Otis loves chasing the neighbour's cat" with "The user is thinking
+  about learning to bake bread", and a wrong UPDATE retires a good fact while a wrong ADD only adds one;
+* a fact decided several ways in one answer (different actions or targets) is an ADD: the model did
+  not choose, and guessing which of its targets it meant could retire a good fact;
+* a second UPDATE or DELETE of a memory already changed by this answer does not replace the first
+  (an UPDATE becomes an ADD: both statements are kept; a DELETE is dropped);
+* NONE for a fact shown with no similar fact is an ADD (nothing was there to be the same);
+* the same fact text twice in one answer is kept once;
+* when no decision can be read even after asking twice, the facts are added (they are the good part
+  of the batch; an unusable extract answer, by contrast, leaves nothing to keep and fails the attempt).
+
+The result is a list of :class:`Operation`, applied by the pipeline (each UPDATE/DELETE is one
+atomic version write), and the :class:`~.answer_repair.AnswerReport` of the calls.
 """
 
 from __future__ import annotations
 
-import asyncio
+import re
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
 
-from ..domain import Memory, MemoryKind, Owner, Scope
+import numpy as np
+
+from ..domain import Category, Memory, MemoryKind, Owner, Scope
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder
-from ..providers.base import LLM
+from ..providers.base import LLM, LLMOutputError
 from ..stores.roles import VectorSearch
-from ..stores.values import ScoredMemory, SearchFilter
-from .answer_repair import AnswerReport
-from .answers import Action
-from .candidates import Candidate, NewFact, choose, said_at
+from ..stores.values import SearchFilter
+from .answer_repair import AnswerReport, FactDraft, ask, read_decisions, read_facts
+from .answers import Action, Decisions, ExtractedFacts
 from .categorizer import EmbeddingCategorizer
-from .change_check import ChangeCheck, StatedFact
-from .fact_extraction import CandidateFact, FactExtractor
 from .resolution import ResolvedMessage
 
-#: Stored facts retrieved per new fact, among which code chooses the candidates.
 CONTEXT_SIZE = 10
 
-__all__ = ["CandidateFact", "ContextAwareExtractor", "ExtractionResult", "Operation"]
+
+@dataclass(slots=True)
+class CandidateFact:
+    content: str
+    category: Category
+    scope: Scope
+    event_time: datetime | None
+    #: the messages the fact was said in (all of the batch's when the answer did not say)
+    sources: list[ResolvedMessage] = field(default_factory=list)
+    embedding: np.ndarray | None = None
+    embedding_short: np.ndarray | None = None
 
 
 @dataclass(slots=True)
@@ -48,23 +76,62 @@ class Operation:
     action: Action
     fact: CandidateFact
     target: Memory | None = None  # for UPDATE / DELETE
-    #: further stored facts the same new fact makes no longer true (retired with the UPDATE)
-    retires: list[Memory] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class ExtractionResult:
     operations: list[Operation] = field(default_factory=list)
-    #: facts drawn from the messages (before duplicates are told apart)
-    facts: int = 0
-    #: change checks asked, and how many said "no longer true"
-    checks: int = 0
-    changes: int = 0
+    rejected_aliases: int = 0
+    candidates: int = 0
     report: AnswerReport = field(default_factory=AnswerReport)
 
 
+_CATEGORIES = ", ".join(c.value for c in Category)
+
+EXTRACT_SYSTEM = (
+    "You extract durable facts about the people in a conversation, for a long-term memory. The messages are "
+    "numbered. Return the facts worth remembering in later conversations: personal details, where someone lives "
+    "or works, family and friends, preferences, plans, health, habits, possessions, and changes to any of these. "
+    "Rules: only facts the messages state, nothing from these instructions; one fact per statement; write "
+    "each fact as one short sentence in the third person that starts with the person's name (or 'The user' when "
+    "the speaker has no name) and says what the fact is about and its value, never 'I' or 'my'; use absolute "
+    "dates (dates in brackets already resolve relative expressions); skip greetings, small "
+    "talk (the weather, passing remarks), what the user asks for or about, and the assistant's own remarks; a "
+    "statement about someone else is about that person, not the user. sources: the numbers of the messages the "
+    "fact was said in. scope: USER (the default) for anything about a person, CONTEXT only for something that "
+    "matters within this conversation alone. category: one of "
+    f"{_CATEGORIES}. event_date: the ISO date (YYYY-MM-DD) of the event the fact is about when the "
+    "conversation gives it, else null. If nothing is worth remembering, return an empty list of facts."
+)
+DECIDE_SYSTEM = (
+    "You keep a long-term memory of facts consistent. Each new fact (fact 0, fact 1, ...) is listed with the "
+    "stored facts most similar to it, each under an id such as m3. For each new fact choose one action: "
+    "ADD when it is new information; UPDATE when it changes or corrects a listed fact about the same thing "
+    "(the same attribute of the same person, e.g. a new home replaces the old one): target is that fact's id "
+    "and content the fact as it is true now; DELETE when it says a listed fact is no longer true and gives "
+    "nothing in its place: target is that fact's id; NONE when a listed fact already says the same. Use only "
+    "ids that are listed. target is null for ADD and NONE; content and category are null unless you UPDATE. "
+    "Give one decision per new fact."
+)
+
+#: A first-person word anywhere in a fact (copied from the message rather than restated): besides facts that
+#: start with "I" or "My", the 1.5B model copied lines such as "Today [9 May 2023] was my first day at Bluefin
+#: Robotics!", whose "my" is as ambiguous. Case-sensitive, so that "US" and "ME" are not pronouns.
+_FIRST_PERSON = re.compile(r"\b(I|[Mm]y|[Mm]e|[Mm]ine|[Mm]yself|[Ww]e|[Oo]ur|[Oo]urs|[Oo]urselves)\b")
+#: ... unless the fact names its subject first ("The user is getting a cold, I think.": the speaker's hedge).
+_NAMES_THE_USER = re.compile(r"^\W*(the\s+)?user\b", re.IGNORECASE)
+
+
+def numbered_transcript(messages: list[ResolvedMessage]) -> tuple[str, list[ResolvedMessage]]:
+    """The extract prompt: one line per message with text, ``[n] <time> <speaker>: <text>``, and the
+    messages in that numbering."""
+    shown = [r for r in messages if r.annotated_text.strip()]
+    lines = [f"[{n}] {r.message_time:%Y-%m-%d %H:%M} {r.display_text}" for n, r in enumerate(shown, start=1)]
+    return "\n".join(lines), shown
+
+
 class ContextAwareExtractor:
-    """Runs the extract questions and the change checks; pure apart from the LLM and read-only store queries."""
+    """Runs the extract and decide calls; pure apart from the LLM and a read-only store query."""
 
     def __init__(
         self,
@@ -74,76 +141,251 @@ class ContextAwareExtractor:
         categorizer: EmbeddingCategorizer,
         context_size: int = CONTEXT_SIZE,
         update_min_similarity: float = 0.0,
-        concurrency: int = 4,
     ):
-        self.vectors = vectors
-        self.facts = FactExtractor(llm, vectors, encoder, categorizer, concurrency=concurrency)
-        self.check = ChangeCheck(llm)
+        self.llm, self.vectors, self.encoder, self.categorizer = llm, vectors, encoder, categorizer
         self.context_size = context_size
-        #: a stored fact about another attribute is a candidate only at this cosine or above
+        #: an UPDATE whose new fact is less similar than this to its target is taken as an ADD
         self.update_min_similarity = update_min_similarity
-        self.concurrency = max(1, concurrency)
 
     async def extract(
         self, owner: Owner, messages: list[ResolvedMessage], *, priority: Priority = Priority.INGEST
     ) -> ExtractionResult:
-        """The facts of ``messages`` and what to do with each; ``priority`` is the embedding queue's (a
-        request waiting, or a background job)."""
+        """Candidate facts and the decision on each; ``priority`` is the embedding queue's (a request
+        waiting, or a background job)."""
         result = ExtractionResult()
-        facts = await self.facts.extract(owner, messages, result.report, priority)
-        result.facts = len(facts)
+        facts = await self._extract_facts(messages, result.report, priority)
+        result.candidates = len(facts)
         if not facts:
             return result
-        choices = [choose(_new(f), await self._similar(owner, f), min_similarity=self.update_min_similarity)
-                   for f in facts]  # fmt: skip
-        pairs = [(i, c) for i, choice in enumerate(choices) for c in self._allowed(facts[i], choice.candidates, result)]
-        gate = asyncio.Semaphore(self.concurrency)
-
-        async def ask(i: int, c: Candidate) -> bool:
-            async with gate:
-                return await self.check.no_longer_true(
-                    StatedFact(c.memory.content, said_at(c.memory)), StatedFact(facts[i].content, facts[i].said),
-                    result.report,
-                )  # fmt: skip
-
-        verdicts = await asyncio.gather(*(ask(i, c) for i, c in pairs))
-        result.checks, result.changes = len(pairs), sum(verdicts)
-        replaced: set[str] = set()
-        for i, (fact, choice) in enumerate(zip(facts, choices, strict=True)):
-            if choice.duplicate is not None:
-                result.operations.append(Operation(Action.NONE, fact, choice.duplicate))
+        # Context: the most similar current facts of this user, per candidate, under aliases.
+        alias_of: dict[str, Memory] = {}
+        by_id: dict[str, str] = {}
+        shown: list[list[str]] = []
+        for f in facts:
+            assert f.embedding is not None  # embedded by _extract_facts
+            hits = await self.vectors.vector_search(
+                SearchFilter(owner, kinds=frozenset({MemoryKind.FACT})),
+                f.embedding,
+                None,
+                limit=self.context_size,
+                shortlist=self.context_size,
+            )
+            listed = []
+            for h in hits.hits:
+                alias = by_id.get(h.memory.id)
+                if alias is None:
+                    alias = f"m{len(alias_of) + 1}"
+                    alias_of[alias] = h.memory
+                    by_id[h.memory.id] = alias
+                listed.append(alias)
+            shown.append(listed)
+        if not alias_of:  # nothing stored to compare with: every fact is new
+            result.operations = [Operation(Action.ADD, f) for f in facts]
+            return result
+        prompt = "\n".join(
+            f"fact {i}: {f.content}\n"
+            + ("\n".join(f"  - {a}: {alias_of[a].content}" for a in listed) or "  (no similar stored facts)")
+            for i, (f, listed) in enumerate(zip(facts, shown, strict=True))
+        )
+        read = partial(read_decisions, facts=len(facts), aliases={a: m.content for a, m in alias_of.items()})
+        try:
+            decisions = await ask(
+                self.llm,
+                system=DECIDE_SYSTEM,
+                prompt=prompt,
+                response_model=Decisions,
+                schema_name="memory_decisions",
+                read=read,
+                report=result.report,
+            )
+        except LLMOutputError:  # no usable decision even when asked twice: the facts are still good
+            result.report.dropped["decisions_unusable"] += 1
+            decisions = []
+        decided: set[int] = set()
+        changed: set[str] = set()  # aliases an earlier decision of this answer already updated or deleted
+        rewritten: list[tuple[int, CandidateFact]] = []  # (operation, the fact it merged): new vectors needed
+        overruled = result.report.overruled
+        choices: dict[int, set[tuple[Action, str | None]]] = {}
+        for d in decisions:
+            choices.setdefault(d.fact, set()).add((d.action, d.target))
+        for d in decisions:
+            if d.fact in decided:
                 continue
-            said_yes = [c.memory for (j, c), yes in zip(pairs, verdicts, strict=True) if j == i and yes]
-            free = [m for m in said_yes if m.id not in replaced]
-            if len(free) < len(said_yes):
-                result.report.overruled["target_already_replaced"] += len(said_yes) - len(free)
-            if not free:
-                result.operations.append(Operation(Action.ADD, fact))
-                continue
-            replaced.update(m.id for m in free)
-            result.operations.append(Operation(Action.UPDATE, fact, free[0], retires=free[1:]))
+            decided.add(d.fact)
+            fact, action = facts[d.fact], d.action
+            if len(choices[d.fact]) > 1:
+                # the model decided the fact several ways (a 1.5B model UPDATEd every listed memory with the
+                # new home): it did not choose, so nothing it named is touched and the fact is kept
+                overruled["conflicting_decisions"] += 1
+                action = Action.ADD
+            if action is Action.NONE and not shown[d.fact]:
+                overruled["none_without_similar_fact"] += 1
+                action = Action.ADD
+            if (
+                action in (Action.UPDATE, Action.DELETE)
+                and fact.scope is Scope.CONTEXT
+                and alias_of[d.target or ""].scope is Scope.USER
+            ):
+                # what one session alone was told must not change what every session sees
+                overruled["context_fact_on_user_memory"] += 1
+                if action is Action.DELETE:
+                    continue
+                action = Action.ADD
+            if action is Action.UPDATE and not self._same_thing(fact, alias_of[d.target or ""]):
+                overruled["update_not_similar"] += 1  # a wrong UPDATE would retire a good fact: keep both
+                action = Action.ADD
+            if action in (Action.UPDATE, Action.DELETE):
+                assert d.target is not None  # read_decisions turns the others into ADDs or drops them
+                if d.target in changed:
+                    overruled["target_already_changed"] += 1
+                    if action is Action.DELETE:
+                        continue
+                    action = Action.ADD
+                else:
+                    changed.add(d.target)
+            if action is Action.UPDATE:
+                assert d.target is not None
+                if d.content and _same_text(d.content, alias_of[d.target].content):
+                    # the "merged" text repeats the memory being replaced: the new fact is what is true now
+                    overruled["update_content_is_the_target"] += 1
+                elif d.content and d.content != fact.content:
+                    rewritten.append((len(result.operations), fact))
+                    fact = CandidateFact(
+                        content=d.content,
+                        category=d.category or fact.category,
+                        scope=fact.scope,
+                        event_time=fact.event_time,
+                        sources=fact.sources,
+                    )
+                result.operations.append(Operation(action, fact, alias_of[d.target]))
+            elif action is Action.DELETE:
+                assert d.target is not None
+                result.operations.append(Operation(action, fact, alias_of[d.target]))
+            else:  # ADD, or NONE (kept so that it is counted)
+                result.operations.append(Operation(action, fact))
+        if rewritten:
+            merged = [result.operations[k].fact for k, _ in rewritten]
+            full, short = await self.encoder.encode_async([f.content for f in merged], priority)
+            for (k, original), f, e, s in zip(rewritten, merged, full, short, strict=True):
+                f.embedding, f.embedding_short = e, s
+                if original.embedding is not None and float(original.embedding @ e) < self.update_min_similarity:
+                    # the merged text no longer says what the fact says (a small model copied another
+                    # listed memory): storing it would make a wrong value current; the fact's own text is kept
+                    overruled["update_content_not_the_fact"] += 1
+                    op = result.operations[k]
+                    result.operations[k] = Operation(op.action, original, op.target)
+        for i, f in enumerate(facts):  # candidates the LLM forgot are added rather than lost
+            if i not in decided:
+                result.operations.append(Operation(Action.ADD, f))
+        # targets that named no listed memory (invented, foreign, or unreadable ids): nothing was touched
+        result.rejected_aliases = (
+            result.report.repairs["update_without_target_added"] + result.report.dropped["delete_without_target"]
+        )
         return result
 
-    async def _similar(self, owner: Owner, fact: CandidateFact) -> list[ScoredMemory]:
-        assert fact.embedding is not None  # embedded by the fact extractor
-        hits = await self.vectors.vector_search(
-            SearchFilter(owner, kinds=frozenset({MemoryKind.FACT})), fact.embedding, None,
-            limit=self.context_size, shortlist=self.context_size,
-        )  # fmt: skip
-        return hits.hits
+    async def _extract_facts(
+        self, messages: list[ResolvedMessage], report: AnswerReport, priority: Priority
+    ) -> list[CandidateFact]:
+        transcript, numbered = numbered_transcript(messages)
+        if not numbered:
+            return []
+        drafts = await ask(
+            self.llm,
+            system=EXTRACT_SYSTEM,
+            prompt=transcript,
+            response_model=ExtractedFacts,
+            schema_name="extracted_facts",
+            read=partial(read_facts, messages=len(numbered)),
+            report=report,
+        )
+        seen: set[str] = set()
+        kept: list[FactDraft] = []
+        for d in drafts:
+            key = " ".join(d.content.lower().split())
+            if key in seen:
+                report.dropped["duplicate_fact"] += 1
+                continue
+            seen.add(key)
+            kept.append(d)
+        if not kept:
+            return []
+        texts = [d.content for d in kept] + [r.display_text for r in numbered]
+        vectors, shorts = await self.encoder.encode_async(texts, priority)
+        full, short, said = vectors[: len(kept)], shorts[: len(kept)], vectors[len(kept) :]
+        facts: list[CandidateFact] = []
+        keep: list[int] = []
+        for i, d in enumerate(kept):
+            cited = _cited(d.sources, full[i] @ said.T, report)
+            sources = [numbered[j] for j in cited]
+            if all(r.message.content.rstrip().endswith("?") for r in sources):
+                report.dropped["fact_from_a_question"] += 1  # a question asks; it states nothing
+                continue
+            category = d.category or Category.PERSONAL_DETAILS  # the categorizer's below when missing
+            scope = d.scope
+            if scope is Scope.USER and all(r.message.scope is Scope.CONTEXT for r in sources):
+                # the caller sent these messages for their session only: a fact drawn from them alone stays
+                # there (a 1.5B model gave "Ines is packing a carry-on bag for this trip" USER scope)
+                report.overruled["scope_of_context_messages"] += 1
+                scope = Scope.CONTEXT
+            facts.append(CandidateFact(self._third_person(d, sources, report), category, scope, d.event_time, sources))
+            keep.append(i)
+        if not facts:
+            return []
+        full, short = full[keep].copy(), short[keep].copy()
+        renamed = [k for k, i in enumerate(keep) if facts[k].content != kept[i].content]
+        if renamed:  # a first-person fact got its speaker in front: its vectors are of that text
+            again, again_short = await self.encoder.encode_async([facts[k].content for k in renamed], priority)
+            full[renamed], short[renamed] = again, again_short
+        missing = [k for k, i in enumerate(keep) if kept[i].category is None]
+        if missing:  # the answer gave no readable category: the non-LLM categorizer's choice
+            picked = await self.categorizer.categorize_many([facts[k].content for k in missing], full[missing])
+            for k, category in zip(missing, picked, strict=True):
+                facts[k].category = category
+        for f, e, sh in zip(facts, full, short, strict=True):
+            f.embedding, f.embedding_short = e, sh
+        return facts
+
+    def _same_thing(self, fact: CandidateFact, target: Memory) -> bool:
+        """Whether an UPDATE of ``target`` by ``fact`` passes the guard (see :attr:`update_min_similarity`)."""
+        if fact.embedding is None or target.embedding is None:
+            return True
+        return float(fact.embedding @ target.embedding) >= self.update_min_similarity
 
     @staticmethod
-    def _allowed(fact: CandidateFact, candidates: list[Candidate], result: ExtractionResult) -> list[Candidate]:
-        """The candidates a fact of its scope may replace: what one session alone was told changes only that
-        session's facts, never what every session sees (a USER fact may replace a CONTEXT one)."""
-        if fact.scope is not Scope.CONTEXT:
-            return candidates
-        session = fact.sources[0].message.session_id if fact.sources else None
-        kept = [c for c in candidates if c.memory.scope is Scope.CONTEXT and c.memory.session_id == session]
-        if len(kept) < len(candidates):
-            result.report.overruled["context_fact_on_wider_memory"] += len(candidates) - len(kept)
-        return kept
+    def _third_person(draft: FactDraft, sources: list[ResolvedMessage], report: AnswerReport) -> str:
+        """The fact's text; one written in the first person ("I moved to Lisbon", "Today was my first day at
+        Bluefin") gets its speaker in front ("Maya: I moved to Lisbon"), like a raw memory."""
+        content = draft.content
+        speaker = sources[0].speaker if sources else ""
+        if (
+            speaker
+            and _FIRST_PERSON.search(content)
+            and not _NAMES_THE_USER.match(content)
+            and not content.lower().startswith(speaker.lower())
+        ):
+            report.repairs["first_person"] += 1
+            return f"{speaker}: {content}"
+        return content
 
 
-def _new(fact: CandidateFact) -> NewFact:
-    return NewFact(fact.subject, fact.attribute, fact.value, fact.speaker, fact.said)
+#: How much better (cosine) another message must match a fact than the ones it cites to be taken as its
+#: source instead: small models often cite the number of the line after the statement (the assistant's reply).
+SOURCE_MARGIN = 0.1
+
+
+def _cited(numbers: list[int], similarity: np.ndarray, report: AnswerReport) -> list[int]:
+    """The messages a fact came from: the ones its answer cites, unless another message of the batch
+    matches the fact clearly better (by ``SOURCE_MARGIN``), which is then taken instead (a repair); with
+    no citation, the best match."""
+    best = int(similarity.argmax())
+    if not numbers:
+        return [best]
+    if best not in numbers and similarity[best] - max(similarity[n] for n in numbers) > SOURCE_MARGIN:
+        report.repairs["source_corrected"] += 1
+        return [best]
+    return numbers
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Whether two texts are the same once case, spacing and a final full stop are ignored."""
+    return " ".join(a.lower().rstrip(". ").split()) == " ".join(b.lower().rstrip(". ").split())

@@ -148,19 +148,11 @@ class IngestPipeline:
         memory_max_bytes: int = 32 * 1024,
         sync_grace_s: float = 300.0,
         update_min_similarity: float = 0.0,
-        llm_concurrency: int = 4,
     ) -> None:
         self.messages, self.memories, self.jobs = messages, memories, jobs
         self.encoder, self.cache, self.categorizer, self.llm = encoder, cache, categorizer, llm
         self.extractor = (
-            ContextAwareExtractor(
-                llm,
-                vectors,
-                encoder,
-                categorizer,
-                update_min_similarity=update_min_similarity,
-                concurrency=llm_concurrency,
-            )  # fmt: skip
+            ContextAwareExtractor(llm, vectors, encoder, categorizer, update_min_similarity=update_min_similarity)
             if llm is not None
             else None
         )
@@ -356,9 +348,9 @@ class IngestPipeline:
     async def apply(
         self, owner: Owner, extraction: ExtractionResult, resolved: list[ResolvedMessage]
     ) -> dict[str, Any]:
-        """Write the decided operations; each UPDATE is one atomic version write. A fact cites the message it
-        was said in, takes its speaker, session and times from it, and an UPDATE records which earlier
-        messages stated what it replaces (:mod:`.supersession`)."""
+        """Write the decided operations; each UPDATE/DELETE is one atomic version write. A fact cites the
+        messages it was said in (its ``sources``), takes its speaker, session and time from the first,
+        and an UPDATE records which earlier messages stated what it replaces (:mod:`.supersession`)."""
         counts: dict[str, Any] = {a.value: 0 for a in Action}
         counts["conflicts"] = 0
         adds: list[Memory] = []
@@ -376,7 +368,7 @@ class IngestPipeline:
                 continue
             assert op.target is not None
             applied = await self._change(owner, op, source_ids, first)
-            if applied is None:  # deleted, or restated later, meanwhile: the new value is still kept
+            if applied is None:  # the memory was deleted meanwhile: an UPDATE's new value is still kept
                 if op.action is Action.UPDATE:
                     adds.append(self._new_fact(owner, fact, source_ids, first))
                 counts["conflicts"] += 1
@@ -384,9 +376,8 @@ class IngestPipeline:
                 counts[op.action.value] += 1
         await self.memories.insert_memories(adds)
         await self.cache.invalidate(owner)
-        counts["facts_extracted"] = extraction.facts
-        counts["change_checks"] = extraction.checks
-        counts["changes_said"] = extraction.changes
+        counts["rejected_aliases"] = extraction.rejected_aliases
+        counts["candidates"] = extraction.candidates
         counts["answers"] = extraction.report.as_dict()
         return counts
 
@@ -402,10 +393,8 @@ class IngestPipeline:
             kind=MemoryKind.FACT,
             content=fact.content,
             speaker=first.speaker if first else None,
-            event_time=fact.event_time,
+            event_time=fact.event_time or (first.event_time if first else None),
             message_time=first.message_time if first else None,
-            subject=fact.subject,
-            attribute=fact.attribute,
             source_message_ids=source_ids,
             embedding=fact.embedding,
             embedding_short=fact.embedding_short,
@@ -414,57 +403,32 @@ class IngestPipeline:
     async def _change(
         self, owner: Owner, op: Operation, source_ids: list[str], first: ResolvedMessage | None
     ) -> Memory | None:
-        """The UPDATE (or DELETE) of ``op.target``, written on the chain's current version: when another
-        writer changed the memory since it was read, the change goes on top of that newer version. None
-        when the chain has no current version any more (deleted meanwhile), or when that version was said
-        at or after the new fact (an older statement never replaces a newer one, whatever order the jobs
-        run in). An UPDATE's new version is the new fact whole: its text, person, attribute, scope,
-        session, speaker and times; the other facts it makes no longer true (``op.retires``) get a
-        tombstone, and the messages of all of them become its superseded evidence."""
+        """The UPDATE or DELETE of ``op.target``, written on the chain's current version: when another
+        writer changed the memory since the LLM saw it, the change goes on top of that newer version.
+        None when the chain has no current version any more (deleted meanwhile)."""
         target = op.target
         assert target is not None
-        fact = op.fact
-        said = first.message_time if first else None
         for _ in range(3):
-            if said is not None and (target.message_time or target.created_at) >= said:
-                return None
             if op.action is Action.UPDATE:
+                fact = op.fact
                 new = target.next_version(
                     content=fact.content,
                     category=fact.category,
-                    scope=fact.scope,
-                    session_id=first.message.session_id if first else target.session_id,
-                    agent_id=first.message.agent_id if first else target.agent_id,
-                    speaker=first.speaker if first else target.speaker,
-                    subject=fact.subject,
-                    attribute=fact.attribute,
-                    event_time=fact.event_time,
+                    event_time=fact.event_time or target.event_time,
                     source_message_ids=list(dict.fromkeys(target.source_message_ids + source_ids)),
                     embedding=fact.embedding,
                     embedding_short=fact.embedding_short,
                 )
-                mark_superseded([target, *op.retires], new, source_ids, said)
+                mark_superseded(target, new, source_ids, first.message_time if first else None)
             else:
                 new = target.tombstone()
                 new.source_message_ids = list(dict.fromkeys(target.source_message_ids + source_ids))
             try:
-                written = await self.memories.write_version(owner, target.id, new)
+                return await self.memories.write_version(owner, target.id, new)
             except (ConflictError, NotFoundError):
                 chain = await self.memories.get_chain(owner, target.id)
                 head = next((m for m in reversed(chain) if m.is_current), None)
                 if head is None:
                     return None
                 target = head
-                continue
-            for other in op.retires:
-                await self._retire(owner, other)
-            return written
         return None
-
-    async def _retire(self, owner: Owner, memory: Memory) -> None:
-        """A tombstone on ``memory`` (a fact an UPDATE made no longer true beside its target); nothing when it
-        changed meanwhile (the newer version was not what the model saw)."""
-        try:
-            await self.memories.write_version(owner, memory.id, memory.tombstone())
-        except (ConflictError, NotFoundError):
-            return

@@ -10,7 +10,7 @@ from ..component_settings import ComponentSettings
 
 
 class IngestSettings(ComponentSettings):
-    """Sizes of messages, memories and add requests, and how the extraction LLM is asked."""
+    """Sizes of messages, memories and add requests, and when an extraction model's UPDATE is taken."""
 
     max_message_bytes: int = Field(
         512 * 1024,
@@ -32,17 +32,8 @@ class IngestSettings(ComponentSettings):
         ge=0,
         le=1,
         alias="llm_update_min_similarity",
-        description="Cosine (new fact to a stored fact written without an attribute, before facts had one) from "
-        "which the stored fact may be replaced by the new one; facts with an attribute are replaced only by facts of "
-        "the same attribute (unset: the embedding model's own, 0.50 for all-MiniLM-L6-v2).",
-    )
-    llm_concurrency: int = Field(
-        4,
-        ge=1,
-        le=64,
-        alias="llm_concurrency",
-        description="Most extraction questions (one per message, one per fact that may be replaced) one batch of "
-        "messages has in flight at once: a local server answers as many as it has slots, Bedrock as its quota allows.",
+        description="Cosine (new fact to the fact it would replace) below which an extraction model's UPDATE is "
+        "not taken and the new fact is added instead (unset: the embedding model's own, 0.40 for all-MiniLM-L6-v2).",
     )
 
 

@@ -34,13 +34,12 @@ def superseded_sources(memory: Memory) -> list[str]:
 
 
 def mark_superseded(
-    replaced: Sequence[Memory], new: Memory, evidence_ids: Sequence[str], evidence_time: datetime | None
+    replaced: Memory, new: Memory, evidence_ids: Sequence[str], evidence_time: datetime | None
 ) -> Memory:
-    """Record on ``new`` (the version replacing the facts ``replaced``: the one it is written on, and any
-    other it retires) which messages stated the replaced values, and date it by the new evidence.
-    Returns ``new``."""
+    """Record on ``new`` (the version replacing ``replaced``) which messages stated the replaced value,
+    and date it by the new evidence. Returns ``new``."""
     evidence = set(evidence_ids)
-    earlier = dict.fromkeys(m for r in replaced for m in [*superseded_sources(r), *r.source_message_ids])
+    earlier = dict.fromkeys([*superseded_sources(replaced), *replaced.source_message_ids])
     stale = [m for m in earlier if m not in evidence]
     new.metadata = {**new.metadata, SUPERSEDED_SOURCES: stale}
     if evidence_time is not None:

@@ -27,11 +27,9 @@ class EmbeddingModel:
     pooling: Literal["mean", "cls"]  #: as the model was trained (its sentence-transformers 1_Pooling config)
     query_prefix: str = ""  #: put before search queries, never before messages
     recipe_overrides: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    #: the cosine from which a stored fact without an attribute (written before facts had one) is a candidate for
-    #: replacement by a new fact of the same person (ingest/candidates.py). For all-MiniLM-L6-v2 on facts as
-    #: stored ("Maya's home city: Porto"): unrelated facts of one person score 0.22-0.50, related ones under
-    #: other attribute names ("company" / "job", "pet" / "dog", "vegetarianism" / "diet") 0.54-0.89
-    update_similarity: float = 0.50
+    #: the cosine below which an extraction model's UPDATE is not taken (the new fact is added instead):
+    #: a fact and the fact it replaces are about the same thing (docs/design-notes.md, "UPDATE guard")
+    update_similarity: float = 0.40
 
     def name(self) -> str:
         return str(import_module(self.files).NAME)

@@ -28,11 +28,6 @@ similarity and rank, so a stale message never ranks above the fact that replaced
 needs no reading of the query: it holds for every query that is not about the past (a question
 without a present-state word, "what kind of diet is Omar on?", included), and a history query
 gets the reverse (the old message first, then the fact that replaced it).
-
-Extracted facts also name their person and attribute (:mod:`cognis_memory.fact_identity`). For a
-present-state query, among current facts of one person about one attribute the newest comes first
-(:func:`newest_of_attribute`): the safety net when the extraction model added a new value beside
-the old one instead of saying the old one ended. Nothing is retired for it.
 """
 
 from __future__ import annotations
@@ -45,7 +40,6 @@ from typing import Literal
 import numpy as np
 
 from ..domain import Memory, MemoryKind
-from ..fact_identity import attribute_of
 from ..ingest.supersession import superseded_sources
 from .stages import RetrievalStage, SearchState
 
@@ -91,28 +85,6 @@ def successors(
     masked = np.where(allowed, sims, -np.inf)
     best = masked.argmax(axis=1)
     return {usable[a]: usable[int(best[a])] for a in range(len(usable)) if np.isfinite(masked[a, best[a]])}
-
-
-def newest_of_attribute(ranked: Sequence[str], memories: Mapping[str, Memory]) -> dict[str, str]:
-    """Current facts of ``ranked`` that a newer current fact of the same person about the same attribute
-    follows (both extracted, each with its subject and attribute): fact id -> the newest such fact's id.
-    The extraction model may have added a new value beside the old one without saying the old one ended
-    (a second pet, or a change it missed); nothing is retired for that, but a present-state question
-    gets the newest first."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for d in ranked:
-        m = memories[d]
-        key = attribute_of(m) if m.is_current else None
-        if key is not None and _time(m) is not None:
-            groups.setdefault(key, []).append(d)
-    out: dict[str, str] = {}
-    for ids in groups.values():
-        if len(ids) < 2:
-            continue
-        newest = max(ids, key=lambda d: _time(memories[d]) or 0.0)
-        latest = _time(memories[newest])
-        out.update({d: newest for d in ids if d != newest and _time(memories[d]) != latest})
-    return out
 
 
 def evidence_links(head: Sequence[str], memories: Mapping[str, Memory]) -> dict[str, str]:
@@ -182,8 +154,6 @@ def order_by_state(
     # an explicit fact link beats similarity, and holds over the whole ranking (it has no false positives);
     # a history query leads with the message of the value replaced last (the previous one)
     if intent == "present":
-        if similar:
-            step.update(newest_of_attribute(ranked, memories))
         step.update(evidence_links(ranked, memories))
     else:
         step.update(latest_evidence(ranked, memories))

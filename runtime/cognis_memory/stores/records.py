@@ -288,8 +288,6 @@ MEMORY_RECORD: tuple[Column, ...] = (
     Column("event_time", "time", searched=True),
     Column("message_time", "time", searched=True),
     Column("created_at", "required_time", searched=True),
-    Column("subject"),
-    Column("attribute"),
     Column("version", "int", required=True, searched=True),
     Column("is_current", "flag", required=True, searched=True),
     Column("deleted", "flag"),
