@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cognis_memory.domain import JobStatus, MemoryKind, Owner
+from cognis_memory.domain import JobStatus, MemoryKind, Owner, Scope
 from cognis_memory.providers.llms import OpenAICompatibleLLM
 from cognis_memory.service import FilterRequest, MessageBody
 from tests.llm_server import Reply, ScriptedLLMServer
@@ -511,3 +511,42 @@ def test_session_runs_cut_where_the_session_changes() -> None:
     assert add_counts({"ADD": 1, "answers": {"asked": 2, "repairs": {"x": 1}}, "seconds": 0.5},
                       {"ADD": 2, "answers": {"asked": 1, "repairs": {"y": 3}}, "seconds": 0.25}) == {
         "ADD": 3, "answers": {"asked": 3, "repairs": {"x": 1, "y": 3}}, "seconds": 0.75}  # fmt: skip
+
+
+async def test_an_older_statement_never_replaces_a_newer_one(make_service, llm_server) -> None:
+    """Jobs may run out of order (a retried older batch after a newer one): an UPDATE the model decides with
+    an older statement is not written over the newer fact (its time would go back too); the older value is
+    kept beside it, counted as a conflict."""
+    svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
+    owner = Owner("acme", "dana")
+    later = TS + timedelta(days=30)
+    await svc.add_messages("acme", "dana", [MessageBody(content="I moved to Lisbon!", speaker="Dana", timestamp=later)])
+    r = await svc.add_messages(
+        "acme", "dana", [MessageBody(content="I moved to Berlin last month", speaker="Dana", timestamp=TS)]
+    )
+    assert (r.extraction["UPDATE"], r.extraction["conflicts"]) == (0, 1)
+    facts = await _facts(svc, owner)
+    assert sorted((f.content, f.version, f.is_current) for f in facts) == [
+        ("Dana lives in Berlin", 1, True), ("Dana lives in Lisbon", 1, True)
+    ]  # fmt: skip
+    assert next(f for f in facts if "Lisbon" in f.content).message_time == later
+
+
+async def test_a_user_fact_replacing_a_session_fact_is_seen_by_every_session(make_service, llm_server) -> None:
+    """A USER fact that updates a CONTEXT fact of another session takes its own scope and session: the new
+    value was said for every session (the version used to keep the old one's scope, so it stayed
+    session-only)."""
+    svc = await make_service(llm=OpenAICompatibleLLM(llm_server.base_url, "scripted"))
+    await svc.add_messages("acme", "dana", [
+        MessageBody(content="I moved to Berlin", speaker="Dana", timestamp=TS, session_id="trip", scope=Scope.CONTEXT)
+    ])  # fmt: skip
+    r = await svc.add_messages("acme", "dana", [
+        MessageBody(content="I moved to Lisbon", speaker="Dana", timestamp=TS + timedelta(days=2), session_id="home")
+    ])  # fmt: skip
+    assert r.extraction["UPDATE"] == 1
+    (lisbon,) = [f for f in await _facts(svc, Owner("acme", "dana")) if f.is_current]
+    assert (lisbon.content, lisbon.scope, lisbon.session_id, lisbon.version) == (
+        "Dana lives in Lisbon", Scope.USER, "home", 2
+    )  # fmt: skip
+    seen = await svc.search("acme", "dana", "Where does Dana live?", filter=FilterRequest(session_id="elsewhere"))
+    assert "Dana lives in Lisbon" in [h.memory.content for h in seen.hits]

@@ -38,6 +38,7 @@ from pydantic import BaseModel
 
 from ..domain import Category, Scope, as_utc
 from ..providers.base import LLM, LLMOutputError
+from ..providers.llm_usage import counting_tokens
 from ..providers.llms.structured import repair_json_text
 from .answers import Action
 
@@ -61,7 +62,7 @@ class AnswerReport:
     ``asked``: questions (an extract or a decide call, with its possible retry); of these ``valid``
     were valid as first answered, ``repaired`` usable after repairing the first answer, ``retried``
     usable only from the second answer, ``unusable`` neither. ``calls`` counts HTTP/API calls,
-    ``seconds`` their time. ``repairs`` and ``dropped`` count what the readers (and the extraction's
+    ``seconds`` their time, ``prompt_tokens`` and ``output_tokens`` what the provider reported for them. ``repairs`` and ``dropped`` count what the readers (and the extraction's
     checks of the facts) did, by kind; ``overruled`` the decisions the extraction's guards changed.
     """
 
@@ -72,6 +73,8 @@ class AnswerReport:
     unusable: int = 0
     calls: int = 0
     seconds: float = 0.0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
     repairs: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
     #: decisions the extraction's guards changed (an UPDATE taken as an ADD, ...), by kind
@@ -86,6 +89,8 @@ class AnswerReport:
             "unusable": self.unusable,
             "calls": self.calls,
             "seconds": round(self.seconds, 3),
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
             "repairs": dict(sorted(self.repairs.items())),
             "dropped": dict(sorted(self.dropped.items())),
             "overruled": dict(sorted(self.overruled.items())),
@@ -125,17 +130,20 @@ async def ask(
         text = prompt if attempt == 0 else prompt + RETRY_NOTE.format(error=error[:300])
         report.calls += 1
         started = time.perf_counter()
-        try:
-            answer = await llm.generate_structured(
-                system=system, prompt=text, response_model=response_model, schema_name=schema_name
-            )
-        except LLMOutputError as exc:
-            value, notes, error = _recovered(exc)
-            strict = False
-        else:
-            value, notes, strict = answer.model_dump(mode="json"), Notes(), True
-        finally:
-            report.seconds += time.perf_counter() - started
+        with counting_tokens() as usage:
+            try:
+                answer = await llm.generate_structured(
+                    system=system, prompt=text, response_model=response_model, schema_name=schema_name
+                )
+            except LLMOutputError as exc:
+                value, notes, error = _recovered(exc)
+                strict = False
+            else:
+                value, notes, strict = answer.model_dump(mode="json"), Notes(), True
+            finally:
+                report.seconds += time.perf_counter() - started
+                report.prompt_tokens += usage.prompt_tokens
+                report.output_tokens += usage.output_tokens
         if value is None:
             continue
         try:

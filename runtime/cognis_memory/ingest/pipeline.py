@@ -368,7 +368,7 @@ class IngestPipeline:
                 continue
             assert op.target is not None
             applied = await self._change(owner, op, source_ids, first)
-            if applied is None:  # the memory was deleted meanwhile: an UPDATE's new value is still kept
+            if applied is None:  # deleted, or restated later, meanwhile: an UPDATE's new value is still kept
                 if op.action is Action.UPDATE:
                     adds.append(self._new_fact(owner, fact, source_ids, first))
                 counts["conflicts"] += 1
@@ -405,21 +405,32 @@ class IngestPipeline:
     ) -> Memory | None:
         """The UPDATE or DELETE of ``op.target``, written on the chain's current version: when another
         writer changed the memory since the LLM saw it, the change goes on top of that newer version.
-        None when the chain has no current version any more (deleted meanwhile)."""
+        None when the chain has no current version any more (deleted meanwhile), or when that version was
+        said after the new evidence: an older statement never replaces or retires a newer one,
+        whatever order the jobs run in (they are claimed by ``next_attempt_at``, so a retried older batch
+        can run after a newer one). An UPDATE's new version takes the new fact's scope and session, speaker
+        and agent: a USER fact replacing a CONTEXT fact of another session is seen by every session."""
         target = op.target
         assert target is not None
+        said = first.message_time if first else None
         for _ in range(3):
+            if said is not None and (target.message_time or target.created_at) > said:
+                return None
             if op.action is Action.UPDATE:
                 fact = op.fact
                 new = target.next_version(
                     content=fact.content,
                     category=fact.category,
+                    scope=fact.scope,
+                    session_id=first.message.session_id if first else target.session_id,
+                    agent_id=first.message.agent_id if first else target.agent_id,
+                    speaker=first.speaker if first else target.speaker,
                     event_time=fact.event_time or target.event_time,
                     source_message_ids=list(dict.fromkeys(target.source_message_ids + source_ids)),
                     embedding=fact.embedding,
                     embedding_short=fact.embedding_short,
                 )
-                mark_superseded(target, new, source_ids, first.message_time if first else None)
+                mark_superseded(target, new, source_ids, said)
             else:
                 new = target.tombstone()
                 new.source_message_ids = list(dict.fromkeys(target.source_message_ids + source_ids))
