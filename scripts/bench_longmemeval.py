@@ -67,13 +67,10 @@ from pathlib import Path
 from typing import Any
 
 from cognis_dev import bench_common as bc
-from cognis_dev.llm_recording import RecordingLLM, ReplayLLM
 from cognis_dev.update_set import IngestReport, llm_summary
 
-from cognis_memory.config import Settings
 from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
 from cognis_memory.service import MemoryService, MessageBody
-from cognis_memory.wiring import build_llm
 
 TENANT = "bench-lme"
 DEFAULT_DATA = bc.REPO.parent / "shared" / "data" / "longmemeval_s_dev100.json.gz"
@@ -314,20 +311,6 @@ def type_table(results: dict[str, Any], metric: str) -> str:
     return bc.fmt_table(headers, rows)
 
 
-def extraction_llm(args: argparse.Namespace, llm: Any = None) -> Any:
-    """The extraction LLM the options name (as in ``bench_updates.py``): ``llm`` (a test's object) or the
-    model at ``--llm-url``, answered from ``--replay`` first and recorded to ``--record``; None: no LLM."""
-    if llm is None and args.llm_url:
-        llm = build_llm(Settings(llm="openai", openai_base_url=args.llm_url, openai_model=args.llm_model,
-                                 llm_structured_output=args.structured_output, llm_timeout_s=args.llm_timeout,
-                                 llm_max_tokens=args.llm_max_tokens))  # fmt: skip
-    if args.replay:  # with --llm-url: calls the recording does not hold go to the live model
-        llm = ReplayLLM(Path(args.replay), fallback=llm)
-    if args.record and llm is not None:
-        llm = RecordingLLM(llm, Path(args.record))
-    return llm
-
-
 async def run(args: argparse.Namespace, *, llm: Any = None) -> dict[str, Any]:
     """The benchmark; ``llm``, an object of the LLM protocol, extracts facts in place of ``--llm-url``."""
     data = Path(args.data)
@@ -347,7 +330,7 @@ async def run(args: argparse.Namespace, *, llm: Any = None) -> dict[str, Any]:
                 print(f"  warmed question {n + 1}/{len(instances)}", file=sys.stderr, flush=True)
         return {"warmed": len(instances)}
     recipes = bc.selected_recipes(args.recipes)
-    llm = extraction_llm(args, llm)
+    llm = bc.extraction_llm(args, llm)
     tmp = None
     if args.db:
         db_path = Path(args.db)
@@ -444,23 +427,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--db", default=None, help="keep the embedded store at this SQLite path (re-runs skip known turns)")
     p.add_argument("--threads", type=int, default=1, help="embedding CPU threads")
-    p.add_argument("--llm-url", default=None, help="an OpenAI-compatible endpoint: ingest with LLM extraction")
-    p.add_argument(
-        "--replay",
-        default=None,
-        help="extract with the answers recorded by an earlier --record run "
-        "(with --llm-url, calls it does not hold are asked of that endpoint)",
-    )
-    p.add_argument("--record", default=None, help="write every LLM call and its answer to this file (JSON lines)")
-    p.add_argument("--llm-model", default="gpt-4o-mini", help="model name at --llm-url (default: %(default)s)")
-    p.add_argument(
-        "--structured-output",
-        default="auto",
-        choices=["auto", "json_schema", "json_object", "prompt"],
-        help="how JSON is asked for at --llm-url (COGNIS_LLM_STRUCTURED_OUTPUT; default: %(default)s)",
-    )
-    p.add_argument("--llm-timeout", type=float, default=300.0, help="LLM call timeout, s (default: %(default)s)")
-    p.add_argument("--llm-max-tokens", type=int, default=1024, help="answer token limit (default: %(default)s)")
+    bc.add_llm_args(p)
     p.add_argument(
         "--concurrency",
         type=int,

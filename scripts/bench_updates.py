@@ -61,13 +61,10 @@ from pathlib import Path
 from typing import Any
 
 from cognis_dev import bench_common as bc
-from cognis_dev.llm_recording import RecordingLLM, ReplayLLM
 from cognis_dev.update_oracle import UpdateSetOracle
 from cognis_dev.update_set import TENANT, evaluate, fact_audit, generate, ingest, llm_summary
 
-from cognis_memory.config import Settings
 from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS
-from cognis_memory.wiring import build_llm
 
 HEADERS = ["recipe", "current@1", "stale>current", "current R@5", "history R@5", "previous@1", "unchanged@1"]
 
@@ -85,18 +82,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 fh.write(json.dumps(asdict(h)) + "\n")
     recipes = bc.selected_recipes(args.recipes)
     tmp = tempfile.mkdtemp(prefix="bench-updates-")
-    llm: Any = None
     settings: dict[str, Any] = {}
-    if args.oracle:
-        llm = UpdateSetOracle(histories)
-    elif args.llm_url:
-        llm = build_llm(Settings(llm="openai", openai_base_url=args.llm_url, openai_model=args.llm_model,
-                                 llm_structured_output=args.structured_output, llm_timeout_s=args.llm_timeout,
-                                 llm_max_tokens=args.llm_max_tokens))  # fmt: skip
-    if args.replay:  # with --llm-url: calls the recording does not hold go to the live model
-        llm = ReplayLLM(Path(args.replay), fallback=llm)
-    if args.record and llm is not None:
-        llm = RecordingLLM(llm, Path(args.record))
+    llm = bc.extraction_llm(args, UpdateSetOracle(histories) if args.oracle else None)
     if args.update_min_similarity is not None:
         settings["llm_update_min_similarity"] = args.update_min_similarity
     svc = bc.quality_service(Path(tmp) / "memory.db", cache=not args.no_cache, extraction_llm=llm, **settings)
@@ -150,23 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1, help="generator seed (default: %(default)s)")
     llm = p.add_mutually_exclusive_group()
     llm.add_argument("--oracle", action="store_true", help="extract with a perfect model (the set's ground truth)")
-    llm.add_argument("--llm-url", default=None, help="an OpenAI-compatible endpoint: ingest with LLM extraction")
-    p.add_argument(
-        "--replay",
-        default=None,
-        help="extract with the answers recorded by an earlier --record run "
-        "(with --llm-url, calls it does not hold are asked of that endpoint)",
-    )
-    p.add_argument("--record", default=None, help="write every LLM call and its answer to this file (JSON lines)")
-    p.add_argument("--llm-model", default="gpt-4o-mini", help="model name at --llm-url (default: %(default)s)")
-    p.add_argument(
-        "--structured-output",
-        default="auto",
-        choices=["auto", "json_schema", "json_object", "prompt"],
-        help="how JSON is asked for at --llm-url (COGNIS_LLM_STRUCTURED_OUTPUT; default: %(default)s)",
-    )
-    p.add_argument("--llm-timeout", type=float, default=300.0, help="LLM call timeout, s (default: %(default)s)")
-    p.add_argument("--llm-max-tokens", type=int, default=1024, help="answer token limit (default: %(default)s)")
+    bc.add_llm_args(p, llm)
     p.add_argument(
         "--update-min-similarity",
         type=float,

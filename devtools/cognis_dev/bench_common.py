@@ -551,3 +551,47 @@ async def bulk_load(
         done += n
     seconds = time.perf_counter() - t0
     return {"memories": total, "seconds": round(seconds, 1), "memories_per_s": round(total / seconds, 1)}
+
+
+def add_llm_args(p: Any, url_group: Any = None) -> None:
+    """The options naming an extraction LLM, shared by the quality benchmarks that ingest with one:
+    ``--llm-url`` (in ``url_group`` when given, e.g. exclusive with an oracle), ``--replay``, ``--record``,
+    ``--llm-model``, ``--structured-output``, ``--llm-timeout`` and ``--llm-max-tokens``."""
+    (url_group or p).add_argument(
+        "--llm-url", default=None, help="an OpenAI-compatible endpoint: ingest with LLM extraction"
+    )
+    p.add_argument(
+        "--replay",
+        default=None,
+        help="extract with the answers recorded by an earlier --record run "
+        "(with --llm-url, calls it does not hold are asked of that endpoint)",
+    )
+    p.add_argument("--record", default=None, help="write every LLM call and its answer to this file (JSON lines)")
+    p.add_argument("--llm-model", default="gpt-4o-mini", help="model name at --llm-url (default: %(default)s)")
+    p.add_argument(
+        "--structured-output",
+        default="auto",
+        choices=["auto", "json_schema", "json_object", "prompt"],
+        help="how JSON is asked for at --llm-url (COGNIS_LLM_STRUCTURED_OUTPUT; default: %(default)s)",
+    )
+    p.add_argument("--llm-timeout", type=float, default=300.0, help="LLM call timeout, s (default: %(default)s)")
+    p.add_argument("--llm-max-tokens", type=int, default=1024, help="answer token limit (default: %(default)s)")
+
+
+def extraction_llm(args: Any, llm: Any = None) -> Any:
+    """The extraction LLM the options of :func:`add_llm_args` name: ``llm`` (an oracle, a test's object) or
+    the model at ``--llm-url``, answered from ``--replay`` first and recorded to ``--record``; None: no LLM."""
+    from cognis_memory.config import Settings
+    from cognis_memory.wiring import build_llm
+
+    from .llm_recording import RecordingLLM, ReplayLLM
+
+    if llm is None and args.llm_url:
+        llm = build_llm(Settings(llm="openai", openai_base_url=args.llm_url, openai_model=args.llm_model,
+                                 llm_structured_output=args.structured_output, llm_timeout_s=args.llm_timeout,
+                                 llm_max_tokens=args.llm_max_tokens))  # fmt: skip
+    if args.replay:  # with --llm-url: calls the recording does not hold go to the live model
+        llm = ReplayLLM(Path(args.replay), fallback=llm)
+    if args.record and llm is not None:
+        llm = RecordingLLM(llm, Path(args.record))
+    return llm
