@@ -19,14 +19,17 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.cognis-installed
-if [[ ! -f $stamp || pyproject.toml -nt $stamp || devtools/pyproject.toml -nt $stamp || infra/pyproject.toml -nt $stamp ]]; then
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || devtools/pyproject.toml -nt $stamp || infra/pyproject.toml -nt $stamp \
+      || scripts/test-constraints.txt -nt $stamp ]]; then
   # Every extra, sentence-transformers (torch) included: the tests compare the ONNX default with it.
   # devtools/ (cognis_dev: local servers, process helpers, fixtures, benchmark helpers) is the
   # development side, installed next to the runtime but never part of its wheel; infra/ (cognis-infra:
   # the Pulumi program's components and the policy rules, with the Pulumi SDKs) likewise.
   echo "setup: installing cognis-memory and its dependencies into .venv (torch is large; pip's cache serves reinstalls)"
   .venv/bin/pip install --quiet --upgrade pip setuptools wheel
-  .venv/bin/pip install --quiet -e '.[prod,policy,bench,dev,mcp,otel,sentence-transformers]' -e devtools -e infra
+  # scripts/test-constraints.txt pins what decides the embeddings: the recorded LLM answers replay only on them
+  .venv/bin/pip install --quiet -c scripts/test-constraints.txt \
+    -e '.[prod,policy,bench,dev,mcp,otel,sentence-transformers]' -e devtools -e infra
   touch "$stamp"
 fi
 
