@@ -1,5 +1,5 @@
 """A message sent for its session only (CONTEXT scope) with a real model's recorded answers (Qwen2.5-Coder
-1.5B on llama-server, 6 December 2026; recorded by RecordingLLM over the OpenAI-compatible provider with
+1.5B on llama-server, 6 December 2026, recorded again on 7 December on the pinned test stack; recorded by RecordingLLM over the OpenAI-compatible provider with
 :func:`send`, replayed by ReplayLLM: the pipeline is real, the answers are the model's own).
 
 Two sessions of one user: "I live in Braga and I work as a nurse." (session s1, USER) and, in session

@@ -1,6 +1,7 @@
 """The README's demo import with a real model's recorded answers (Qwen2.5-Coder 1.5B on llama-server,
-4 December 2026; recorded by RecordingLLM, replayed by ReplayLLM: the pipeline is real, the answers are
-the model's own).
+recorded again on 7 December 2026 on the pinned test stack, scripts/test-constraints.txt; recorded by
+RecordingLLM, replayed by ReplayLLM: the pipeline is real, the answers are the model's own), and the
+README's two searches on what it stored.
 
 ``examples/demo_conversation.jsonl`` is two sessions two weeks apart, sent as one request, as
 ``cognis-memory import`` sends it. What the model did, and what the pipeline must make of it:
@@ -11,7 +12,10 @@ the model's own).
 * in that decide call the model answered fact 0 ("Maya moved to Lisbon last weekend") six times,
   UPDATE of every listed memory, each with the memory's own text. Read first-decision-wins, it retired
   "Maya works as a data analyst at Ribeira Logistics" in favour of the Lisbon move. A fact decided
-  several ways is now an ADD: the job fact stays current, the move is kept beside the Porto fact.
+  several ways is now an ADD: the job fact stays current, the move is kept beside the Porto fact;
+* so with this model the demo's searches do not find what is true now: "Where does Maya live now?" ranks
+  the Porto fact first and "Is Maya still vegetarian?" the vegetarian one (issue 30; README, "Changing
+  facts", says so). The test holds these answers so that a change to them is seen.
 """
 
 from __future__ import annotations
@@ -50,3 +54,11 @@ async def test_the_demo_import_with_a_real_models_answers(make_service) -> None:
     second = {m.id for m, (_, item) in zip(res.messages, pairs, strict=True) if item["session_id"] == "session-2"}
     lisbon = next(f for f in facts if "Lisbon" in f.content)
     assert set(lisbon.source_message_ids) <= second
+
+    home = await svc.search("demo", "demo-user", "Where does Maya live now?", limit=3)
+    assert home.hits[0].memory.content == "Maya lives in Porto with her dog Biscuit, a very loud beagle."
+    veg = await svc.search("demo", "demo-user", "Is Maya still vegetarian?", limit=3)
+    assert [h.memory.content for h in veg.hits][:2] == [
+        "Maya has been vegetarian since 2019.",
+        "Maya is not vegetarian anymore",
+    ]
