@@ -183,15 +183,17 @@ async def ingest(
     concurrency: int = 1,
     date_order: bool = False,
     session_turns: int | None = None,
-) -> tuple[dict[str, Any], IngestReport]:
+    report: IngestReport | None = None,
+) -> dict[str, Any]:
     """Every haystack session one request (synchronous mode: with an extraction LLM, its facts are
     extracted and decided before the next session's), or requests of ``session_turns`` turns at most;
     ``date_order``: sessions sorted by date (the file orders sessions of the same day by hour only
     sometimes), else in file order. ``concurrency``
     questions (users) are ingested at once, each one's sessions in order, as
     :func:`cognis_dev.update_set.ingest` does: users share nothing, so the stored result is the same.
-    The report holds per session the extraction counts the service answered with (for ``llm_summary``)."""
-    report = IngestReport()
+    ``report``, when given, gains per request the extraction counts the service answered with (for
+    ``llm_summary``). Returns the counts and seconds of the ingest."""
+    report = report if report is not None else IngestReport()
     gate = asyncio.Semaphore(concurrency)
     total = created = warmed = done = 0
     t0 = time.perf_counter()
@@ -230,7 +232,7 @@ async def ingest(
     assert isinstance(svc.telemetry, bc.RecordingTelemetry)
     svc.telemetry.take()
     stats = {"messages": total, "created": created, "seconds": round(seconds, 1), "embedded_into_cache": warmed}
-    return stats, report
+    return stats
 
 
 async def all_jobs(svc: MemoryService) -> list[Any]:
@@ -345,8 +347,9 @@ async def run(args: argparse.Namespace, *, llm: Any = None) -> dict[str, Any]:
     try:
         await svc.start(run_worker=False)
         extracting = svc.ingest.extractor is not None
-        stats, report = await ingest(svc, instances, concurrency=args.concurrency, date_order=extracting,
-                                     session_turns=args.session_turns)  # fmt: skip
+        report = IngestReport()
+        stats = await ingest(svc, instances, report=report, concurrency=args.concurrency, date_order=extracting,
+                             session_turns=args.session_turns)  # fmt: skip
         print(f"ingested {stats['messages']} turns of {len(instances)} questions ({stats['created']} new) in "
               f"{stats['seconds']} s", file=sys.stderr)  # fmt: skip
         if extracting:
