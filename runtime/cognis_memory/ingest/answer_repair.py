@@ -62,8 +62,9 @@ class AnswerReport:
     ``asked``: questions (an extract or a decide call, with its possible retry); of these ``valid``
     were valid as first answered, ``repaired`` usable after repairing the first answer, ``retried``
     usable only from the second answer, ``unusable`` neither. ``calls`` counts HTTP/API calls,
-    ``seconds`` their time, ``prompt_tokens`` and ``output_tokens`` what the provider reported for them. ``repairs`` and ``dropped`` count what the readers (and the extraction's
-    checks of the facts) did, by kind; ``overruled`` the decisions the extraction's guards changed.
+    ``seconds`` their time, ``prompt_tokens`` and ``output_tokens`` what the provider reported for them.
+    ``repairs`` and ``dropped`` count what the readers (and the extraction's checks of the facts) did, by
+    kind; ``overruled`` the decisions the extraction's guards changed.
     """
 
     asked: int = 0
