@@ -214,10 +214,7 @@ async def ingest(
                     msgs = [turn_message(sid, date, i, t) for i, t in keep]
                     t1 = time.perf_counter()
                     res = await svc.add_messages(TENANT, inst.question_id, msgs)
-                    report.batches.append(
-                        {"user": inst.question_id, "messages": len(msgs), "seconds": time.perf_counter() - t1,
-                         "extraction": dict(res.extraction), "job": res.job.id if res.job else None}
-                    )  # fmt: skip
+                    report.add_batch(inst.question_id, len(msgs), time.perf_counter() - t1, res)
                     for (i, _), m in zip(keep, res.messages, strict=True):
                         inst.msg_to_turn[m.id] = f"{sid}/{i}"
                     total += len(msgs)

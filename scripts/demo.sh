@@ -46,8 +46,8 @@ demo: no extraction LLM is configured (COGNIS_LLM=none, the default), so the mem
       without understanding it. A present-state question puts the newest of *similar* statements first
       ("I am not vegetarian anymore" above "I have been vegetarian"), but "I moved to Lisbon" is not
       similar enough to "I live in Porto with my dog" to be taken for its update: Porto still comes first.
-      With an LLM, each message's facts are extracted and a newer fact of the same attribute replaces the
-      older: COGNIS_LLM=bedrock, or COGNIS_LLM=openai with COGNIS_OPENAI_BASE_URL and COGNIS_OPENAI_MODEL
+      With an LLM, facts are extracted and added, updated or retired against the stored ones:
+      COGNIS_LLM=bedrock, or COGNIS_LLM=openai with COGNIS_OPENAI_BASE_URL and COGNIS_OPENAI_MODEL
       (a local model: docs/local-llm.md). What that gives with which model, as measured: README, "Changing facts".
 NOTE
 fi

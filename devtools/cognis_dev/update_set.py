@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cognis_memory.domain import Memory
+from cognis_memory.domain import Memory, MemoryKind
 from cognis_memory.ingest.supersession import superseded_sources
 from cognis_memory.service import MemoryService
 
@@ -351,6 +351,11 @@ class IngestReport:
     maps: dict[str, dict[str, str]] = field(default_factory=dict)
     batches: list[dict[str, Any]] = field(default_factory=list)
 
+    def add_batch(self, user: str, messages: int, seconds: float, result: Any) -> None:
+        """One add request's outcome (``result``: the service's ``IngestResult``), as :func:`llm_summary` reads it."""
+        self.batches.append({"user": user, "messages": messages, "seconds": seconds,
+                             "extraction": dict(result.extraction), "job": result.job.id if result.job else None})  # fmt: skip
+
 
 async def ingest(
     svc: MemoryService, histories: list[UserHistory], *, tenant: str = TENANT, concurrency: int = 1
@@ -382,10 +387,7 @@ async def ingest(
                 ]
                 t0 = time.perf_counter()
                 res = await svc.add_messages(tenant, h.user_id, msgs)
-                report.batches.append(
-                    {"user": h.user_id, "messages": len(msgs), "seconds": time.perf_counter() - t0,
-                     "extraction": dict(res.extraction), "job": res.job.id if res.job else None}
-                )  # fmt: skip
+                report.add_batch(h.user_id, len(msgs), time.perf_counter() - t0, res)
                 for t, m in zip(turns, res.messages, strict=True):
                     report.maps[h.user_id][m.id] = t.id
 
@@ -407,7 +409,7 @@ def stated_turns(memory: Memory, turn_of: dict[str, str], values_of: dict[str, l
     statement) is not credited with it."""
     stale = set(superseded_sources(memory))
     turns = {turn_of[m] for m in memory.source_message_ids if m in turn_of and m not in stale}
-    if memory.kind.value != "fact":
+    if memory.kind is not MemoryKind.FACT:
         return turns
     text = memory.content.lower()
     return {t for t in turns if any(_mentioned(v) in text for v in values_of.get(t, ()))}
@@ -515,7 +517,7 @@ async def fact_audit(
     for h in histories:
         owner_facts = [
             m for m in await svc.list_memories(tenant, h.user_id, include_history=True, limit=1000)
-            if m.kind.value == "fact" and not m.deleted
+            if m.kind is MemoryKind.FACT and not m.deleted
         ]  # fmt: skip
         versions += len(owner_facts)
         now = [m for m in owner_facts if m.is_current]
@@ -611,6 +613,7 @@ def llm_summary(report: IngestReport, job_results: dict[str, dict[str, Any]]) ->
         dropped.update(a["dropped"])
         overruled.update(a.get("overruled", {}))
     seconds = sum(a["seconds"] for a in answers)
+    calls = sum(a["calls"] for a in answers)
     return {
         "messages": messages,
         "batches": len(report.batches),
@@ -625,12 +628,10 @@ def llm_summary(report: IngestReport, job_results: dict[str, dict[str, Any]]) ->
         "retried": sum(a["retried"] for a in answers),
         "unusable": sum(a["unusable"] for a in answers),
         "decisions": decisions,
-        "llm_calls": sum(a["calls"] for a in answers),
-        "change_checks": sum(int(e.get("change_checks", 0)) for e in extractions),
-        "changes_said": sum(int(e.get("changes_said", 0)) for e in extractions),
+        "llm_calls": calls,
         "prompt_tokens": sum(int(a.get("prompt_tokens", 0)) for a in answers),
         "output_tokens": sum(int(a.get("output_tokens", 0)) for a in answers),
-        "llm_calls_per_message": round(sum(a["calls"] for a in answers) / messages, 3) if messages else 0.0,
+        "llm_calls_per_message": round(calls / messages, 3) if messages else 0.0,
         "llm_seconds_per_message": round(seconds / messages, 3) if messages else 0.0,
         "ingest_seconds_per_message": round(sum(b["seconds"] for b in report.batches) / messages, 3) if messages else 0,
         "repairs": dict(repairs.most_common()),
