@@ -80,14 +80,13 @@ TOOLS: tuple[ToolDefinition, ...] = (
         ),
         fields=(
             ToolField(
-                ContextBody, "message", required=True, overrides={"description": "What to look for, in plain words."}
+                ContextBody, "query", required=True, overrides={"description": "What to look for, in plain words."}
             ),
             ToolField(ContextBody, "limit", overrides={"default": 10, "maximum": RECALL_MAX_LIMIT}),
             ToolField(ContextBody, "time_from"),
             ToolField(ContextBody, "time_to"),
             ToolField(ContextBody, "include_history"),
         ),  # fmt: skip
-        input_names={"query": "message"},
     ),
     ToolDefinition(
         name="forget",
@@ -225,8 +224,8 @@ def _recalled(result: ContextOut) -> ToolOutcome:
 
 
 def _forgotten(tombstone: MemoryOut) -> ToolOutcome:
-    """Deleting writes a tombstone version on top of the memory; the forgotten id is the one it replaces."""
-    forgotten = tombstone.replaces_id or tombstone.id
+    """Deleting writes a tombstone version on top of the memory, which keeps its id."""
+    forgotten = tombstone.id
     return ToolOutcome(text=f"Forgotten (memory {forgotten}).", data={"forgotten_id": forgotten})
 
 

@@ -106,7 +106,8 @@ class Message:
 
 @dataclass(slots=True)
 class Memory:
-    """One version of one memory."""
+    """One version of one memory. ``id`` is this version's own id; ``chain_id`` is the memory's id, the same
+    in every version of it (the id of its first version), which the API shows as the memory's ``id``."""
 
     tenant_id: str
     user_id: str
@@ -129,6 +130,12 @@ class Memory:
     embedding: np.ndarray | None = None  # full vector, unit length, float32
     embedding_short: np.ndarray | None = None  # prefix re-normalised to unit length
     id: str = field(default_factory=new_id)
+    #: the id of the chain's first version ("" when built: a first version is its own chain)
+    chain_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.chain_id:
+            self.chain_id = self.id
 
     @property
     def effective_time(self) -> datetime | None:

@@ -99,7 +99,7 @@ def memory_line(m: Memory, *, with_id: bool = False) -> str:
     ``- [2025-03-20] "Maya" said: "content"``."""
     speaker, text = _said(m)
     said = f"{quote(speaker)} said: " if speaker else ""
-    ident = f" (id {m.id})" if with_id else ""
+    ident = f" (id {m.chain_id})" if with_id else ""
     return f"- [{_date(m.effective_time)}]{ident} {said}{quote(_clip(text))}"
 
 

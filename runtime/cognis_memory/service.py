@@ -28,9 +28,9 @@ from . import wiring
 from .api_keys import LEGACY_LIST_KEY_NAME, MAX_KEY_LENGTH, hash_api_key, parse_api_key_list
 from .caching.result_cache import Cache, NullCache
 from .config import Settings
-from .domain import Category, Job, JobStatus, Memory, MemoryKind, utcnow
+from .domain import Category, Job, JobStatus, Memory, MemoryKind, Owner, utcnow
 from .encoding.batching import Priority
-from .errors import InvalidInputError, NotFoundError
+from .errors import ConflictError, InvalidInputError, NotFoundError
 from .ingest.categorizer import EmbeddingCategorizer
 from .ingest.pipeline import IngestPipeline, IngestResult, extraction_metrics
 from .ingest.worker import JobWorker
@@ -56,6 +56,7 @@ from .validation import (
     check_recipe,
     check_time,
     check_update,
+    context_query,
     enum_value,
 )
 
@@ -63,6 +64,8 @@ MAX_PROMPT_BLOCK_TOKENS = 32000
 #: the job listing's filter for every job whose facts are still to come
 PENDING = "pending"
 PENDING_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
+#: how often an edit or a delete is tried when other writes replace the memory's current version meanwhile
+WRITE_ATTEMPTS = 3
 
 
 __all__ = ["MAX_PROMPT_BLOCK_TOKENS", "FilterRequest", "MemoryService", "MessageBody"]
@@ -311,42 +314,59 @@ class MemoryService:
         self,
         tenant_id: str,
         user_id: str,
-        message: str,
+        query: str | None = None,
         *,
+        message: str | None = None,
         max_tokens: int = 800,
         with_ids: bool = False,
         limit: int = 20,
         request_id: str | None = None,
         **search_options: Any,
     ) -> tuple[PromptBlock, SearchResponse]:
-        """The memories relevant to ``message`` as a text block of at most ``max_tokens`` (estimated)
+        """The memories relevant to ``query`` as a text block of at most ``max_tokens`` (estimated)
         tokens, for a system prompt; history questions bring the earlier versions along
-        (see :mod:`cognis_memory.prompt_block`). ``search_options`` are :meth:`search`'s filter and
-        options (filter, include_history, now, recipe, ...). Also returns the search it was built from."""
+        (see :mod:`cognis_memory.prompt_block`). ``message`` is the deprecated name of ``query`` (either
+        may be given, or both when equal). ``search_options`` are :meth:`search`'s filter and options
+        (filter, include_history, now, recipe, ...). Also returns the search it was built from."""
         check_int("max_tokens", max_tokens, 50, MAX_PROMPT_BLOCK_TOKENS)
-        check_query("message", message)
-        response = await self.search(tenant_id, user_id, message, limit=limit, request_id=request_id, **search_options)
+        text = context_query(query, message)
+        response = await self.search(tenant_id, user_id, text, limit=limit, request_id=request_id, **search_options)
         block = build_prompt_block(
             [(h.memory, h.history) for h in response.hits], max_tokens=max_tokens, with_ids=with_ids
         )
         return block, response
 
     # -- memories -----------------------------------------------------------------------
-    async def get_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
-        owner = check_owner(tenant_id, user_id)
-        check_id("memory_id", memory_id)
-        memory = await self.stores.memories.get_memory(owner, memory_id)
-        if memory is None:
-            raise NotFoundError(f"memory {memory_id} not found")
-        return memory
-
-    async def history(self, tenant_id: str, user_id: str, memory_id: str) -> list[Memory]:
-        owner = check_owner(tenant_id, user_id)
+    # A memory is a chain of versions that keeps one id, its chain id (the id of its first version); every
+    # version has an id of its own too. Each call below takes either: the chain is found from any member.
+    async def _chain(self, owner: Owner, memory_id: str) -> list[Memory]:
+        """The version chain holding ``memory_id`` (the memory's id or any version's), oldest first; NotFoundError
+        when no memory of this owner has that id."""
         check_id("memory_id", memory_id)
         chain = await self.stores.memories.get_chain(owner, memory_id)
         if not chain:
             raise NotFoundError(f"memory {memory_id} not found")
         return chain
+
+    @staticmethod
+    def _head(chain: list[Memory]) -> Memory:
+        """The chain's newest version: its current one, else (a deleted memory) its tombstone."""
+        return next((m for m in reversed(chain) if m.is_current), chain[-1])
+
+    async def _live_head(self, owner: Owner, memory_id: str) -> Memory:
+        head = self._head(await self._chain(owner, memory_id))
+        if head.deleted:
+            raise NotFoundError(f"memory {memory_id} was deleted (its versions stay readable in its history)")
+        return head
+
+    async def get_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
+        """The current version of the memory ``memory_id`` names (its id or any of its versions' ids);
+        NotFoundError for an unknown id and for a deleted memory."""
+        return await self._live_head(check_owner(tenant_id, user_id), memory_id)
+
+    async def history(self, tenant_id: str, user_id: str, memory_id: str) -> list[Memory]:
+        """Every version of the memory (a deleted one's too, its tombstone last), oldest first."""
+        return await self._chain(check_owner(tenant_id, user_id), memory_id)
 
     async def update_memory(
         self,
@@ -358,28 +378,50 @@ class MemoryService:
         category: Category | str | None = None,
         event_time: datetime | None = None,
     ) -> Memory:
-        """Write a new version of a current memory (the old one stays in its history)."""
+        """Write a new version on top of the memory's current one (the old one stays in its history); any
+        version's id names the memory. NotFoundError for an unknown or deleted memory; ConflictError only
+        when other writes keep replacing the current version while this one is written."""
         owner = check_owner(tenant_id, user_id)
-        current = await self.get_memory(tenant_id, user_id, memory_id)
+        current = await self._live_head(owner, memory_id)
         changes = check_update(
             content=content, category=category, event_time=event_time, max_bytes=self.settings.ingest.memory_max_bytes
         )
         if "content" in changes:
             full, short = await self.encoder.encode_async([changes["content"]], Priority.QUERY)
             changes["embedding"], changes["embedding_short"] = full[0], short[0]
-        if current.kind is MemoryKind.RAW and "content" in changes:
-            changes["kind"] = MemoryKind.FACT  # an edited message is no longer the raw message
-        new = await self.stores.memories.write_version(owner, memory_id, current.next_version(**changes))
-        await self.cache.invalidate(owner)
-        return new
+        for attempt in range(WRITE_ATTEMPTS):
+            own = dict(changes)
+            if current.kind is MemoryKind.RAW and "content" in own:
+                own["kind"] = MemoryKind.FACT  # an edited message is no longer the raw message
+            try:
+                new = await self.stores.memories.write_version(owner, current.id, current.next_version(**own))
+            except ConflictError:  # another write replaced the current version meanwhile: edit the newer one
+                if attempt + 1 == WRITE_ATTEMPTS:
+                    raise
+                current = await self._live_head(owner, memory_id)
+                continue
+            await self.cache.invalidate(owner)
+            return new
+        raise AssertionError("unreachable")
 
     async def delete_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
-        """Soft delete: a tombstone version on top of the chain; history keeps the rest."""
+        """Soft delete: a tombstone version on top of the chain; history keeps the rest. Idempotent: deleting a
+        memory already deleted writes nothing and returns its tombstone again. NotFoundError only for an id no
+        memory of this owner has."""
         owner = check_owner(tenant_id, user_id)
-        current = await self.get_memory(tenant_id, user_id, memory_id)
-        tomb = await self.stores.memories.write_version(owner, memory_id, current.tombstone())
-        await self.cache.invalidate(owner)
-        return tomb
+        for attempt in range(WRITE_ATTEMPTS):
+            head = self._head(await self._chain(owner, memory_id))
+            if head.deleted:
+                return head
+            try:
+                tomb = await self.stores.memories.write_version(owner, head.id, head.tombstone())
+            except ConflictError:  # changed meanwhile (edited, or deleted by a concurrent call): look again
+                if attempt + 1 == WRITE_ATTEMPTS:
+                    raise
+                continue
+            await self.cache.invalidate(owner)
+            return tomb
+        raise AssertionError("unreachable")
 
     async def forget_user(self, tenant_id: str, user_id: str) -> dict[str, int]:
         """Hard delete of everything of one user, in the store and the cache."""

@@ -87,6 +87,16 @@ def check_query(field_name: str, value: Any) -> str:
     return check_text(field_name, value, 4 * MAX_QUERY_CHARS)
 
 
+def context_query(query: Any, message: Any) -> str:
+    """The text of a context request: ``query``, or ``message``, its deprecated name (both may be given when
+    they are equal). Checked as :func:`check_query` checks a search's, under the name that was given."""
+    if query is None and message is None:
+        raise InvalidInputError("query", "is required")
+    if query is not None and message is not None and query != message:
+        raise InvalidInputError("message", "differs from query; send query only (message is its deprecated name)")
+    return check_query("query", query) if query is not None else check_query("message", message)
+
+
 def check_time(field_name: str, value: datetime | None) -> datetime | None:
     if value is None:
         return None

@@ -6,6 +6,7 @@ the CLI: an InvalidInputError naming the field, and nothing stored.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import sqlite3
 from datetime import UTC, datetime
@@ -141,16 +142,21 @@ async def test_add_is_idempotent_on_the_client_message_id(svc):
 
 
 async def test_versions_through_the_service(svc):
+    """A memory keeps one id (its chain id) across its versions; any version's id names it for every call."""
     user = "versions"
     added = await svc.add_messages(
         T, user, [MessageBody(content="I drive a red Fiat", timestamp=_t("2025-01-05T09:00:00+00:00"))]
     )
     v1 = added.raw_memories[0]
+    assert v1.chain_id == v1.id
     v2 = await svc.update_memory(T, user, v1.id, content="Maya drives a blue Volvo")
-    assert (v2.version, v2.replaces_id, v2.is_current) == (2, v1.id, True)
+    assert (v2.version, v2.replaces_id, v2.is_current, v2.chain_id) == (2, v1.id, True, v1.id)
     assert v2.message_time == v1.message_time  # when it was said is kept
-    with pytest.raises(ConflictError):
-        await svc.update_memory(T, user, v1.id, content="stale")
+    # the older version's id edits the current version: no conflict, the chain grows on its head
+    v3 = await svc.update_memory(T, user, v1.id, content="Maya drives a green Volvo")
+    assert (v3.version, v3.replaces_id, v3.chain_id) == (3, v2.id, v1.id)
+    for any_id in (v1.id, v2.id, v3.id):
+        assert (await svc.get_memory(T, user, any_id)).id == v3.id
     with pytest.raises(InvalidInputError) as exc:
         await svc.update_memory(T, user, v2.id)
     assert exc.value.field == "body"
@@ -158,16 +164,58 @@ async def test_versions_through_the_service(svc):
         await svc.update_memory("other-tenant", user, v2.id, content="hijack")
     with pytest.raises(NotFoundError):
         await svc.delete_memory(T, "another-user", v2.id)
+    with pytest.raises(NotFoundError):
+        await svc.get_memory(T, "another-user", v1.id)
+    with pytest.raises(NotFoundError):
+        await svc.history(T, "another-user", v1.id)
 
-    v3 = await svc.delete_memory(T, user, v2.id)
-    assert (v3.version, v3.deleted, v3.is_current, v3.replaces_id) == (3, True, False, v2.id)
+    v4 = await svc.delete_memory(T, user, v2.id)
+    assert (v4.version, v4.deleted, v4.is_current, v4.replaces_id, v4.chain_id) == (4, True, False, v3.id, v1.id)
+    for any_id in (v1.id, v3.id, v4.id):  # deleting again: the same tombstone, nothing written
+        assert (await svc.delete_memory(T, user, any_id)).id == v4.id
     chain = await svc.history(T, user, v1.id)
-    assert [(m.id, m.version, m.is_current) for m in chain] == [(v1.id, 1, False), (v2.id, 2, False), (v3.id, 3, False)]
+    assert [(m.id, m.version, m.is_current) for m in chain] == [
+        (v1.id, 1, False), (v2.id, 2, False), (v3.id, 3, False), (v4.id, 4, False)
+    ]  # fmt: skip
+    assert {m.chain_id for m in chain} == {v1.id}
+    for any_id in (v1.id, v4.id):  # a deleted memory is not found, nor edited; its history stays
+        with pytest.raises(NotFoundError, match="deleted"):
+            await svc.get_memory(T, user, any_id)
+        with pytest.raises(NotFoundError, match="deleted"):
+            await svc.update_memory(T, user, any_id, content="back again")
     assert (await svc.search(T, user, "What car does Maya drive?", include_history=True)).hits == []
     assert await svc.list_memories(T, user) == []
     exported = [m async for m in svc.export(T, user)]
-    assert {m.id for m in exported} == {v1.id, v2.id, v3.id}
+    assert {m.id for m in exported} == {v1.id, v2.id, v3.id, v4.id}
     assert [m.id async for m in svc.export(T, user, include_history=False)] == []
+    with pytest.raises(NotFoundError, match="not found"):
+        await svc.delete_memory(T, user, "no-such-memory")
+
+
+async def test_concurrent_edits_and_deletes_of_one_memory_all_land(svc, monkeypatch):
+    """Edits racing on one memory each go on top of the newest version (none is refused for an id that is
+    simply older); deletes racing each other all answer the one tombstone."""
+    user = "racing"
+    v1 = (await svc.add_messages(T, user, [MessageBody(content="My bike is red")])).raw_memories[0]
+    conflicts = 0
+    write_version = svc.stores.memories.write_version
+
+    async def counting(*args, **kwargs):
+        nonlocal conflicts
+        try:
+            return await write_version(*args, **kwargs)
+        except ConflictError:
+            conflicts += 1
+            raise
+
+    monkeypatch.setattr(svc.stores.memories, "write_version", counting)
+    colours = ("blue", "green", "black")
+    edits = await asyncio.gather(*(svc.update_memory(T, user, v1.id, content=f"My bike is {c}") for c in colours))
+    assert sorted(e.version for e in edits) == [2, 3, 4] and {e.chain_id for e in edits} == {v1.id}
+    deletes = await asyncio.gather(*(svc.delete_memory(T, user, v1.id) for _ in range(3)))
+    assert deletes[0].deleted and deletes[0].version == 5 and {d.id for d in deletes} == {deletes[0].id}
+    assert conflicts >= 1  # the calls did race: some write found the head replaced and went again
+    assert [m.version for m in await svc.history(T, user, v1.id)] == [1, 2, 3, 4, 5]
 
 
 async def test_forget_user_and_other_owners(svc):

@@ -69,6 +69,7 @@ ABSENT: dict[str, dict[str, str]] = {
         "tenant_id": "the caller's API key names the tenant; a response does not repeat it",
         "embedding": "vectors are internal: not part of the API",
         "embedding_short": "vectors are internal: not part of the API",
+        "chain_id": "shown as `id`, the memory's id (the version's own id is `version_id`)",
     },
 }
 ABSENT["keyword index document"] = ABSENT["keyword index mapping"]

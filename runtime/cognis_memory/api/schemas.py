@@ -59,7 +59,18 @@ class SearchBody(RetrievalOptions):
 
 
 class ContextBody(RetrievalOptions):
-    message: StrictStr = Field(..., description="The user's latest message.", examples=["Where should I take my cat?"])
+    query: StrictStr | None = Field(
+        None,
+        description="What to find memories for: usually the user's latest message (as `query` of /search). "
+        "Required unless the deprecated `message` is given.",
+        examples=["Where should I take my cat?"],
+    )
+    message: StrictStr | None = Field(
+        None,
+        deprecated=True,
+        description="Deprecated name of `query`, still accepted: give one of them (both only when they are equal; "
+        "different values are a 422 naming `message`).",
+    )
     max_tokens: StrictInt = Field(800, ge=50, le=32000, description="Token budget of the text block (estimated).")
     limit: StrictInt = Field(20, ge=1, le=100, description="How many search hits to consider.")
     with_ids: StrictBool = Field(False, description="Put each memory's id in its line (for agents that edit memories).")
@@ -72,7 +83,11 @@ class UpdateMemoryBody(_Strict):
 
 
 class MemoryOut(BaseModel):
-    id: str = Field(description="The memory's id (one per version).")
+    id: str = Field(
+        description="The memory's id: the same in every version of it (the id of its first version). Every route "
+        "that takes a memory id also takes a `version_id`."
+    )
+    version_id: str = Field(description="This version's own id (`replaces_id` names the previous version's).")
     user_id: str
     content: str
     category: Category
@@ -87,14 +102,16 @@ class MemoryOut(BaseModel):
     version: int
     is_current: bool
     deleted: bool
-    replaces_id: str | None
+    replaces_id: str | None = Field(description="The `version_id` of the version this one replaced.")
     source_message_ids: list[str]
     metadata: dict[str, Any]
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
-        """Every declared field from the memory's attribute of the same name (a new field is one line above)."""
-        return cls(**{name: getattr(m, name) for name in cls.model_fields})
+        """Every declared field from the memory's attribute of the same name (a new field is one line above),
+        but the two ids: ``id`` is the memory's (its chain id), ``version_id`` the version's."""
+        fields = {name: getattr(m, name) for name in cls.model_fields if name not in ("id", "version_id")}
+        return cls(id=m.chain_id, version_id=m.id, **fields)
 
 
 class MessageOut(BaseModel):

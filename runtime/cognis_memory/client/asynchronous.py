@@ -94,8 +94,8 @@ class AsyncMemoryClient:
     async def search(self, user_id: str, query: str, **options: Any) -> SearchOut:
         return await self._send(_search(user_id, query, options))
 
-    async def context(self, user_id: str, message: str, **options: Any) -> ContextOut:
-        return await self._send(_context(user_id, message, options))
+    async def context(self, user_id: str, query: str | None = None, **options: Any) -> ContextOut:
+        return await self._send(_context(user_id, query, options))
 
     async def get(self, user_id: str, memory_id: str) -> MemoryOut:
         return await self._send(_memory(user_id, memory_id))

@@ -43,7 +43,7 @@ class NotFound(MemoryAPIError):
 
 
 class Conflict(MemoryAPIError):
-    """409: e.g. updating a memory that is no longer the current version."""
+    """409: e.g. a memory that other writes kept replacing while it was being updated."""
 
 
 class PayloadTooLarge(MemoryAPIError):

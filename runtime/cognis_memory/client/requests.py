@@ -140,8 +140,9 @@ def _search(user_id: str, query: str, options: dict[str, Any]) -> _Request[Searc
     return _Request("POST", f"{_user(user_id)}/search", _model(SearchOut), json=_plain({"query": query, **options}))
 
 
-def _context(user_id: str, message: str, options: dict[str, Any]) -> _Request[ContextOut]:
-    body = _plain({"message": message, **options})
+def _context(user_id: str, query: str | None, options: dict[str, Any]) -> _Request[ContextOut]:
+    """``options`` may hold ``message``, the deprecated name of ``query``: the server still takes it."""
+    body = _plain(({"query": query} if query is not None else {}) | options)
     return _Request("POST", f"{_user(user_id)}/context", _model(ContextOut), json=body)
 
 

@@ -103,11 +103,11 @@ class MemoryClient:
         :mod:`cognis_memory.api.schemas`: limit, explain, the filters such as session_id or kinds, ...)."""
         return self._send(_search(user_id, query, options))
 
-    def context(self, user_id: str, message: str, **options: Any) -> ContextOut:
-        """The memories relevant to ``message`` as a text block for a system prompt; options are the fields
+    def context(self, user_id: str, query: str | None = None, **options: Any) -> ContextOut:
+        """The memories relevant to ``query`` as a text block for a system prompt; options are the fields
         of the context body (``ContextBody`` in :mod:`cognis_memory.api.schemas`: max_tokens (default 800),
-        limit (default 20), with_ids, the search filters, ...)."""
-        return self._send(_context(user_id, message, options))
+        limit (default 20), with_ids, the search filters, ...; ``message=`` is the deprecated name of ``query``)."""
+        return self._send(_context(user_id, query, options))
 
     def get(self, user_id: str, memory_id: str) -> MemoryOut:
         return self._send(_memory(user_id, memory_id))
@@ -117,11 +117,12 @@ class MemoryClient:
         return self._send(_history(user_id, memory_id))
 
     def update(self, user_id: str, memory_id: str, **changes: Any) -> MemoryOut:
-        """Write a new version (content, category, event_time)."""
+        """Write a new version (content, category, event_time) on top of the current one; ``memory_id`` is the
+        memory's id or any of its versions'. The memory keeps its id."""
         return self._send(_memory(user_id, memory_id, "PATCH", _plain(changes)))
 
     def delete(self, user_id: str, memory_id: str) -> MemoryOut:
-        """Delete a memory: a tombstone version, history kept."""
+        """Delete a memory: a tombstone version, history kept. Deleting it again returns the same tombstone."""
         return self._send(_memory(user_id, memory_id, "DELETE"))
 
     def forget_user(self, user_id: str) -> ForgetOut:

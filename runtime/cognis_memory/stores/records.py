@@ -294,6 +294,7 @@ MEMORY_RECORD: tuple[Column, ...] = (
     Column("replaces_id"),
     Column("source_message_ids", "ids"),
     Column("metadata", "json"),
+    Column("chain_id"),  # the id of the chain's first version: the memory's id in the API
     Column("embedding", "vector"),
     Column("embedding_short", "vector"),
 )

@@ -1,4 +1,8 @@
-"""``/v1/users/{user_id}/memories...``: list, read, version history, update (a new version), delete."""
+"""``/v1/users/{user_id}/memories...``: list, read, version history, update (a new version), delete.
+
+A memory keeps one id across its versions (``id``; each version also has a ``version_id``). Every route
+taking ``{memory_id}`` takes either, so an id a client kept from any version of a memory keeps naming it.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +34,16 @@ async def list_memories(
     )
 
 
-@router.get("/v1/users/{user_id}/memories/{memory_id}", response_model=MemoryOut)
+_ANY_ID = " `memory_id` is the memory's `id` or the `version_id` of any of its versions."
+
+
+@router.get(
+    "/v1/users/{user_id}/memories/{memory_id}",
+    response_model=MemoryOut,
+    summary="The current version of a memory",
+    description="404 for an id no memory of this user has, and for a deleted memory (its versions stay "
+    "readable in its history)." + _ANY_ID,
+)
 async def get_memory(user_id: str, memory_id: str, key: ReadKey, service: Service):
     return MemoryOut.of(await service.get_memory(key.tenant_id, user_id, memory_id))
 
@@ -39,13 +52,19 @@ async def get_memory(user_id: str, memory_id: str, key: ReadKey, service: Servic
     "/v1/users/{user_id}/memories/{memory_id}/history",
     response_model=HistoryOut,
     summary="Every version of the memory's chain, oldest first",
+    description="A deleted memory's too, its tombstone (`deleted: true`) last." + _ANY_ID,
 )
 async def memory_history(user_id: str, memory_id: str, key: ReadKey, service: Service):
     return HistoryOut(versions=[MemoryOut.of(m) for m in await service.history(key.tenant_id, user_id, memory_id)])
 
 
 @router.patch(
-    "/v1/users/{user_id}/memories/{memory_id}", response_model=MemoryOut, summary="Write a new version of a memory"
+    "/v1/users/{user_id}/memories/{memory_id}",
+    response_model=MemoryOut,
+    summary="Write a new version of a memory",
+    description="The new version goes on top of the current one, whichever version's id is given; the memory "
+    "keeps its `id`. 404 for an unknown or deleted memory; 409 only when other writes kept replacing the current "
+    "version meanwhile." + _ANY_ID,
 )
 async def update_memory(user_id: str, memory_id: str, body: UpdateMemoryBody, key: WriteKey, service: Service):
     return MemoryOut.of(
@@ -64,6 +83,8 @@ async def update_memory(user_id: str, memory_id: str, body: UpdateMemoryBody, ke
     "/v1/users/{user_id}/memories/{memory_id}",
     response_model=MemoryOut,
     summary="Delete a memory (tombstone version; history kept)",
+    description="Idempotent: deleting a memory already deleted changes nothing and answers 200 with the same "
+    "tombstone as the first delete; 404 only for an id no memory of this user has." + _ANY_ID,
 )
 async def delete_memory(user_id: str, memory_id: str, key: WriteKey, service: Service):
     return MemoryOut.of(await service.delete_memory(key.tenant_id, user_id, memory_id))

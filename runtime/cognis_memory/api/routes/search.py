@@ -69,11 +69,12 @@ async def context(user_id: str, body: ContextBody, key: ReadKey, service: Servic
     block, res = await service.prompt_block(
         key.tenant_id,
         user_id,
-        body.message,
+        body.query,
+        message=body.message,
         filter=_filter(body),
         request_id=ids.request_id,
         client_request_id=ids.client_request_id,
-        **_options(body, "message"),
+        **_options(body, "query", "message"),
     )
     return ContextOut(
         text=block.text,

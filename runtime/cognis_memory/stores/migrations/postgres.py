@@ -197,6 +197,38 @@ SET scope = CASE WHEN metadata ->> 'scope' = 'CONTEXT' THEN 'CONTEXT' ELSE 'USER
 WHERE metadata ? 'scope' OR metadata ? 'raw_memory_id';
 """,
     ),
+    Migration(
+        6,
+        "memory chain id",
+        """
+-- A memory keeps one id across its versions: the id of its first version, kept in every version as
+-- chain_id. The rows written before get it by walking each chain forward from its first version
+-- (replaces_id IS NULL), within one owner; a row no walk reaches (its first version is gone) is a
+-- chain of its own.
+ALTER TABLE memories ADD COLUMN chain_id text;
+WITH RECURSIVE walk(id, tenant_id, user_id, root) AS (
+    SELECT id, tenant_id, user_id, id FROM memories WHERE replaces_id IS NULL
+    UNION
+    SELECT m.id, m.tenant_id, m.user_id, w.root FROM memories m
+    JOIN walk w ON m.replaces_id = w.id AND m.tenant_id = w.tenant_id AND m.user_id = w.user_id
+)
+UPDATE memories m SET chain_id = w.root FROM walk w WHERE m.id = w.id;
+UPDATE memories SET chain_id = id WHERE chain_id IS NULL;
+-- A service of an earlier release still running during a deploy inserts rows without chain_id: the
+-- trigger gives such a row the chain id of the version it replaces (or its own id, for a first version).
+CREATE FUNCTION memories_fill_chain_id() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.chain_id := COALESCE(
+        (SELECT p.chain_id FROM memories p
+         WHERE p.id = NEW.replaces_id AND p.tenant_id = NEW.tenant_id AND p.user_id = NEW.user_id),
+        NEW.id);
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER memories_chain_id BEFORE INSERT ON memories
+    FOR EACH ROW WHEN (NEW.chain_id IS NULL) EXECUTE FUNCTION memories_fill_chain_id();
+""",
+    ),
 )
 
 

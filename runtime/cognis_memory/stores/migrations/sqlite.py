@@ -165,6 +165,29 @@ WHERE CASE WHEN json_valid(metadata)
            ELSE 0 END;
 """,
     ),
+    Migration(
+        3,
+        "memory chain id",
+        # A memory keeps one id across its versions: the id of its first version, kept in every version
+        # as chain_id. The rows written before get it by walking each chain forward from its first
+        # version (replaces_id IS NULL), within one owner; a row no walk reaches (its first version is
+        # gone) is a chain of its own.
+        """
+ALTER TABLE memories ADD COLUMN chain_id TEXT;
+CREATE TEMP TABLE chain_roots AS
+WITH RECURSIVE walk(id, tenant_id, user_id, root) AS (
+    SELECT id, tenant_id, user_id, id FROM memories WHERE replaces_id IS NULL
+    UNION
+    SELECT m.id, m.tenant_id, m.user_id, w.root FROM memories m
+    JOIN walk w ON m.replaces_id = w.id AND m.tenant_id = w.tenant_id AND m.user_id = w.user_id
+)
+SELECT id, root FROM walk;
+CREATE INDEX temp.chain_roots_id ON chain_roots (id);
+UPDATE memories SET chain_id = (SELECT root FROM temp.chain_roots r WHERE r.id = memories.id);
+UPDATE memories SET chain_id = id WHERE chain_id IS NULL;
+DROP TABLE temp.chain_roots;
+""",
+    ),
 )
 
 

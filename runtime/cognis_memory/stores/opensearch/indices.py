@@ -11,7 +11,9 @@ An index is created once, with a strict mapping; opening adds the fields a newer
 index records the layout of its documents in its ``_meta`` (:data:`MESSAGE_LAYOUT_KEY`), and one made
 before layout 2 (a message's scope and its raw memory's id as keys of its metadata) is upgraded when the
 store opens: every document is rewritten in the new layout (:func:`message_in_layout_2`), then the layout
-is recorded, so a later open costs one mapping read.
+is recorded, so a later open costs one mapping read. The ``memories`` index likewise records
+:data:`MEMORY_LAYOUT_KEY`: one made before layout 2 gets each memory's chain id (the id of its chain's
+first version, found by walking ``replaces_id`` back) written into every document that lacks it.
 """
 
 from __future__ import annotations
@@ -23,18 +25,34 @@ from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
 
 from ...domain import Scope
-from ..records import MEMORY_RECORD, MESSAGE_RECORD
+from ..records import MEMORY_RECORD, MESSAGE_RECORD, OPENSEARCH, memory_from_row
 from ..vector_space import KEY as VECTOR_SPACE_KEY
 from ..vector_space import check as check_vector_space
 from .client import OpenSearchRunner, Refresh, ensure_index, index_settings
-from .documents import knn_field, memory_mapping, message_mapping
+from .documents import knn_field, memory_fields, memory_mapping, message_mapping, owner_key
 
 #: The ``_meta`` key of the messages index holding the layout of its documents (absent: layout 1).
 MESSAGE_LAYOUT_KEY = "message_layout"
 #: 2: ``scope`` and ``raw_memory_id`` are fields of their own (layout 1 kept them in ``metadata``).
 MESSAGE_LAYOUT = 2
+#: The ``_meta`` key of the memories index holding the layout of its documents (absent: layout 1).
+MEMORY_LAYOUT_KEY = "memory_layout"
+#: 2: every memory document has ``chain_id`` (layout 1 had none).
+MEMORY_LAYOUT = 2
 #: documents rewritten per bulk request when an index is upgraded
 UPGRADE_PAGE = 500
+
+
+def memory_document(source: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A memory document rebuilt whole from its ``_source`` with ``changes`` applied: the knn fields are not
+    kept in ``_source``, so they are written again from their stored float32 copies."""
+    m = memory_from_row(source, OPENSEARCH)
+    for name, value in changes.items():
+        setattr(m, name, value)
+    return memory_fields(m, MEMORY_RECORD) | {
+        "successor_id": source.get("successor_id"),
+        "flip_pending": bool(source.get("flip_pending", False)),
+    }
 
 
 def message_in_layout_2(source: dict[str, Any]) -> dict[str, Any]:
@@ -94,6 +112,7 @@ class OpenSearchIndices:
                 "properties": memory_mapping(MEMORY_RECORD, self.vector_fields)
                 | {"successor_id": kw, "flip_pending": {"type": "boolean"}},
                 "_source": {"excludes": ["embedding", "embedding_short"]},
+                "_meta": {MEMORY_LAYOUT_KEY: MEMORY_LAYOUT},
             },
         }
         messages = {
@@ -155,6 +174,7 @@ class OpenSearchIndices:
         for alias, body in self._bodies().items():
             await ensure_index(self.runner, alias, f"{alias}-000001", body)
         await self._upgrade_messages()
+        await self._upgrade_memories()
         await self._check_vector_space()
 
     async def _upgrade_messages(self) -> None:
@@ -207,6 +227,87 @@ class OpenSearchIndices:
                     f"upgrading the messages of {self.messages}: messages in the old layout keep being written "
                     "(is an older release of cognis-memory still running on this index?)"
                 )
+
+    async def _index_meta(self, index: str) -> dict[str, Any]:
+        found: dict[str, Any] = await self.runner(self.client.indices.get_mapping, index=index)
+        concrete: dict[str, Any] = next(iter(found.values()), {})  # the alias's one concrete index
+        meta: dict[str, Any] = concrete.get("mappings", {}).get("_meta", {})
+        return meta
+
+    async def _upgrade_memories(self) -> None:
+        """Give every memory document of an index made before :data:`MEMORY_LAYOUT` its chain id (see the
+        module's docstring), then record the layout. Conditional writes, as for the messages: safe when
+        several stores open at once, and a document changed meanwhile is read again."""
+        meta = await self._index_meta(self.memories)
+        if meta.get(MEMORY_LAYOUT_KEY, 1) >= MEMORY_LAYOUT:
+            return
+        client, timeout = self.client, self.write_timeout_s
+        query = {"bool": {"must_not": [{"exists": {"field": "chain_id"}}]}}
+        await self.runner(client.indices.refresh, index=self.memories, request_timeout=timeout)
+        stuck = 0
+        while True:
+            res = await self.runner(
+                client.search, index=self.memories, request_timeout=timeout,
+                body={"size": UPGRADE_PAGE, "query": query, "seq_no_primary_term": True, "sort": ["_doc"]},
+            )  # fmt: skip
+            hits = res["hits"]["hits"]
+            if not hits:
+                break
+            roots = await self._chain_roots([h["_source"] for h in hits])
+            body: list[dict[str, Any]] = []
+            for h in hits:
+                where = {"_index": h["_index"], "_id": h["_id"], "if_seq_no": h["_seq_no"]}
+                doc = memory_document(h["_source"], chain_id=roots[h["_source"]["memory_id"]])
+                body += [{"index": where | {"if_primary_term": h["_primary_term"]}}, doc]
+            done = await self.runner(client.bulk, body=body, refresh=True, request_timeout=timeout)
+            written = sum(1 for item in done["items"] if int(item["index"].get("status", 500)) in (200, 201))
+            failed = [it["index"] for it in done["items"] if int(it["index"].get("status", 500)) not in (200, 201, 409)]
+            if failed:
+                raise RuntimeError(f"upgrading the memories of {self.memories}: a write failed: {failed[0]}")
+            stuck = 0 if written else stuck + 1
+            if stuck == 3:
+                raise RuntimeError(
+                    f"upgrading the memories of {self.memories}: memories without a chain id keep being written "
+                    "(is an older release of cognis-memory still running on this index?)"
+                )
+        meta = await self._index_meta(self.memories)
+        await self.runner(
+            client.indices.put_mapping, index=self.memories, body={"_meta": {**meta, MEMORY_LAYOUT_KEY: MEMORY_LAYOUT}}
+        )
+
+    async def _chain_roots(self, sources: Sequence[dict[str, Any]]) -> dict[str, str]:
+        """The chain id of each memory document (by ``memory_id``): the nearest ``chain_id`` on the way back
+        through ``replaces_id``, else the id of the first version reached (within the document's owner);
+        the versions on the way are read in one ``mget`` per step back."""
+        known: dict[tuple[str, str, str], dict[str, Any] | None] = {
+            (s["tenant_id"], s["user_id"], s["memory_id"]): s for s in sources
+        }
+
+        def root(s: dict[str, Any]) -> str | tuple[str, str, str]:
+            seen: set[str] = set()
+            while True:
+                if s.get("chain_id"):
+                    return str(s["chain_id"])
+                back = s.get("replaces_id")
+                if not back or back in seen:
+                    return str(s["memory_id"])
+                seen.add(back)
+                key = (s["tenant_id"], s["user_id"], back)
+                if key not in known:
+                    return key  # to read first
+                previous = known[key]
+                if previous is None:  # the earlier version is gone: this one starts what is left
+                    return str(s["memory_id"])
+                s = previous
+
+        while True:
+            found = {s["memory_id"]: root(s) for s in sources}
+            wanted = sorted({r for r in found.values() if isinstance(r, tuple)})
+            if not wanted:
+                return {k: str(v) for k, v in found.items()}
+            docs = await self.mget_sources(self.memories, [owner_key(*k) for k in wanted])
+            by_key = {(d["tenant_id"], d["user_id"], d["memory_id"]): d for d in docs}
+            known.update({k: by_key.get(k) for k in wanted})
 
     async def _check_vector_space(self) -> None:
         """Record the configured vector space in the memories index's ``_meta`` (first open), or refuse another."""
