@@ -16,7 +16,7 @@ from botocore.validate import ParamValidator
 
 from cognis_memory.agent_tools import TOOLS, AsyncMemoryToolbox, MemoryToolbox, bedrock_tool_specs, input_schema
 from cognis_memory.api.app import create_app
-from cognis_memory.client import AsyncMemoryClient, MemoryClient, RetryPolicy
+from cognis_memory.client import AsyncMemoryClient, MemoryClient, NotFound, RetryPolicy
 
 ID = re.compile(r"\(id ([^)]+)\)")
 
@@ -82,8 +82,11 @@ async def test_remember_recall_forget_round_trip(live_server) -> None:
             gone = tools.handle_tool_use(_use("forget", {"memory_id": memory_id}, 3))
             assert "status" not in gone["toolResult"] and memory_id in _text(gone)
             assert "Pixel" not in _text(tools.handle_tool_use(_use("recall", {"query": "Maya's cat"}, 4)))
-            assert mem.get("maya", memory_id).deleted is False  # the id now names an old version ...
-            assert mem.history("maya", memory_id)[-1].deleted  # ... under a tombstone
+            with pytest.raises(NotFound):  # the memory is deleted: it keeps its id ...
+                mem.get("maya", memory_id)
+            assert mem.history("maya", memory_id)[-1].deleted  # ... and its history, under a tombstone
+            again = tools.handle_tool_use(_use("forget", {"memory_id": memory_id}, 5))  # forgetting twice is fine
+            assert "status" not in again["toolResult"] and memory_id in _text(again)
 
     await asyncio.to_thread(run)
 

@@ -13,7 +13,6 @@ from cognis_memory.client import (
     AddMessagesOut,
     AsyncMemoryClient,
     AuthenticationError,
-    Conflict,
     ContextOut,
     InvalidRequest,
     MemoryClient,
@@ -90,9 +89,11 @@ async def test_errors_are_typed_and_carry_the_server_message(live_server) -> Non
             with pytest.raises(NotFound):
                 mem.get("zoe", "no-such-memory")
             mid = mem.add("zoe", "I own a red bicycle").memories[0].id
-            mem.update("zoe", mid, content="I own a blue bicycle")
-            with pytest.raises(Conflict):
-                mem.update("zoe", mid, content="not the current version any more")
+            assert mem.update("zoe", mid, content="I own a blue bicycle").id == mid  # the memory keeps its id
+            kayak = mem.add("zoe", "I own a red kayak").memories[0].id
+            assert mem.delete("zoe", kayak) == mem.delete("zoe", kayak)  # deleting twice: the same answer
+            with pytest.raises(NotFound):  # a deleted memory is not edited
+                mem.update("zoe", kayak, content="I own a green kayak")
         with MemoryClient(live_server.url, "wrong-key") as bad, pytest.raises(AuthenticationError) as e:
             bad.search("zoe", "bicycle")
         assert e.value.status == 401 and e.value.code == "unauthorized"

@@ -149,6 +149,13 @@ async def test_context_endpoint_builds_the_block_from_the_users_memories(live_se
             small = mem.context("maya", "What should I feed my cat?", session_id="s4", max_tokens=50)
             assert small.tokens <= 50 and small.omitted > 0 and len(small.memories) < len(ctx.memories)
             assert mem.context("nobody", "What should I feed my cat?").text == ""
+            # the query by name, as search takes it, and by its deprecated name; both given and different: 422
+            by_query = mem.context("maya", query="What should I feed my cat?", session_id="s4")
+            by_message = mem.context("maya", message="What should I feed my cat?", session_id="s4")
+            assert by_query.text == by_message.text == ctx.text
+            with pytest.raises(InvalidRequest) as e:
+                mem.context("maya", "What should I feed my cat?", message="Who is Tom?")
+            assert e.value.field == "message"
             for bad, field in (({"max_tokens": 5}, "max_tokens"), ({"limit": 0}, "limit"), ({"colour": 1}, "colour")):
                 with pytest.raises(InvalidRequest) as e:
                     mem.context("maya", "cat", **bad)

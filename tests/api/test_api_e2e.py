@@ -415,56 +415,110 @@ async def test_temporal_query_is_analysed_against_now(api_env, filter_ids):
 
 
 # -- versions ---------------------------------------------------------------------------------
-async def test_update_then_delete_builds_a_three_version_chain(api_env):
+async def test_a_memory_keeps_its_id_across_update_and_delete(api_env):
     user = "chain-user"
     async with api_env.client() as c:
         other = (await add(c, user, "I have two sisters"))["memories"][0]
         v1 = (await add(c, user, "I work at Ribeira Logistics as a data analyst"))["memories"][0]
+        mid = v1["id"]
+        assert v1["version_id"] == mid and v1["version"] == 1  # a first version's id is the memory's
 
         r = await c.patch(
-            f"/v1/users/{user}/memories/{v1['id']}",
+            f"/v1/users/{user}/memories/{mid}",
             json={"content": "Maya works at Tidewater Labs as a product manager", "category": "professional"},
         )
         assert r.status_code == 200, r.text
         v2 = r.json()
-        assert (v2["version"], v2["is_current"], v2["replaces_id"], v2["deleted"]) == (2, True, v1["id"], False)
-        assert v2["id"] != v1["id"] and v2["kind"] == "fact" and v2["category"] == "professional"
-        assert (await c.get(f"/v1/users/{user}/memories/{v1['id']}")).json()["is_current"] is False
+        assert (v2["id"], v2["version"], v2["is_current"], v2["replaces_id"], v2["deleted"]) == (
+            mid,
+            2,
+            True,
+            mid,
+            False,
+        )
+        assert v2["version_id"] != mid and v2["kind"] == "fact" and v2["category"] == "professional"
+        for any_id in (mid, v2["version_id"]):  # the memory's id and any version's name the current version
+            got = (await c.get(f"/v1/users/{user}/memories/{any_id}")).json()
+            assert (got["id"], got["version_id"], got["is_current"]) == (mid, v2["version_id"], True)
 
         found = await search(c, user, "Where does Maya work?", include_history=True)
-        hit = next(h for h in found["results"] if h["memory"]["id"] == v2["id"])
-        assert [v["id"] for v in hit["history"]] == [v1["id"]]
-        assert v1["id"] not in {h["memory"]["id"] for h in found["results"]}  # old version not current
+        hit = next(h for h in found["results"] if h["memory"]["id"] == mid)
+        assert hit["memory"]["version_id"] == v2["version_id"]
+        assert [(v["id"], v["version_id"]) for v in hit["history"]] == [(mid, mid)]
         found = await search(c, user, "Where did Maya work before?")  # history intent in the query
-        hit = next(h for h in found["results"] if h["memory"]["id"] == v2["id"])
+        hit = next(h for h in found["results"] if h["memory"]["id"] == mid)
         assert [v["version"] for v in hit["history"]] == [1]
+        assert {m["id"] for m in await listing(c, user, include_history=False)} == {other["id"], mid}
 
-        r = await c.patch(f"/v1/users/{user}/memories/{v1['id']}", json={"content": "stale edit"})
-        assert r.status_code == 409 and r.json()["error"]["code"] == "conflict"
-
-        r = await c.delete(f"/v1/users/{user}/memories/{v2['id']}")
+        # an id held from before the edit edits the current version: no 409 for an id that is simply older
+        r = await c.patch(f"/v1/users/{user}/memories/{mid}", json={"content": "Maya works at Tidewater Labs"})
         assert r.status_code == 200, r.text
         v3 = r.json()
-        assert (v3["version"], v3["is_current"], v3["deleted"], v3["replaces_id"]) == (3, False, True, v2["id"])
+        assert (v3["id"], v3["version"], v3["replaces_id"]) == (mid, 3, v2["version_id"])
 
-        for any_id in (v1["id"], v2["id"], v3["id"]):
+        r = await c.delete(f"/v1/users/{user}/memories/{v2['version_id']}")  # an older version's id deletes it
+        assert r.status_code == 200, r.text
+        tomb = r.json()
+        assert (tomb["id"], tomb["version"], tomb["is_current"], tomb["deleted"], tomb["replaces_id"]) == (
+            mid, 4, False, True, v3["version_id"]
+        )  # fmt: skip
+        for any_id in (mid, v2["version_id"], tomb["version_id"]):  # deleting again: the same answer, no 409
+            r = await c.delete(f"/v1/users/{user}/memories/{any_id}")
+            assert (r.status_code, r.json()) == (200, tomb)
+
+        ids = [mid, v2["version_id"], v3["version_id"], tomb["version_id"]]
+        for any_id in ids:
             r = await c.get(f"/v1/users/{user}/memories/{any_id}/history")
             versions = r.json()["versions"]
-            assert [v["id"] for v in versions] == [v1["id"], v2["id"], v3["id"]]
-            assert [v["version"] for v in versions] == [1, 2, 3]
+            assert [v["version_id"] for v in versions] == ids and {v["id"] for v in versions} == {mid}
+            assert [v["version"] for v in versions] == [1, 2, 3, 4]
             assert not any(v["is_current"] for v in versions)
+            # a deleted memory is gone for reads and edits (404), and its history stays
+            r = await c.get(f"/v1/users/{user}/memories/{any_id}")
+            assert r.status_code == 404 and "deleted" in r.json()["error"]["message"]
+            r = await c.patch(f"/v1/users/{user}/memories/{any_id}", json={"content": "x"})
+            assert r.status_code == 404
 
         for query in ("Where does Maya work?", "Tidewater Labs product manager", "Ribeira Logistics"):
             found = await search(c, user, query, include_history=True)
             assert [h["memory"]["id"] for h in found["results"]] == [other["id"]]
-        current = await listing(c, user, include_history=False)
-        assert [m["id"] for m in current] == [other["id"]]
-        assert {m["id"] for m in await listing(c, user)} == {other["id"], v1["id"], v2["id"], v3["id"]}
+        assert [m["id"] for m in await listing(c, user, include_history=False)] == [other["id"]]
+        everything = await listing(c, user)
+        assert sorted(m["version_id"] for m in everything) == sorted([other["id"], *ids])
+        assert {m["id"] for m in everything} == {other["id"], mid}
+        for method in ("GET", "DELETE"):  # 404 only for an id that never named a memory of this user
+            assert (await c.request(method, f"/v1/users/{user}/memories/no-such-id")).status_code == 404
+        for any_id in ids:  # another user's (another owner's) ids are unknown here, never a leak
+            for method in ("GET", "DELETE"):
+                assert (await c.request(method, f"/v1/users/other-{user}/memories/{any_id}")).status_code == 404
+            assert (await c.get(f"/v1/users/other-{user}/memories/{any_id}/history")).status_code == 404
+            r = await c.patch(f"/v1/users/other-{user}/memories/{any_id}", json={"content": "x"})
+            assert r.status_code == 404
+        assert (await listing(c, f"other-{user}")) == []
 
-        for any_id in (v2["id"], v3["id"]):  # nothing current left to change
-            assert (await c.delete(f"/v1/users/{user}/memories/{any_id}")).status_code == 409
-            assert (await c.patch(f"/v1/users/{user}/memories/{any_id}", json={"content": "x"})).status_code == 409
-        assert (await c.get(f"/v1/users/{user}/memories/no-such-id")).status_code == 404
+
+async def test_context_takes_query_as_search_does_and_message_as_its_deprecated_name(api_env):
+    user = "context-query-user"
+    async with api_env.client() as c:
+        mem = (await add(c, user, "My cat Miso sees Dr. Alvarez at the Harbour vet clinic"))["memories"][0]
+        answers = []
+        for body in ({"query": "Where should I take my cat?"}, {"message": "Where should I take my cat?"},
+                     {"query": "Where should I take my cat?", "message": "Where should I take my cat?"}):  # fmt: skip
+            r = await c.post(f"/v1/users/{user}/context", json={**body, "with_ids": True})
+            assert r.status_code == 200, r.text
+            answers.append(r.json())
+        assert all(a["text"] == answers[0]["text"] for a in answers) and "Harbour vet clinic" in answers[0]["text"]
+        assert f"(id {mem['id']})" in answers[0]["text"] and answers[0]["memories"][0]["memory"]["id"] == mem["id"]
+
+        r = await c.post(f"/v1/users/{user}/context", json={"query": "my cat", "message": "my dog"})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "message", r.text
+        r = await c.post(f"/v1/users/{user}/context", json={"max_tokens": 500})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "query", r.text
+        r = await c.post(f"/v1/users/{user}/context", json={"query": "   "})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "query", r.text
+
+        spec = (await c.get("/openapi.json")).json()["components"]["schemas"]["ContextBody"]["properties"]
+        assert spec["message"].get("deprecated") is True and not spec["query"].get("deprecated")
 
 
 async def test_patch_category_and_event_time_only(api_env):
