@@ -325,9 +325,14 @@ async def test_update_then_delete_builds_the_chain(harness: Harness, rng: np.ran
             (v1.id, 1, False), (v2.id, 2, True)
         ]  # fmt: skip
     flt = SearchFilter(o)
-    assert [h.memory.id for h in await store.keywords.keyword_search(flt, "Porto Lisbon", limit=5)] == [v2.id]
+    kw = await store.keywords.keyword_search(flt, "Porto Lisbon", limit=5)
+    assert [(h.memory.id, h.memory.chain_id) for h in kw] == [(v2.id, v1.id)]  # every version keeps the chain id
     vec = await store.vectors.vector_search(flt, v1.embedding, short_of(v1.embedding), limit=5, shortlist=50)  # type: ignore[arg-type]
-    assert [h.memory.id for h in vec.hits] == [v2.id]
+    assert [(h.memory.id, h.memory.chain_id) for h in vec.hits] == [(v2.id, v1.id)]
+    assert [(m.id, m.chain_id) for m in await store.memories.list_memories(o)] == [(v2.id, v1.id)]
+    assert [m.chain_id for m in await store.memories.fetch_memories(o, [v2.id, v1.id])] == [v1.id, v1.id]
+    # the chain id is the first version's id, so it finds the chain like any member's
+    assert [m.id for m in await store.memories.get_chain(o, v2.chain_id)] == [v1.id, v2.id]
 
     v3 = await store.memories.write_version(o, v2.id, v2.tombstone())
     assert v3.deleted and not v3.is_current and v3.version == 3
@@ -335,6 +340,7 @@ async def test_update_then_delete_builds_the_chain(harness: Harness, rng: np.ran
     assert [(m.id, m.version, m.is_current, m.deleted) for m in chain] == [
         (v1.id, 1, False, False), (v2.id, 2, False, False), (v3.id, 3, False, True)
     ]  # fmt: skip
+    assert {m.chain_id for m in chain} == {v1.id} and (await store.memories.get_memory(o, v3.id)).chain_id == v1.id  # type: ignore[union-attr]
     assert await store.keywords.keyword_search(flt, "Porto Lisbon", limit=5) == []
     assert (await store.vectors.vector_search(flt, full2, short_of(full2), limit=5, shortlist=50)).hits == []
     assert (await store.vectors.vector_search(flt, full2, None, limit=5, shortlist=50)).hits == []
