@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from cognis_memory.domain import Category, Owner
+from cognis_memory.domain import Category, Memory, Owner
+from cognis_memory.retrieval import cached
 from cognis_memory.retrieval.cached import search_cache_key
 from cognis_memory.retrieval.config import RECIPES
-from cognis_memory.retrieval.search_types import SearchQuery
+from cognis_memory.retrieval.search_types import SearchHit, SearchQuery, SearchResponse
 from cognis_memory.stores.records import MEMORY_FILTERS, Column, ColumnFilter, Match
 from cognis_memory.stores.values import SearchFilter
 
@@ -55,3 +56,18 @@ def test_the_key_does_not_depend_on_set_order_or_the_owner() -> None:
     both = frozenset({Category.HEALTH, Category.HOBBIES})
     assert key(replace(BASE, categories=both)) == key(replace(BASE, categories=frozenset(reversed(list(both)))))
     assert key(replace(BASE, owner=Owner("t", "v"))) == key(BASE)  # the cache keys owners apart itself
+
+
+def test_a_cached_answer_keeps_each_memorys_chain_id_and_earlier_forms_are_not_read(monkeypatch) -> None:
+    first = Memory("t", "u", "lives in Porto", Category.PERSONAL_DETAILS)
+    head = first.next_version(content="lives in Lisbon")
+    first.is_current = False
+    stored = cached.response_to_cache(SearchResponse([SearchHit(head, 0.5, history=[first])], analysis=None))  # type: ignore[arg-type]
+    back = cached.response_from_cache(stored, analysis=None)  # type: ignore[arg-type]
+    (hit,) = back.hits
+    assert (hit.memory.id, hit.memory.chain_id) == (head.id, first.id) != (head.id, head.id)
+    assert [(m.id, m.chain_id) for m in hit.history] == [(first.id, first.id)]
+    # answers cached in another form (an earlier release's memories had no chain id) have other keys
+    before = key(BASE)
+    monkeypatch.setattr(cached, "CACHED_FORM", cached.CACHED_FORM - 1)
+    assert key(BASE) != before

@@ -67,7 +67,7 @@ class ContextBody(RetrievalOptions):
     )
     message: StrictStr | None = Field(
         None,
-        deprecated=True,
+        json_schema_extra={"deprecated": True},  # marked in the schema only: reading it here warns nobody
         description="Deprecated name of `query`, still accepted: give one of them (both only when they are equal; "
         "different values are a 422 naming `message`).",
     )

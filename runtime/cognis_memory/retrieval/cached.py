@@ -22,6 +22,10 @@ from .config import RetrievalConfig
 from .pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse
 from .query_analysis import QueryAnalysis
 
+#: The form of a cached answer, part of every key: entries of another form (written by an earlier release, e.g.
+#: memories without their ``chain_id``, form 1) are never read, they expire unread.
+CACHED_FORM = 2
+
 
 class CachedRetrieval:
     def __init__(self, pipeline: RetrievalPipeline, cache: Cache) -> None:
@@ -55,6 +59,7 @@ def search_cache_key(q: SearchQuery, cfg: RetrievalConfig) -> str:
         "history": q.include_history,
         "now": now.isoformat(),
         "config": cfg.model_dump(),
+        "form": CACHED_FORM,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
