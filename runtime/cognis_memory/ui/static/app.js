@@ -248,7 +248,8 @@ function memoryRow(r) {
         onclick: (e) => deleteMemory(r, e.currentTarget) }, "delete"),
     );
   }
-  return el("tr", { class: r.is_current ? "" : "old", dataset: { memory: r.id } },
+  // a memory's versions share its id (data-memory); each row is one version (data-version-id)
+  return el("tr", { class: r.is_current ? "" : "old", dataset: { memory: r.id, versionId: r.version_id } },
     el("td", { class: "content" }, el("div", {}, r.content),
       r.speaker ? el("div", { class: "muted small" }, `speaker: ${r.speaker}`) : null),
     el("td", {}, el("span", { class: "tag cat" }, r.category)),
