@@ -1,12 +1,12 @@
 """The version chain of a memory in SQL, written once for SQLite and PostgreSQL.
 
-A chain is linked by ``replaces_id`` (each version names the one it replaced). From any member the
-query walks back through ``replaces_id`` and forward through the rows that replace it, both
-confined to the owner (tenant and user) at every step, and returns every member in version order.
-The two SQL dialects differ only in how a named parameter is written (``:id`` in SQLite,
-``%(id)s`` in psycopg), so the text is built here from one template. The OpenSearch-only store
-walks documents instead (``opensearch.memories.OpenSearchMemories.get_chain``: realtime GETs back, ``successor_id``
-forward), since it has no join.
+Every version of a memory stores its chain's id (``chain_id``, the id of the chain's first version). From
+any member the query reads that member's chain id (a primary-key lookup) and then every row with it (the
+``(tenant_id, user_id, chain_id)`` index), both confined to the owner (tenant and user), in version
+order. The two SQL dialects differ only in how a named parameter is written (``:id`` in SQLite,
+``%(id)s`` in psycopg), so the text is built here from one template. The OpenSearch-only store walks
+documents instead (``opensearch.memories.OpenSearchMemories.get_chain``: realtime GETs back through
+``replaces_id``, ``successor_id`` forward), since its searches are not realtime.
 """
 
 from __future__ import annotations
@@ -14,20 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 _TEMPLATE = """
-WITH RECURSIVE back(id, replaces_id) AS (
-    SELECT id, replaces_id FROM memories WHERE id = {id} AND tenant_id = {t} AND user_id = {u}
-    UNION
-    SELECT m.id, m.replaces_id FROM memories m JOIN back b ON m.id = b.replaces_id
-    WHERE m.tenant_id = {t} AND m.user_id = {u}
-),
-fwd(id) AS (
-    SELECT id FROM memories WHERE id = {id} AND tenant_id = {t} AND user_id = {u}
-    UNION
-    SELECT m.id FROM memories m JOIN fwd f ON m.replaces_id = f.id
-    WHERE m.tenant_id = {t} AND m.user_id = {u}
-)
 SELECT {columns} FROM memories
-WHERE tenant_id = {t} AND user_id = {u} AND id IN (SELECT id FROM back UNION SELECT id FROM fwd)
+WHERE tenant_id = {t} AND user_id = {u}
+  AND chain_id = (SELECT chain_id FROM memories WHERE id = {id} AND tenant_id = {t} AND user_id = {u})
 ORDER BY version, created_at
 """
 

@@ -171,7 +171,7 @@ WHERE CASE WHEN json_valid(metadata)
         # A memory keeps one id across its versions: the id of its first version, kept in every version
         # as chain_id. The rows written before get it by walking each chain forward from its first
         # version (replaces_id IS NULL), within one owner; a row no walk reaches (its first version is
-        # gone) is a chain of its own.
+        # gone) is a chain of its own. A chain is then read by its id (stores/version_chain.py).
         """
 ALTER TABLE memories ADD COLUMN chain_id TEXT;
 CREATE TEMP TABLE chain_roots AS
@@ -186,6 +186,7 @@ CREATE INDEX temp.chain_roots_id ON chain_roots (id);
 UPDATE memories SET chain_id = (SELECT root FROM temp.chain_roots r WHERE r.id = memories.id);
 UPDATE memories SET chain_id = id WHERE chain_id IS NULL;
 DROP TABLE temp.chain_roots;
+CREATE INDEX memories_owner_chain ON memories (tenant_id, user_id, chain_id);
 """,
     ),
 )
