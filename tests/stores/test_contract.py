@@ -352,9 +352,11 @@ async def test_write_version_rejects_stale_and_foreign_ids(harness: Harness, rng
     store, o = harness.store, new_owner()
     v1 = make_memory(o, "likes jazz", rng)
     await store.memories.insert_memories([v1])
-    await store.memories.write_version(o, v1.id, v1.next_version(content="likes blues"))
+    v2 = await store.memories.write_version(o, v1.id, v1.next_version(content="likes blues"))
     with pytest.raises(ConflictError):
         await store.memories.write_version(o, v1.id, v1.next_version(content="likes rock"))
+    with pytest.raises(ValueError, match="chain id"):  # a version of another chain cannot go on top of this one
+        await store.memories.write_version(o, v2.id, make_memory(o, "likes folk", rng))
     intruder = Owner(o.tenant_id, "mallory")
     with pytest.raises(NotFoundError):
         await store.memories.write_version(intruder, v1.id, make_memory(intruder, "hijack", rng))

@@ -33,13 +33,15 @@ class EmbeddedMemories(EmbeddedBase):
             raise ValueError("new version must belong to the same owner")
         with self._tx() as conn:
             row = conn.execute(
-                "SELECT is_current FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
+                "SELECT is_current, chain_id FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
                 (previous_id, owner.tenant_id, owner.user_id),
             ).fetchone()
             if row is None:
                 raise NotFoundError(f"memory {previous_id} not found")
             if not row["is_current"]:
                 raise ConflictError(f"memory {previous_id} is not the current version")
+            if new.chain_id != row["chain_id"]:
+                raise ValueError("new version must keep the chain id of the version it replaces")
             conn.execute(
                 "UPDATE memories SET is_current = 0 WHERE id = ? AND tenant_id = ? AND user_id = ?",
                 (previous_id, owner.tenant_id, owner.user_id),

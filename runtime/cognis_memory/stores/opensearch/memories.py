@@ -86,6 +86,8 @@ class OpenSearchMemories:
             raise NotFoundError(f"memory {previous_id} not found")
         if not prev["_source"]["is_current"]:
             raise ConflictError(f"memory {previous_id} is not the current version")
+        if new.chain_id != prev["_source"].get("chain_id", new.chain_id):
+            raise ValueError("new version must keep the chain id of the version it replaces")
         other = (await self._successors(owner, [previous_id])).get(previous_id)
         if other is not None and other["memory_id"] != new.id:
             # Another version of this head exists. Old: a crashed write; finish it. Young: a concurrent

@@ -98,7 +98,8 @@ class PostgresMemories:
         outbox = self._use_outbox(outbox)
         async with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.execute(
-                "SELECT is_current, version FROM memories WHERE id = %s AND tenant_id = %s AND user_id = %s FOR UPDATE",
+                "SELECT is_current, version, chain_id FROM memories"
+                " WHERE id = %s AND tenant_id = %s AND user_id = %s FOR UPDATE",
                 (previous_id, owner.tenant_id, owner.user_id),
             )
             row = await cur.fetchone()
@@ -106,6 +107,8 @@ class PostgresMemories:
                 raise NotFoundError(f"memory {previous_id} not found")
             if not row[0]:
                 raise ConflictError(f"memory {previous_id} is not the current version")
+            if new.chain_id != row[2]:
+                raise ValueError("new version must keep the chain id of the version it replaces")
             await cur.execute("UPDATE memories SET is_current = false WHERE id = %s", (previous_id,))
             await cur.execute(_INSERT_MEMORY, params)
             if outbox:
