@@ -260,7 +260,7 @@ class HttpExecutor:
             out += page
             if len(page) < 200:
                 return out
-            after = page[-1]["id"]
+            after = page[-1]["version_id"]  # rows are listed by version (a memory's versions share its id)
 
     async def job(self, owner: Owner, jid: str) -> dict[str, Any]:
         return await self.request("GET", owner, f"/jobs/{seg(jid)}")

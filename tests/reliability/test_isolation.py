@@ -140,6 +140,12 @@ if os.environ.get("COGNIS_RELIABILITY_NO_SHRINK"):  # planted-leak experiments: 
     SETTINGS["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
 
 
+def ids_of(m: dict[str, Any]) -> set[str]:
+    """The ids a memory carries: the API's ``id`` (the memory's) and ``version_id``, the plain form's ``id`` (the
+    version's) and ``chain_id``."""
+    return {m[k] for k in ("id", "version_id", "chain_id") if m.get(k)}
+
+
 class Program:
     """Runs one drawn program against an executor and checks every answer."""
 
@@ -163,6 +169,11 @@ class Program:
     def check_memories(self, owner: Owner, memories: list[dict[str, Any]], where: str) -> None:
         for m in memories:
             self.truth.check_memory(owner, m, where)
+
+    async def head(self, owner: Owner, mid: str) -> Any:
+        """The newest version of the memory ``mid`` names (read from the store): its current one, else its tombstone."""
+        chain = await self.ex.stores.memories.get_chain(owner, mid)
+        return next((m for m in reversed(chain) if m.is_current), chain[-1])
 
     async def snapshot(self, victim: Owner, mid: str) -> tuple[Any, ...] | None:
         m = await self.ex.stores.memories.get_memory(victim, mid)
@@ -258,12 +269,17 @@ class Program:
             return
         try:
             new = await self.ex.update(owner, mid, content, category)
-        except Conflict:  # not the current version any more (updated, deleted, or changed by extraction)
+        except NotFound:  # deleted (by a delete, or by extraction): the id still names it, edits are refused
+            event("own update of a deleted memory")
+            assert (await self.head(owner, mid)).deleted
+            return
+        except Conflict:  # other writes kept replacing the current version meanwhile
             event("own update conflict")
             return
         event("own update")
         self.truth.check_memory(owner, new, "update")
-        assert new["replaces_id"] == mid and new["content"] == content
+        head = await self.head(owner, mid)  # any version's id edits the memory's current version
+        assert head.id in ids_of(new) and head.chain_id in ids_of(new) and new["content"] == content
 
     async def delete(self, owner: Owner, foreign: bool, k: int) -> None:
         t = self.target(owner, foreign, k)
@@ -294,10 +310,16 @@ class Program:
                 await (self.ex.history(owner, mid) if history else self.ex.get(owner, mid))
             self.truth.check_blob(owner, str(e.value), "get error", ids=False)
             return
-        got = await (self.ex.history(owner, mid) if history else self.ex.get(owner, mid))
+        try:
+            got = await (self.ex.history(owner, mid) if history else self.ex.get(owner, mid))
+        except NotFound:  # a deleted memory: gone for GET, its history stays
+            assert not history and (await self.head(owner, mid)).deleted
+            event("own get of a deleted memory")
+            return
         got = got if isinstance(got, list) else [got]
         self.check_memories(owner, got, "history" if history else "get")
-        assert mid in {m["id"] for m in got}
+        seen, head = set().union(*(ids_of(m) for m in got)), await self.head(owner, mid)
+        assert (mid if history else head.id) in seen and all(head.chain_id in ids_of(m) for m in got)
 
     async def job(self, owner: Owner, foreign: bool, k: int) -> None:
         pool = self.others(owner) if foreign else [owner]
