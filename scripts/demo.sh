@@ -25,7 +25,7 @@ fi
 
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export COGNIS_DATA_DIR=${COGNIS_DATA_DIR:-.cognis}
-export COGNIS_API_KEYS=${COGNIS_API_KEYS:-demo-key=demo}
+export COGNIS_API_KEYS=${COGNIS_API_KEYS:-demo-key=default}
 export COGNIS_PORT=${COGNIS_PORT:-8080}
 cli=.venv/bin/cognis-memory
 
