@@ -536,3 +536,17 @@ def test_the_readme_sequence_import_then_serve_with_the_demo_key_then_search(dat
     finally:
         server.stop()
     assert "COGNIS_API_KEYS entry 1 serves tenant 'default' (read-write)" in server.log_path.read_text()
+
+
+def test_serve_names_the_tenant_of_each_listed_key_and_never_the_key():
+    from cognis_memory.cli.commands import _api_key_lines
+    from cognis_memory.config import Settings
+
+    lines = _api_key_lines(Settings(api_keys="secret-one=acme, secret-two=globex:read"))
+    assert lines == [
+        "COGNIS_API_KEYS entry 1 serves tenant 'acme' (read-write)",
+        "COGNIS_API_KEYS entry 2 serves tenant 'globex' (read-only)",
+    ]
+    assert _api_key_lines(Settings(api_keys="")) == [
+        "COGNIS_API_KEYS is not set: only keys made by 'cognis-memory api-key create' are accepted"
+    ]

@@ -205,5 +205,5 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reconcile", parents=[common], help="dual store: report (and --repair) index drift")
     s.add_argument("--repair", action="store_true")
     s.add_argument("--tenant", dest="tenant_filter")
-    s.set_defaults(func=cmd_reconcile, store_access=READS)
+    s.set_defaults(func=cmd_reconcile)  # dual store only: refuses the embedded one itself
     return p
