@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "mcp",
         parents=[common],
-        help="serve the memory tools (remember, recall, forget) to MCP clients",
+        help="serve the memory tools (remember, recall, forget) to MCP clients (needs the [mcp] extra)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Serve the memory tools remember, recall and forget over the Model Context Protocol, bound to one\n"
