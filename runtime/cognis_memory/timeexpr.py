@@ -135,6 +135,8 @@ _SCHEDULED = {
 # ("sick leave", "a good run").
 _SUBJECTS = {"i", "we", "you", "they"}
 _BE_PRESENT = {"am", "'m", "is", "'s", "are", "'re"}
+# "'s" is "is" after these ("it's my birthday"); after a noun it is a possessive ("Friday night's game").
+_IS_AFTER = {"it", "he", "she", "that", "there", "what", "who", "where", "here", "this"}
 _BE_GET = _BE_PRESENT | {"be", "being", "been", "get", "gets", "getting", "got", "was", "were"}
 _HAVE = {"have", "has", "'ve"}
 _NOT_VERBS_ING = {
@@ -212,9 +214,10 @@ def _cues(tokens: list[tuple[int, str]]) -> list[tuple[int, Tense]]:
         elif (
             w in _SCHEDULED
             and (
-                w in _BE_PRESENT
-                or w.endswith("s")
-                or w.startswith("'")
+                w in ("am", "is", "are")
+                or (w.endswith("s") and not w.startswith("'"))
+                or w in ("'m", "'re")
+                or (w == "'s" and prev in _IS_AFTER)
                 or prev in _SUBJECTS
                 or (prev.endswith("s") and len(prev) > 3)
             )
@@ -362,7 +365,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(rf"\b(?:the )?(?P<season>{_SEASON}) (?:of )?(?P<y>{_YEAR})\b"), "season-year"),
     (
         re.compile(
-            rf"\b(?:in|over|during|through|throughout|by) (?:the )?(?P<season>{_SEASON})\b(?! (?:house|rolls?|term|school|camp|sale)\b)"
+            rf"\b(?:(?:in|over|during|through|throughout) (?:the )?|by the )(?P<season>{_SEASON})\b(?! (?:house|rolls?|term|school|camp|sale)\b)"
         ),
         "season",
     ),
