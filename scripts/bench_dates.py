@@ -183,7 +183,7 @@ def run(names: list[str], cases: list[DateCase]) -> dict[str, Any]:
             if case.ambiguous:
                 continue
             exact, point = score(case, found, strict_granularity=name == "ours")
-            for key in (case.category, "all", *(["held-out"] if case.source == "held-out" else [])):
+            for key in (case.category, "all", *([case.source] if case.source.startswith("held-out") else [])):
                 per[key][0] += 1
                 per[key][1] += exact
                 per[key][2] += point
@@ -207,16 +207,13 @@ def run(names: list[str], cases: list[DateCase]) -> dict[str, Any]:
 
 def table(results: dict[str, Any], cases: list[DateCase]) -> str:
     names = list(results)
-    rows = [*CATEGORIES, "held-out", "all"]
+    rows = [*CATEGORIES, "held-out", "held-out-2", "all"]
     head = ["category", "n", "ambig."] + [f"{n} exact" if n == "ours" else n for n in names]
     if "ours" in names:
         head.insert(4, "ours point")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        n_amb = sum(
-            c.ambiguous and (row in (c.category, "all") or (row == "held-out" and c.source == "held-out"))
-            for c in cases
-        )
+        n_amb = sum(c.ambiguous and row in (c.category, "all", c.source) for c in cases)
         first = next(iter(results.values()))["per_category"].get(row, {"n": 0})
         cells = [row, str(first["n"]), str(n_amb)]
         for name in names:
