@@ -26,7 +26,8 @@ The libraries are not project dependencies; install them beside the venv for a r
     PYTHONPATH=runtime:devtools:/tmp/datelibs:/tmp/reclibs .venv/bin/python scripts/bench_dates.py
     ... scripts/bench_dates.py --resolvers ours --errors ours        # ours alone, with its errors
 
-A resolver whose library does not import is left out (said on stderr).
+A resolver whose library does not import is left out (said on stderr). The full results go to
+``--out``/dates.json (default ``bench-results/``); stdout ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--resolvers", default=",".join(RESOLVERS), help="comma-separated, of: " + ", ".join(RESOLVERS))
     p.add_argument("--errors", default="ours", help="comma-separated resolvers whose errors to print ('' for none)")
-    p.add_argument("--json", type=Path, help="write the full results here")
+    p.add_argument("--out", type=Path, default=Path("bench-results"), help="writes dates.json here")
     args = p.parse_args(argv)
     cases = date_cases()
     results = run([n for n in args.resolvers.split(",") if n], cases)
@@ -245,8 +246,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  [{e['category']}] {e['said']}: {e['text']!r}: want {e['want']}, got {e['got']}")
     for name, r in results.items():
         print(f"{name}: {r['seconds']:.1f} s for {len(cases)} sentences", file=sys.stderr)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2, default=str), "utf-8")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "dates.json").write_text(json.dumps(results, indent=2, default=str), "utf-8")
+    summary = {
+        "sentences": len(cases),
+        "ambiguous": sum(c.ambiguous for c in cases),
+        "all": {n: r["per_category"]["all"]["exact" if n == "ours" else "point"] for n, r in results.items()},
+        "min_category": {
+            n: min(v["exact" if n == "ours" else "point"] for k, v in r["per_category"].items() if k in CATEGORIES)
+            for n, r in results.items()
+        },
+        "errors": {n: len(r["errors"]) for n, r in results.items()},
+    }
+    print(json.dumps(summary))
     return 0
 
 

@@ -1,8 +1,13 @@
 """Relative-date resolution (ARCHITECTURE §4 stage 2): the table against a fixed reference, the tense
 of the clause around a date, and the floor on the labelled set of devtools/cognis_dev/date_set.py."""
 
+import json
+import os
+import subprocess
+import sys
 from collections import defaultdict
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from cognis_dev.date_set import CATEGORIES, date_cases
@@ -233,3 +238,15 @@ def test_labelled_set_floor_per_category() -> None:
     scores = {cat: sum(r) / len(r) for cat, r in right.items()}
     assert all(len(right[cat]) >= 20 for cat in CATEGORIES), {c: len(r) for c, r in right.items()}
     assert min(scores.values()) >= 0.97, (scores, wrong)
+
+
+def test_bench_dates_script_scores_ours(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "scripts" / "bench_dates.py"), "--resolvers", "ours", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=root, env={**os.environ},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["sentences"] >= 300 and summary["min_category"]["ours"] >= 0.97
+    assert "| past month |" in proc.stdout and (tmp_path / "dates.json").is_file()
