@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -250,3 +251,18 @@ def test_bench_dates_script_scores_ours(tmp_path: Path) -> None:
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["sentences"] >= 300 and summary["min_category"]["ours"] >= 0.97
     assert "| past month |" in proc.stdout and (tmp_path / "dates.json").is_file()
+
+
+def test_a_long_message_full_of_dates_costs_linear_time() -> None:
+    # Each date's tense is looked up, not re-read from its sentence: 6,000 dates in one
+    # unpunctuated sentence took minutes when every date scanned the whole sentence.
+    text = "we moved in May and I will go on Friday so " * 3000
+    t0 = time.perf_counter()
+    spans = find_time_spans(text, WED)
+    assert len(spans) == 6000 and time.perf_counter() - t0 < 15
+    assert spans[0].start.date().isoformat() == "2025-05-01" and spans[1].start.date().isoformat() == "2026-04-24"
+
+
+def test_offsets_survive_characters_whose_lower_case_is_longer() -> None:
+    (span,) = find_time_spans("İstanbul trip: I moved in May", WED)
+    assert span.text == "in May"

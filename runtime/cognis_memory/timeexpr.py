@@ -55,6 +55,7 @@ of the verb nearest to it in its own clause (clauses end at punctuation and at "
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import re
 from collections.abc import Callable
@@ -184,10 +185,23 @@ def _prev(tokens: list[tuple[int, str]], i: int, skip: int = 0) -> str:
     return ""
 
 
+# Every word that can be a cue by itself or as the head of a pair (the rest end in -ing or -ed).
+_CUE_WORDS = (
+    _FUTURE_WORDS
+    | _PAST_WORDS
+    | _SCHEDULED
+    | _HAVE
+    | {"going", "used", "'d", "'s", "wait", "won", "been", "done"}
+    | {"gone", "seen"}
+)
+
+
 def _cues(tokens: list[tuple[int, str]]) -> list[tuple[int, Tense]]:
     """(position, tense) of each word that places the clause in the past or the future."""
     out: list[tuple[int, Tense]] = []
     for i, (pos, w) in enumerate(tokens):
+        if w not in _CUE_WORDS and not w.endswith(("ing", "ed")):  # most words: no cue
+            continue
         prev = _prev(tokens, i)
         nxt = tokens[i + 1][1] if i + 1 < len(tokens) else ""
         if w == "going" and nxt == "to":
@@ -229,35 +243,50 @@ def _cues(tokens: list[tuple[int, str]]) -> list[tuple[int, Tense]]:
     return out
 
 
-def _nearest_cue(text: str, lo: int, hi: int, a: int, b: int) -> Tense | None:
-    """The tense of the cue in ``text[lo:hi]`` nearest to the expression at ``[a, b)``."""
-    best: tuple[int, Tense] | None = None
-    for pos, tense in _cues(_tokens(text[lo:a]) + [(p + b - lo, w) for p, w in _tokens(text[b:hi])]):
-        pos += lo
-        dist = a - pos if pos < a else pos - b
-        if best is None or dist < best[0]:
-            best = (dist, tense)
-    return best[1] if best else None
+class _ClauseTenses:
+    """The tense cues of one text, found once, and the tense around any span of it.
 
+    Cues, sentence breaks and clause breaks are each found in one pass; a span's clause and its
+    nearest cue are then looked up by bisection, so a long message costs linear time.
+    """
 
-def _bounds(text: str, pattern: re.Pattern[str], a: int, b: int) -> tuple[int, int]:
-    lo, hi = 0, len(text)
-    for m in pattern.finditer(text):
-        if m.end() <= a:
-            lo = m.end()
-        elif m.start() >= b:
-            hi = m.start()
-            break
-    return lo, hi
+    def __init__(self, text: str) -> None:
+        self.cues = _cues(_tokens(text))
+        self.cue_pos = [p for p, _ in self.cues]
+        self.sentences = [(m.start(), m.end()) for m in _SENTENCE_BREAK.finditer(text)]
+        self.clauses = [(m.start(), m.end()) for m in _CLAUSE_BREAK.finditer(text)]
+        self.size = len(text)
+
+    def _bounds(self, breaks: list[tuple[int, int]], a: int, b: int) -> tuple[int, int]:
+        """From the end of the last break before ``a`` to the start of the first after ``b``."""
+        i = bisect.bisect_right(breaks, (a, self.size + 1))  # breaks starting at or before a
+        lo = next((e for s, e in reversed(breaks[max(0, i - 2) : i]) if e <= a), 0)
+        j = bisect.bisect_left(breaks, (b, -1))
+        hi = breaks[j][0] if j < len(breaks) else self.size
+        return lo, hi
+
+    def _nearest(self, lo: int, hi: int, a: int, b: int) -> Tense | None:
+        before = bisect.bisect_left(self.cue_pos, a) - 1
+        after = bisect.bisect_left(self.cue_pos, b)
+        best: tuple[int, Tense] | None = None
+        if before >= 0 and self.cue_pos[before] >= lo:
+            best = (a - self.cue_pos[before], self.cues[before][1])
+        if after < len(self.cues) and self.cue_pos[after] < hi:
+            dist = self.cue_pos[after] - b
+            if best is None or dist < best[0]:
+                best = (dist, self.cues[after][1])
+        return best[1] if best else None
+
+    def around(self, a: int, b: int) -> Tense | None:
+        """The tense of the cue nearest ``[a, b)`` in its clause, else in its sentence."""
+        s_lo, s_hi = self._bounds(self.sentences, a, b)
+        c_lo, c_hi = self._bounds(self.clauses, a, b)
+        return self._nearest(max(s_lo, c_lo), min(s_hi, c_hi), a, b) or self._nearest(s_lo, s_hi, a, b)
 
 
 def clause_tense(text: str, a: int, b: int) -> Tense | None:
     """The tense around ``text[a:b]`` (lower-case text): its clause's, else its sentence's."""
-    s_lo, s_hi = _bounds(text, _SENTENCE_BREAK, a, b)
-    sentence = text[s_lo:s_hi]
-    c_lo, c_hi = _bounds(sentence, _CLAUSE_BREAK, a - s_lo, b - s_lo)
-    tense = _nearest_cue(text, s_lo + c_lo, s_lo + c_hi, a, b)
-    return tense or _nearest_cue(text, s_lo, s_hi, a, b)
+    return _ClauseTenses(text).around(a, b)
 
 
 # --- calendar helpers ------------------------------------------------------------------------
@@ -587,17 +616,26 @@ def find_time_spans(text: str, reference: datetime) -> list[TimeSpan]:
     Overlapping matches keep the earliest-listed rule (more specific rules come first).
     """
     ref = reference.astimezone(UTC) if reference.tzinfo else reference.replace(tzinfo=UTC)
-    lowered = text.lower().replace("\u2019", "'")
-    taken: list[tuple[int, int]] = []
+    # Lower-cased character by character, so offsets in it are offsets in ``text``.
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a character whose lower case is longer ("İ") stays as it is
+        lowered = "".join(c if len(low := c.lower()) != 1 else low for c in text)
+    lowered = lowered.replace("\u2019", "'")
+    tenses: _ClauseTenses | None = None
+    taken: list[tuple[int, int]] = []  # matched intervals, sorted and disjoint
     found: list[tuple[int, TimeSpan]] = []
     for pattern, kind in _RULES:
         for m in pattern.finditer(lowered):
             a, b = m.span()
-            if any(a < e and s < b for s, e in taken):
+            i = bisect.bisect_left(taken, (b, b))
+            if i > 0 and taken[i - 1][1] > a:  # overlaps an earlier rule's match
                 continue
             if kind == "weekday-bare" and _is_name(text, m):
                 continue
-            tense = clause_tense(lowered, a, b) if kind in _TENSED else None
+            tense = None
+            if kind in _TENSED:
+                tenses = tenses or _ClauseTenses(lowered)
+                tense = tenses.around(a, b)
             if kind in ("month", "season") and a >= 5 and _BACK_IN.match(lowered, a - 5):
                 tense = "past"
             try:
@@ -605,6 +643,6 @@ def find_time_spans(text: str, reference: datetime) -> list[TimeSpan]:
             except (ValueError, OverflowError, StopIteration, IndexError):  # outside the calendar
                 span = None
             if span is not None:
-                taken.append((a, b))
+                bisect.insort(taken, (a, b))
                 found.append((a, TimeSpan(text[a:b], span.start, span.end, span.granularity)))
     return [s for _, s in sorted(found, key=lambda x: x[0])]
