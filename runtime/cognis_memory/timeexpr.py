@@ -15,7 +15,8 @@ yesterday / last night                     the day before
 tomorrow                                   the day after
 the day before yesterday                   two days before; "the day after tomorrow" likewise
 N days/weeks/months/years ago              the day / week / month / year N units before
-(N as a digit or a word one..twelve, "a", "an", "a couple of", "a few" = 3)
+(N as a digit or a word one..twenty, thirty, "a", "an", "a couple of", "a few" = 3; a
+fortnight = 2 weeks)
 in N days/weeks/months/years               N units after; nothing when the clause is in the past
                                            ("I learnt it in two weeks" is a duration)
 last/next/this <weekday>                   the previous / following / same-week weekday
@@ -48,7 +49,8 @@ of the verb nearest to it in its own clause (clauses end at punctuation and at "
   -> the most recent occurrence that has begun (the current month counts);
 * future ("will", "'ll", "going to", "gonna", "plan/hope/want to", "have to", "might", "would
   like", "let's", "am/is/are + -ing" as in "I'm getting married in June", and the scheduled
-  present "is", "starts", "leaves", "comes" ...) -> the next occurrence not yet over;
+  present "is", "starts", "leaves", "comes" ...; a month after "for": "flights for October")
+  -> the next occurrence not yet over;
 * no tense cue ("Lisbon in May.") -> the occurrence nearest the reference (ties go to the
   past); a bare weekday with no cue is the coming one.
 """
@@ -282,11 +284,6 @@ class _ClauseTenses:
         s_lo, s_hi = self._bounds(self.sentences, a, b)
         c_lo, c_hi = self._bounds(self.clauses, a, b)
         return self._nearest(max(s_lo, c_lo), min(s_hi, c_hi), a, b) or self._nearest(s_lo, s_hi, a, b)
-
-
-def clause_tense(text: str, a: int, b: int) -> Tense | None:
-    """The tense around ``text[a:b]`` (lower-case text): its clause's, else its sentence's."""
-    return _ClauseTenses(text).around(a, b)
 
 
 # --- calendar helpers ------------------------------------------------------------------------
