@@ -266,3 +266,28 @@ def test_a_long_message_full_of_dates_costs_linear_time() -> None:
 def test_offsets_survive_characters_whose_lower_case_is_longer() -> None:
     (span,) = find_time_spans("İstanbul trip: I moved in May", WED)
     assert span.text == "in May"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Festivals in Fall River bring people together",  # a place, not autumn
+        "I usually swim on Friday",  # a habit, no one date
+        "It's always freezing during the winter",
+        "We watched the Summer Olympics",
+    ],
+)
+def test_names_and_habits_are_not_dates(text: str) -> None:
+    assert find_time_spans(text, WED) == []
+
+
+def test_seen_in_dialog() -> None:
+    # "been" + -ing places nothing: the plan decides (the nearest October, not the last one)
+    (span,) = find_time_spans("I've been thinking about attending a convention in October", WED)
+    assert span.start.date().isoformat() == "2026-10-01"
+    # "from January and February" lists two months; it is not a range
+    spans = find_time_spans("I organised my receipts from January and February", WED)
+    assert [(s.text, s.start.date().isoformat()) for s in spans] == [("from January", "2026-01-01")]
+    # a full stop after a month is not part of the expression
+    (span,) = find_time_spans("I saw them back in March.", WED)
+    assert span.text == "in March" and span.start.date().isoformat() == "2026-03-01"

@@ -82,8 +82,10 @@ _NUMBERS = {
 }  # fmt: skip
 _NUM = rf"(?P<num>\d{{1,3}}|{'|'.join(sorted(_NUMBERS, key=len, reverse=True))})"
 _UNIT = r"(?P<unit>day|week|fortnight|month|year)s?"
-_MONTH_NAMES = "|".join(sorted((re.escape(m) for m in _MONTHS), key=len, reverse=True))
-_MON = rf"(?:{_MONTH_NAMES})\.?"
+_FULL_MONTHS = "|".join(name.lower() for name in calendar.month_name if name)
+_ABBREVIATIONS = "|".join(sorted((m for m in _MONTHS if m not in _FULL_MONTHS.split("|")), key=len, reverse=True))
+# A month; the dot of an abbreviation ("Jan.") belongs to it, a full stop after a name does not.
+_MON = rf"(?:{_FULL_MONTHS}|(?:{_ABBREVIATIONS})\.?)"
 _WD = "|".join(_WEEKDAYS)
 _SEASON = "spring|summer|autumn|fall|winter"
 _ORD = r"(?:st|nd|rd|th)?"
@@ -162,6 +164,7 @@ _MODALS = {"will", "'ll", "would", "'d", "could", "can", "should", "must", "migh
            "didn", "do", "does", "don", "doesn", "shall", "wo", "won", "let", "gonna", "wanna"}  # fmt: skip
 _CLAUSE_BREAK = re.compile(r"[,:;()\"]|\s(?:and|but|so|because|although|though|while|whereas|or)\s")
 _SENTENCE_BREAK = re.compile(r"[.!?\n]+(?:\s|$)")
+_HABITUAL = re.compile(r"\b(?:usually|typically|always|often|generally|normally|every|each|tradition)\b")
 _TOKEN = re.compile(r"[a-z]+|'[a-z]+")
 
 
@@ -225,7 +228,8 @@ def _cues(tokens: list[tuple[int, str]]) -> list[tuple[int, Tense]]:
         elif len(w) > 3 and w.endswith("ed") and w not in _NOT_VERBS_ED and not w.endswith("eed"):
             if prev not in _BE_GET and prev not in _MODALS:  # "is booked" is a state, not a past
                 out.append((pos, "past"))
-        elif w in ("been", "done", "gone", "seen") and prev in _HAVE:
+        elif w in ("been", "done", "gone", "seen") and prev in _HAVE and not nxt.endswith("ing"):
+            # "I've been to Rome": past; "I've been thinking about going in October" places nothing
             out.append((pos, "past"))
         elif (
             w in _SCHEDULED
@@ -258,6 +262,7 @@ class _ClauseTenses:
         self.sentences = [(m.start(), m.end()) for m in _SENTENCE_BREAK.finditer(text)]
         self.clauses = [(m.start(), m.end()) for m in _CLAUSE_BREAK.finditer(text)]
         self.size = len(text)
+        self.habits = [m.start() for m in _HABITUAL.finditer(text)]
 
     def _bounds(self, breaks: list[tuple[int, int]], a: int, b: int) -> tuple[int, int]:
         """From the end of the last break before ``a`` to the start of the first after ``b``."""
@@ -278,6 +283,13 @@ class _ClauseTenses:
             if best is None or dist < best[0]:
                 best = (dist, self.cues[after][1])
         return best[1] if best else None
+
+    def habitual(self, a: int, b: int) -> bool:
+        """Whether the clause around ``[a, b)`` speaks of a habit ("usually", "every", ...)."""
+        s_lo, s_hi = self._bounds(self.sentences, a, b)
+        c_lo, c_hi = self._bounds(self.clauses, a, b)
+        i = bisect.bisect_left(self.habits, max(s_lo, c_lo))
+        return i < len(self.habits) and self.habits[i] < min(s_hi, c_hi)
 
     def around(self, a: int, b: int) -> Tense | None:
         """The tense of the cue nearest ``[a, b)`` in its clause, else in its sentence."""
@@ -591,13 +603,14 @@ _TENSED = ("range-months", "range-days", "range-dates", "range-weekdays", "in", 
            "season-rel", "month-day", "month")  # fmt: skip
 
 
-def _is_name(text: str, m: re.Match[str]) -> bool:
-    """A capitalised weekday followed by a capitalised word is a title ("Friday Night Lights")."""
-    after = text[m.end() :].split(None, 1)
+def _is_name(text: str, start: int, end: int) -> bool:
+    """A capitalised weekday or season followed by a capitalised word is a name ("Friday Night
+    Lights", "Fall River"), as is a weekday before a word of _WEEKDAY_NOUNS ("Sunday roast")."""
+    after = text[end:].split(None, 1)
     word = after[0] if after else ""
     if word.lower().strip(".,!?") in _WEEKDAY_NOUNS:
         return True
-    return text[m.start()].isupper() and word[:1].isupper() and word != "I" and m.start() > 0
+    return text[start].isupper() and word[:1].isupper() and word != "I" and start > 0
 
 
 # "Back in May" places May in the past, unless "back" belongs to a verb ("come back in May").
@@ -627,12 +640,16 @@ def find_time_spans(text: str, reference: datetime) -> list[TimeSpan]:
             i = bisect.bisect_left(taken, (b, b))
             if i > 0 and taken[i - 1][1] > a:  # overlaps an earlier rule's match
                 continue
-            if kind == "weekday-bare" and _is_name(text, m):
+            if kind in ("weekday-bare", "season") and _is_name(text, *m.span(m.re.groupindex.get("season", 0))):
                 continue
+            if kind.startswith("range") and m.group(0).startswith("from") and " and " in m.group(0):
+                continue  # "receipts from January and February" lists two months, it is no range
             tense = None
             if kind in _TENSED:
                 tenses = tenses or _ClauseTenses(lowered)
                 tense = tenses.around(a, b)
+                if kind in ("weekday-bare", "season") and tenses.habitual(a, b):
+                    continue  # "I usually swim on Friday", "it's always cold in the winter": no one date
             if kind in ("month", "season") and a >= 5 and _BACK_IN.match(lowered, a - 5):
                 tense = "past"
             try:
