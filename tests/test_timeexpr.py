@@ -275,6 +275,7 @@ def test_offsets_survive_characters_whose_lower_case_is_longer() -> None:
         "I usually swim on Friday",  # a habit, no one date
         "It's always freezing during the winter",
         "We watched the Summer Olympics",
+        "I attended the Palm Sunday service",
     ],
 )
 def test_names_and_habits_are_not_dates(text: str) -> None:
@@ -288,6 +289,9 @@ def test_seen_in_dialog() -> None:
     # "from January and February" lists two months; it is not a range
     spans = find_time_spans("I organised my receipts from January and February", WED)
     assert [(s.text, s.start.date().isoformat()) for s in spans] == [("from January", "2026-01-01")]
+    # "have you got" is a possession, not a past: the road trip is the coming June
+    (span,) = find_time_spans("have you got trails I can explore during my road trip in June?", WED)
+    assert span.start.date().isoformat() == "2026-06-01"
     # a full stop after a month is not part of the expression
     (span,) = find_time_spans("I saw them back in March.", WED)
     assert span.text == "in March" and span.start.date().isoformat() == "2026-03-01"

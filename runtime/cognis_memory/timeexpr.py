@@ -219,6 +219,8 @@ def _cues(tokens: list[tuple[int, str]]) -> list[tuple[int, Tense]]:
             out.append((pos, "future" if nxt in ("like", "love", "prefer", "rather", "better") else "past"))
         elif w in _FUTURE_WORDS or (w, prev) in _FUTURE_AFTER or (w, nxt) in _FUTURE_BEFORE:
             out.append((pos, "future"))
+        elif w == "got" and (prev in _HAVE or _prev(tokens, i, 1) in _HAVE):
+            continue  # "have you got", "I've got": a possession now, no past
         elif w in _PAST_WORDS and prev not in _MODALS and prev not in _BE_GET:  # not "will be held"
             out.append((pos, "past"))
         elif len(w) > 4 and w.endswith("ing") and w not in _NOT_VERBS_ING:
@@ -365,6 +367,12 @@ def _date(year: int, month: int, day: int) -> tuple[datetime, datetime]:
 
 # --- the rules, most specific first -----------------------------------------------------------
 
+# Words before a weekday that make it a habit ("every Monday"), an indefinite one ("a Monday") or
+# a feast ("Palm Sunday", "Black Friday"), not a date.
+_NOT_A_DAY = "".join(
+    rf"(?<!\b{w} )" for w in ("every", "each", "a", "good", "black", "cyber", "palm", "easter", "ash", "holy", "bowl")
+)
+
 _RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})\b"), "iso"),
     (
@@ -432,9 +440,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
         "year",
     ),
     (
-        re.compile(
-            rf"(?<!\bevery )(?<!\beach )(?<!\ba )(?<!\bgood )(?<!\bblack )(?<!\bcyber )\b(?P<wd>{_WD})(?!s\b)\b"
-        ),
+        re.compile(rf"{_NOT_A_DAY}\b(?P<wd>{_WD})(?!s\b)\b"),
         "weekday-bare",
     ),
 ]
