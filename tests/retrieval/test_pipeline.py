@@ -130,7 +130,7 @@ async def test_speaker_names_become_a_boost_not_search_terms(make_service) -> No
     # the directory now knows both speakers: a mention is recognised without a probe
     again = await svc.search(T, "u5", "what did Bob adopt", config=RECIPES["default"], explain=True)
     assert again.explain is not None and again.explain["analysis"]["speaker_names"] == ["Bob"]
-    assert again.hits[0].memory.content == "Bob: I adopted a rescue dog last spring"
+    assert again.hits[0].memory.content.startswith("Bob: I adopted a rescue dog last spring")  # a date note may follow
 
 
 async def test_unknown_capitalised_word_is_probed_once() -> None:
