@@ -76,6 +76,12 @@ class RetrievalConfig(BaseModel):
     # after fusion: conversation context
     context: bool = Field(False, description="Candidates near a strong match in its session inherit part of its score.")
     context_weight: float = Field(0.3, ge=0, description="score + weight * best nearby score in the same session.")
+    context_max_lift: float = Field(
+        0.5,
+        ge=0,
+        description="A candidate's context lift is at most this times its own score, so it cannot pass a "
+        "candidate whose own score is more than 1 + this times its own.",
+    )
     context_window_minutes: float = Field(30.0, gt=0, description="How close in message time 'nearby' is.")
     # after fusion: role prior
     role_boost: float = Field(
