@@ -14,7 +14,7 @@ LoCoMo, LongMemEval and the project's knowledge-update set:
 * speaker-aware queries (:mod:`.speakers`): a name of one of the user's speakers is taken
   out of the embedded and keyword query and boosts that speaker's memories instead;
 * conversation context (:mod:`.conversation_context`): a candidate said next to a strong match, in the
-  same session, inherits part of its score;
+  same session, inherits part of its score (at most ``context_max_lift`` times its own);
 * fusion weights 0.5/0.5: with all-MiniLM-L6-v2 on conversational text BM25 is the
   stronger ranker, and the 0.7/0.3 vector-heavy split loses recall;
 * current-state ordering (:mod:`.current_state`): for a present-state question a newer
