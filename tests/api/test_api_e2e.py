@@ -373,7 +373,7 @@ async def test_search_explain_gives_per_stage_scores_and_timings(api_env, filter
     async with api_env.client() as c:
         plain = await search(c, FILTER_USER, "flight to Tokyo")
         assert plain["explain"] is None
-        assert all(h["scores"] is None for h in plain["results"])
+        assert all(h["scores"] is None and h["moves"] is None for h in plain["results"])
 
         found = await search(c, FILTER_USER, "flight to Tokyo", explain=True)
     top = found["results"][0]
@@ -400,6 +400,14 @@ async def test_search_explain_gives_per_stage_scores_and_timings(api_env, filter
     assert found["explain"]["config"]["rrf_k"] == 10
     assert found["explain"]["candidates"]["candidates_short"] >= 1
     assert found["query_analysis"]["temporal"] == "none"
+    # every stage that moved a hit, with both places: they lead from the fused place to the answer's
+    for place, h in enumerate(found["results"], start=1):
+        rank = h["scores"]["rrf_rank"]
+        for m in h["moves"]:
+            assert set(m) == {"stage", "score_before", "score_after", "rank_before", "rank_after"}
+            assert m["stage"] + "_ms" in timings and m["rank_before"] == rank
+            rank = m["rank_after"]
+        assert rank == place
 
 
 async def test_temporal_query_is_analysed_against_now(api_env, filter_ids):

@@ -161,10 +161,23 @@ class AddMessagesOut(BaseModel):
     )
 
 
+class StageMoveOut(BaseModel):
+    stage: str = Field(description="The retrieval stage (as in `explain.stage_durations`: `context`, `dedup`, ...).")
+    score_before: float
+    score_after: float
+    rank_before: int = Field(description="Place among all candidates before the stage (1 = first).")
+    rank_after: int | None = Field(description="Place after it; null when the stage removed the candidate.")
+
+
 class SearchHitOut(BaseModel):
     memory: MemoryOut
     score: float
     scores: dict[str, float] | None = None
+    moves: list[StageMoveOut] | None = Field(
+        None,
+        description="With `explain`: every stage that changed this hit's score or place, in the order they ran "
+        "(a stage that reorders without scoring, such as `dedup` or `current_state`, shows equal scores).",
+    )
     history: list[MemoryOut] = Field(default_factory=list, description="Earlier versions, oldest first.")
 
 

@@ -124,7 +124,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         return {
             "results": [
                 {"score": round(h.score, 4), **_memory_json(h.memory), "history": [_memory_json(v) for v in h.history]}
-                | ({"scores": h.scores} if args.explain else {})
+                | ({"scores": h.scores, "moves": [m.to_dict() for m in h.moves]} if args.explain else {})
                 for h in res.hits
             ],
             "degraded": res.degraded,

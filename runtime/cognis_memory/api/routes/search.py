@@ -50,6 +50,7 @@ async def search(user_id: str, body: SearchBody, key: ReadKey, service: Service,
                 memory=MemoryOut.of(h.memory),
                 score=h.score,
                 scores=h.scores if body.explain else None,
+                moves=[m.to_dict() for m in h.moves] if body.explain else None,
                 history=[MemoryOut.of(v) for v in h.history],
             )
             for h in res.hits
