@@ -11,7 +11,9 @@ An index is created once, with a strict mapping; opening adds the fields a newer
 index records the layout of its documents in its ``_meta`` (:data:`MESSAGE_LAYOUT_KEY`), and one made
 before layout 2 (a message's scope and its raw memory's id as keys of its metadata) is upgraded when the
 store opens: every document is rewritten in the new layout (:func:`message_in_layout_2`), then the layout
-is recorded, so a later open costs one mapping read.
+is recorded, so a later open costs one mapping read. The exact-time fields the time-ordered listings sort on
+(:data:`SAID_US`, :data:`TS_US`) are filled in on open for the documents written before them
+(:meth:`OpenSearchIndices._add_exact_times`).
 """
 
 from __future__ import annotations
