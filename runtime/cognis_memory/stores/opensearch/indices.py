@@ -174,7 +174,8 @@ class OpenSearchIndices:
         client, timeout = self.client, self.write_timeout_s
         query = {"bool": {"must_not": [{"exists": {"field": field}}]}}
         await self.runner(client.indices.refresh, index=index, request_timeout=timeout)
-        for _ in range(10_000):  # a bound, not a budget: each round writes a page or finds others wrote it
+        stuck = 0
+        while True:
             res = await self.runner(
                 client.search, index=index, request_timeout=timeout,
                 body={"size": UPGRADE_PAGE, "query": query, "seq_no_primary_term": True, "sort": ["_doc"],
@@ -192,12 +193,18 @@ class OpenSearchIndices:
                 exact = epoch_us(aware(datetime.fromisoformat(said)))  # type: ignore[arg-type]
                 body += [{"update": where | {"if_primary_term": h["_primary_term"]}}, {"doc": {field: exact}}]
             done = await self.runner(client.bulk, body=body, refresh=True, request_timeout=timeout)
-            failed = [
-                i["update"] for i in done["items"] if int(i["update"].get("status", 500)) not in (200, 201, 404, 409)
-            ]
+            statuses = [int(i["update"].get("status", 500)) for i in done["items"]]
+            failed = [i["update"] for i, st in zip(done["items"], statuses, strict=True) if st not in (200, 404, 409)]
             if failed:
                 raise RuntimeError(f"adding {field} to {index}: a write failed: {failed[0]}")
-        raise RuntimeError(f"adding {field} to {index}: documents without it keep being written (an older release?)")
+            # A page of conflicts only (changed meanwhile, or written by another opener) is read again. Documents
+            # that keep coming back without the field are being written by an older release.
+            stuck = 0 if 200 in statuses else stuck + 1
+            if stuck == 3:
+                raise RuntimeError(
+                    f"adding {field} to {index}: documents without it keep being written "
+                    "(is an older release of cognis-memory still running on this index?)"
+                )
 
     async def _upgrade_messages(self) -> None:
         """Bring a messages index made before :data:`MESSAGE_LAYOUT` to it (see the module's docstring). Safe
