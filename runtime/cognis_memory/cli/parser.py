@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--session", required=True, help="the session id")
     s.add_argument("--limit", type=int, help="at most this many (default: all)")
-    s.set_defaults(func=cmd_messages)
+    s.set_defaults(func=cmd_messages, store_access=READS)
 
     s = sub.add_parser("forget-user", parents=[common, owner], help="hard-delete everything of a user")
     s.add_argument("--yes", action="store_true", help="confirm")
