@@ -43,7 +43,7 @@ show() {  # a sample search: the top three memories with their scores
   "$cli" search --tenant "$tenant" --user demo-user --limit 3 "$1" --telemetry off \
     | .venv/bin/python -c 'import json, sys
 for r in json.load(sys.stdin)["results"]:
-    print("  %.3f  %s" % (r["score"], r.get("memory", r)["content"]))'
+    print("  %.3f  %s" % (r["score"], r["memory"]["content"]))'
 }
 show "Is Maya still vegetarian?"
 show "Where does Maya live now?"

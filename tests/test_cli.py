@@ -72,10 +72,11 @@ def test_add_then_search_prints_json(data_dir, capsys):
     code, out, err = run(capsys, "search", "Where does Alice live?", "--user", "alice", "--limit", "3")
     assert code == 0, err
     found = json.loads(out)
-    assert [r["id"] for r in found["results"]] == [memory["id"]]
+    assert [r["memory"]["id"] for r in found["results"]] == [memory["id"]]  # the HTTP API's shape
+    assert [r["id"] for r in found["results"]] == [memory["id"]]  # and, deprecated, the fields at the top
     assert found["results"][0]["score"] > 0 and found["results"][0]["history"] == []
     assert found["query_analysis"]["temporal"] == "none"
-    assert "explain" not in found
+    assert found["explain"] is None and found["results"][0]["scores"] is None
 
     code, out, _ = run(capsys, "search", "Where did Alice move last month?", "--user", "alice", "--explain",
                        "--now", "2025-05-20T00:00:00Z")  # fmt: skip
@@ -147,7 +148,7 @@ def test_import_json_and_jsonl_files(data_dir, tmp_path, capsys):
     assert db_rows(data_dir, "SELECT tenant_id, count(*) FROM messages WHERE user_id = 'carol'") == [("acme", 2)]
 
     code, out, _ = run(capsys, "search", "What language does Carol speak?", "--user", "carol", "--tenant", "acme")
-    assert json.loads(out)["results"][0]["content"] == "user: I speak Finnish"
+    assert json.loads(out)["results"][0]["memory"]["content"] == "user: I speak Finnish"
 
 
 BAD_FILES = [
@@ -388,7 +389,7 @@ def test_every_subcommand_has_help(command, capsys):
 
 def test_subcommands_are_the_documented_ones():
     assert set(_subcommands()) >= {
-        "serve", "add", "search", "import", "export", "forget-user", "api-key", "jobs", "recipes"
+        "serve", "add", "search", "import", "export", "forget-user", "api-key", "jobs", "recipes", "messages"
     }  # fmt: skip
 
 

@@ -107,6 +107,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from ..api.schemas import SearchOut
     from ..service import FilterRequest
 
     async def run(svc):
@@ -121,15 +122,12 @@ def cmd_search(args: argparse.Namespace) -> int:
             now=parse_time("now", args.now),
             recipe=args.recipe_name,
         )
-        return {
-            "results": [
-                {"score": round(h.score, 4), **_memory_json(h.memory), "history": [_memory_json(v) for v in h.history]}
-                | ({"scores": h.scores, "moves": [m.to_dict() for m in h.moves]} if args.explain else {})
-                for h in res.hits
-            ],
-            "degraded": res.degraded,
-            "query_analysis": res.analysis.to_dict(),
-        } | ({"explain": res.explain} if args.explain else {})
+        out = SearchOut.of(res, explain=args.explain).model_dump(mode="json")
+        for result, hit in zip(out["results"], res.hits, strict=True):
+            # Deprecated (one release): the memory's fields at the top of each result, as earlier releases
+            # printed them; read them under "memory", as the HTTP API answers.
+            result.update({k: v for k, v in _memory_json(hit.memory).items() if k not in result})
+        return out
 
     print(json.dumps(asyncio.run(_with_service(args, run)), indent=2, default=str))
     return 0
@@ -260,6 +258,30 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
     n = asyncio.run(_with_service(args, run))
     print(f"listed {n} jobs", file=sys.stderr)
+    return 0
+
+
+def cmd_messages(args: argparse.Namespace) -> int:
+    from ..api.schemas import SessionMessageOut
+
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInputError("--limit", "must be at least 1")
+
+    async def run(svc):
+        n, cursor = 0, None
+        while args.limit is None or n < args.limit:
+            page_size = 500 if args.limit is None else min(500, args.limit - n)
+            page = await svc.list_session_messages(args.tenant, args.user, args.session, limit=page_size, cursor=cursor)
+            for message in page:
+                print(SessionMessageOut.of(message).model_dump_json())
+            n += len(page)
+            if len(page) < page_size:
+                break
+            cursor = svc.message_cursor(page[-1])
+        return n
+
+    n = asyncio.run(_with_service(args, run))
+    print(f"listed {n} messages", file=sys.stderr)
     return 0
 
 

@@ -18,6 +18,7 @@ from .commands import (
     cmd_import,
     cmd_jobs,
     cmd_mcp,
+    cmd_messages,
     cmd_migrate,
     cmd_recipes,
     cmd_reconcile,
@@ -77,7 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--client-id", dest="client_id", help="idempotency key")
     s.set_defaults(func=cmd_add, store_access=WRITES)
 
-    s = sub.add_parser("search", parents=[common, owner], help="search a user's memories")
+    s = sub.add_parser(
+        "search",
+        parents=[common, owner],
+        help="search a user's memories",
+        description="Print the search's JSON in the HTTP API's shape: results[].memory.{id,content,...}, score, "
+        "history (and scores with --explain). Deprecated: each result also repeats the memory's fields at its top "
+        "(results[].content, ...), as earlier releases printed them; they go in the next release.",
+    )
     s.add_argument("query")
     s.add_argument("--limit", type=int, default=10)
     s.add_argument("--session")
@@ -104,6 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--output", "-o", help="file (default: stdout)")
     s.add_argument("--current-only", action="store_true", help="skip earlier versions and tombstones")
     s.set_defaults(func=cmd_export, store_access=READS)
+
+    s = sub.add_parser(
+        "messages",
+        parents=[common, owner],
+        help="print a session's messages as they were sent, in timestamp order, as JSONL",
+        description="Print the messages of one session of --user, text unchanged, oldest first (timestamp, then id), "
+        "one JSON object a line; the count goes to stderr.",
+    )
+    s.add_argument("--session", required=True, help="the session id")
+    s.add_argument("--limit", type=int, help="at most this many (default: all)")
+    s.set_defaults(func=cmd_messages, store_access=READS)
 
     s = sub.add_parser("forget-user", parents=[common, owner], help="hard-delete everything of a user")
     s.add_argument("--yes", action="store_true", help="confirm")
