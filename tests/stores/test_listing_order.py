@@ -17,9 +17,10 @@ from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.stores.embedded.memories import list_memories_sql as sqlite_memories_sql
 from cognis_memory.stores.embedded.messages import session_messages_sql as sqlite_messages_sql
 from cognis_memory.stores.opensearch import OpenSearchStore
-from cognis_memory.stores.opensearch.indices import SAID_US, TS_US
+from cognis_memory.stores.opensearch.indices import SAID_US, TS_US, memory_document
 from cognis_memory.stores.postgres.memories import list_memories_sql as pg_memories_sql
 from cognis_memory.stores.postgres.messages import session_messages_sql as pg_messages_sql
+from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner, new_prefix, os_client
 
 pytestmark = pytest.mark.integration
@@ -94,13 +95,19 @@ async def test_opensearch_documents_of_an_earlier_release_get_their_exact_times_
     want_messages = [m.id for m in sorted(messages, key=lambda m: (m.timestamp, m.id))]
     await store.close()
 
-    # What an earlier release wrote: the same documents without the exact-time fields.
+    # What an earlier release wrote: the same documents without the exact-time fields (memory documents whole,
+    # with their vectors, as an earlier release indexed them; a scripted update would drop the knn fields).
     raw = os_client(opensearch_server.url)
     for index, field in ((f"{prefix}-memories", SAID_US), (f"{prefix}-messages", TS_US)):
         script = {"source": f"ctx._source.remove('{field}')"}
         hits = raw.search(index=index, body={"size": 100, "query": {"match_all": {}}})["hits"]["hits"]
         for h in hits:
-            raw.update(index=index, id=h["_id"], body={"script": script}, refresh=True)
+            if field == SAID_US:
+                doc = memory_document(h["_source"])
+                del doc[SAID_US]
+                raw.index(index=index, id=h["_id"], body=doc, refresh=True)
+            else:
+                raw.update(index=index, id=h["_id"], body={"script": script}, refresh=True)
         query = {"query": {"exists": {"field": field}}}
         assert raw.count(index=index, body=query)["count"] == 0
     raw.close()
@@ -111,5 +118,12 @@ async def test_opensearch_documents_of_an_earlier_release_get_their_exact_times_
         roles = reopened.roles()
         assert [m.id for m in await roles.memories.list_memories(o)] == want_memories
         assert [m.id for m in await roles.messages.list_session_messages(o, "s")] == want_messages
+        # The fill-in kept every memory's vectors: each is still its own nearest neighbour.
+        for m in memories:
+            assert m.embedding is not None
+            found = await roles.vectors.vector_search(
+                SearchFilter(o), m.embedding, m.embedding_short, limit=1, shortlist=10
+            )
+            assert [h.memory.id for h in found.hits] == [m.id], m.content
     finally:
         await reopened.close()

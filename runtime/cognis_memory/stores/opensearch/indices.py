@@ -199,7 +199,10 @@ class OpenSearchIndices:
         """Give the documents written before ``field`` existed their exact time, from the first of the ISO 8601
         ``sources`` they have, page by page (nothing to do costs one search). Each write is conditional on the
         document being unchanged since it was read, so a document changed or deleted meanwhile is read again or
-        left alone; several stores opening at once each finish what the other has not."""
+        left alone; several stores opening at once each finish what the other has not. A memory document is
+        written whole (:func:`memory_document`): its knn fields are not in ``_source``, so a partial update
+        would drop its vectors."""
+        whole = index == self.memories
         client, timeout = self.client, self.write_timeout_s
         query = {"bool": {"must_not": [{"exists": {"field": field}}]}}
         await self.runner(client.indices.refresh, index=index, request_timeout=timeout)
@@ -208,7 +211,7 @@ class OpenSearchIndices:
             res = await self.runner(
                 client.search, index=index, request_timeout=timeout,
                 body={"size": UPGRADE_PAGE, "query": query, "seq_no_primary_term": True, "sort": ["_doc"],
-                      "_source": list(sources)},
+                      "_source": True if whole else list(sources)},
             )  # fmt: skip
             hits = res["hits"]["hits"]
             if not hits:
@@ -220,15 +223,20 @@ class OpenSearchIndices:
                     raise RuntimeError(f"adding {field} to {index}: document {h['_id']} has none of {sources}")
                 where = {"_index": h["_index"], "_id": h["_id"], "if_seq_no": h["_seq_no"]}
                 exact = epoch_us(aware(datetime.fromisoformat(said)))  # type: ignore[arg-type]
-                body += [{"update": where | {"if_primary_term": h["_primary_term"]}}, {"doc": {field: exact}}]
+                where |= {"if_primary_term": h["_primary_term"]}
+                if whole:
+                    body += [{"index": where}, memory_document(h["_source"])]
+                else:
+                    body += [{"update": where}, {"doc": {field: exact}}]
             done = await self.runner(client.bulk, body=body, refresh=True, request_timeout=timeout)
-            statuses = [int(i["update"].get("status", 500)) for i in done["items"]]
-            failed = [i["update"] for i, st in zip(done["items"], statuses, strict=True) if st not in (200, 404, 409)]
+            results = [next(iter(i.values())) for i in done["items"]]
+            statuses = [int(r.get("status", 500)) for r in results]
+            failed = [r for r, st in zip(results, statuses, strict=True) if st not in (200, 201, 404, 409)]
             if failed:
                 raise RuntimeError(f"adding {field} to {index}: a write failed: {failed[0]}")
             # A page of conflicts only (changed meanwhile, or written by another opener) is read again. Documents
             # that keep coming back without the field are being written by an older release.
-            stuck = 0 if 200 in statuses else stuck + 1
+            stuck = 0 if 200 in statuses or 201 in statuses else stuck + 1
             if stuck == 3:
                 raise RuntimeError(
                     f"adding {field} to {index}: documents without it keep being written "
