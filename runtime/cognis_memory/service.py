@@ -41,6 +41,7 @@ from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycl
 from .retrieval.cached import CachedRetrieval
 from .retrieval.config import RetrievalConfig, get_recipe, with_knobs
 from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
+from .search_text import search_text
 from .stores.roles import StoreBackend, StoreBundle, as_bundle
 from .stores.values import ApiKeyRecord, UserSummary
 from .telemetry import names
@@ -364,12 +365,15 @@ class MemoryService:
         changes = check_update(
             content=content, category=category, event_time=event_time, max_bytes=self.settings.ingest.memory_max_bytes
         )
-        if "content" in changes:
-            full, short = await self.encoder.encode_async([changes["content"]], Priority.QUERY)
-            changes["embedding"], changes["embedding_short"] = full[0], short[0]
         if current.kind is MemoryKind.RAW and "content" in changes:
             changes["kind"] = MemoryKind.FACT  # an edited message is no longer the raw message
-        new = await self.stores.memories.write_version(owner, memory_id, current.next_version(**changes))
+        if "content" in changes:
+            changes["time_expressions"] = []  # they were resolved in the text being replaced
+        new = current.next_version(**changes)
+        if "content" in changes:
+            full, short = await self.encoder.encode_async([search_text(new)], Priority.QUERY)
+            new.embedding, new.embedding_short = full[0], short[0]
+        new = await self.stores.memories.write_version(owner, memory_id, new)
         await self.cache.invalidate(owner)
         return new
 

@@ -294,6 +294,7 @@ MEMORY_RECORD: tuple[Column, ...] = (
     Column("replaces_id"),
     Column("source_message_ids", "ids"),
     Column("metadata", "json"),
+    Column("time_expressions", "json_list"),
     Column("embedding", "vector"),
     Column("embedding_short", "vector"),
 )
