@@ -83,7 +83,7 @@ async def test_history_returns_the_version_chain(make_service) -> None:
     resp = await svc.search(T, "u3", "where did I use to live before?")
     assert resp.analysis.history
     hit = next(h for h in resp.hits if h.memory.id == v3.id)
-    assert [m.content for m in hit.history] == ["user: I live in Porto", "I live in Lisbon now"]
+    assert [m.content for m in hit.history] == ["I live in Porto", "I live in Lisbon now"]
     assert [m.version for m in hit.history] == [1, 2]
     plain = await svc.search(T, "u3", "where do I live", config=RECIPES["rrf"])
     assert all(not h.history for h in plain.hits)  # no history intent, no chains
@@ -126,11 +126,14 @@ async def test_speaker_names_become_a_boost_not_search_terms(make_service) -> No
     assert resp.explain is not None
     assert resp.explain["analysis"]["speaker_names"] == ["Alice"]
     assert "Alice" not in resp.explain["analysis"]["search_text"]
-    assert resp.hits[0].memory.content == "Alice: We adopted a kitten from the shelter"
+    assert (resp.hits[0].memory.speaker, resp.hits[0].memory.content) == (
+        "Alice",
+        "We adopted a kitten from the shelter",
+    )
     # the directory now knows both speakers: a mention is recognised without a probe
     again = await svc.search(T, "u5", "what did Bob adopt", config=RECIPES["default"], explain=True)
     assert again.explain is not None and again.explain["analysis"]["speaker_names"] == ["Bob"]
-    assert again.hits[0].memory.content == "Bob: I adopted a rescue dog last spring"
+    assert (again.hits[0].memory.speaker, again.hits[0].memory.content) == ("Bob", "I adopted a rescue dog last spring")
 
 
 async def test_unknown_capitalised_word_is_probed_once() -> None:

@@ -49,7 +49,7 @@ from ..domain import Category, Memory, MemoryKind, Owner, Scope
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder
 from ..providers.base import LLM, LLMOutputError
-from ..search_text import fact_text
+from ..search_text import fact_text, search_text
 from ..stores.roles import VectorSearch
 from ..stores.values import SearchFilter
 from .answer_repair import AnswerReport, FactDraft, ask, read_decisions, read_facts
@@ -176,12 +176,15 @@ class ContextAwareExtractor:
         if not alias_of:  # nothing stored to compare with: every fact is new
             result.operations = [Operation(Action.ADD, f) for f in facts]
             return result
+        # facts are shown by their search text: a first-person fact with its speaker in front, so whose it is
+        # stays visible (the stored content is the fact as written)
+        said = {a: search_text(m) for a, m in alias_of.items()}
         prompt = "\n".join(
-            f"fact {i}: {f.content}\n"
-            + ("\n".join(f"  - {a}: {alias_of[a].content}" for a in listed) or "  (no similar stored facts)")
+            f"fact {i}: {_search_text(f)}\n"
+            + ("\n".join(f"  - {a}: {said[a]}" for a in listed) or "  (no similar stored facts)")
             for i, (f, listed) in enumerate(zip(facts, shown, strict=True))
         )
-        read = partial(read_decisions, facts=len(facts), aliases={a: m.content for a, m in alias_of.items()})
+        read = partial(read_decisions, facts=len(facts), aliases=said)
         try:
             decisions = await ask(
                 self.llm,
@@ -239,10 +242,10 @@ class ContextAwareExtractor:
                     changed.add(d.target)
             if action is Action.UPDATE:
                 assert d.target is not None
-                if d.content and _same_text(d.content, alias_of[d.target].content):
+                if d.content and _same_text(d.content, said[d.target]):
                     # the "merged" text repeats the memory being replaced: the new fact is what is true now
                     overruled["update_content_is_the_target"] += 1
-                elif d.content and d.content != fact.content:
+                elif d.content and d.content not in (fact.content, _search_text(fact)):
                     rewritten.append((len(result.operations), fact))
                     fact = CandidateFact(
                         content=d.content,
