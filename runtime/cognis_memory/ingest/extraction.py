@@ -264,14 +264,14 @@ class ContextAwareExtractor:
             merged = [result.operations[k].fact for k, _ in rewritten]
             # the guard compares what the merged text says (its content's vector); the fact is stored with the
             # vectors of its search text, which differ only for a first-person text (its speaker in front)
-            said, said_short = await self.encoder.encode_async([f.content for f in merged], priority)
-            full, short = said.copy(), said_short.copy()
+            as_said, as_said_short = await self.encoder.encode_async([f.content for f in merged], priority)
+            full, short = as_said.copy(), as_said_short.copy()
             named = [j for j, f in enumerate(merged) if _search_text(f) != f.content]
             if named:
                 full[named], short[named] = await self.encoder.encode_async(
                     [_search_text(merged[j]) for j in named], priority
                 )
-            for (k, original), f, e, s, c in zip(rewritten, merged, full, short, said, strict=True):
+            for (k, original), f, e, s, c in zip(rewritten, merged, full, short, as_said, strict=True):
                 f.embedding, f.embedding_short = e, s
                 if original.embedding is not None and float(original.embedding @ c) < self.update_min_similarity:
                     # the merged text no longer says what the fact says (a small model copied another
