@@ -13,7 +13,7 @@ Each turn the agent
 Each run is a new session (``--session``, default a fresh id); memory carries across runs.
 
 Run it against a local server. ``bash scripts/demo.sh`` serves the embedded store on
-http://127.0.0.1:8080 with the API key ``demo-key`` (tenant ``demo``; COGNIS_PORT, COGNIS_API_KEYS
+http://127.0.0.1:8080 with the API key ``demo-key`` (tenant ``default``; COGNIS_PORT, COGNIS_API_KEYS
 change them). Then, from another terminal::
 
     .venv/bin/python examples/bedrock_chat.py --user maya

@@ -114,20 +114,20 @@ async def verify(client: httpx.AsyncClient, users: int, stats: Stats) -> dict[st
     """Every acknowledged add exactly once; nothing attempted twice."""
     seen: Counter[str] = Counter()
     for u in range(users):
-        after = None
+        cursor = None
         while True:
             params: dict[str, Any] = {"include_history": "true", "limit": 1000}
-            if after:
-                params["after"] = after
+            if cursor:
+                params["cursor"] = cursor
             r = await client.get(f"/v1/users/{user_of(u)}/memories", params=params)
             r.raise_for_status()
             page = r.json()
             for m in page["memories"]:
                 if m["kind"] == "raw" and (hit := CMID.search(m["content"])):
                     seen[hit.group()] += 1
-            if not page["next_after"]:
+            if not page["next_cursor"]:
                 break
-            after = page["next_after"]
+            cursor = page["next_cursor"]
     lost = sorted(c for c in stats.acked if seen[c] == 0)
     duplicated = sorted(c for c, k in seen.items() if k > 1)
     unknown = sorted(c for c in seen if c not in stats.attempted)

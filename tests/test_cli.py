@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -73,10 +74,11 @@ def test_add_then_search_prints_json(data_dir, capsys):
     code, out, err = run(capsys, "search", "Where does Alice live?", "--user", "alice", "--limit", "3")
     assert code == 0, err
     found = json.loads(out)
-    assert [r["id"] for r in found["results"]] == [memory["id"]]
+    assert [r["memory"]["id"] for r in found["results"]] == [memory["id"]]  # the HTTP API's shape
+    assert [r["id"] for r in found["results"]] == [memory["id"]]  # and, deprecated, the fields at the top
     assert found["results"][0]["score"] > 0 and found["results"][0]["history"] == []
     assert found["query_analysis"]["temporal"] == "none"
-    assert "explain" not in found
+    assert found["explain"] is None and found["results"][0]["scores"] is None
 
     code, out, _ = run(capsys, "search", "Where did Alice move last month?", "--user", "alice", "--explain",
                        "--now", "2025-05-20T00:00:00Z")  # fmt: skip
@@ -148,7 +150,7 @@ def test_import_json_and_jsonl_files(data_dir, tmp_path, capsys):
     assert db_rows(data_dir, "SELECT tenant_id, count(*) FROM messages WHERE user_id = 'carol'") == [("acme", 2)]
 
     code, out, _ = run(capsys, "search", "What language does Carol speak?", "--user", "carol", "--tenant", "acme")
-    assert json.loads(out)["results"][0]["content"] == "I speak Finnish"
+    assert json.loads(out)["results"][0]["memory"]["content"] == "I speak Finnish"
 
 
 BAD_FILES = [
@@ -389,7 +391,7 @@ def test_every_subcommand_has_help(command, capsys):
 
 def test_subcommands_are_the_documented_ones():
     assert set(_subcommands()) >= {
-        "serve", "add", "search", "import", "export", "forget-user", "api-key", "jobs", "recipes"
+        "serve", "add", "search", "import", "export", "forget-user", "api-key", "jobs", "recipes", "messages"
     }  # fmt: skip
 
 
@@ -408,3 +410,146 @@ def test_real_subprocesses(tmp_path):
     assert [line.split()[0] for line in r.stdout.splitlines()] == list(RECIPES)
     r = subprocess.run([str(cli), "search"], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2 and "required" in r.stderr  # argparse: the query and --user are missing
+
+
+# -- a misspelt --data-dir, a closed output pipe, the tenant a command wrote to ------------------
+READ_COMMANDS = [
+    ["search", "hi", "--user", "u"],
+    ["export", "--user", "u"],
+    ["forget-user", "--user", "u", "--yes"],
+    ["jobs"],
+]
+
+
+@pytest.mark.parametrize("argv", READ_COMMANDS, ids=[a[0] for a in READ_COMMANDS])
+def test_a_command_that_reads_refuses_a_data_dir_that_does_not_exist(data_dir, tmp_path, capsys, argv):
+    run(capsys, "add", "I live in Porto", "--user", "u")  # the real store, in COGNIS_DATA_DIR
+    typo = tmp_path / "dta"
+    code, out, err = run(capsys, *argv, "--data-dir", str(typo))
+    assert (code, out) == (2, "")
+    assert err == f"error: --data-dir: {typo} does not exist; this command only reads, so check the path " \
+        "(import or add creates a store)\n"  # fmt: skip
+    assert not typo.exists()  # nothing was created
+
+    typo.mkdir()  # a directory, but no store in it
+    code, _, err = run(capsys, *argv, "--data-dir", str(typo))
+    assert code == 2 and f"--data-dir: {typo} holds no store (no memory.db)" in err
+    assert list(typo.iterdir()) == []
+
+    code, _, err = run(capsys, *argv)  # the same command on the real store works
+    assert code == 0, err
+
+
+def test_the_environment_and_the_default_data_dir_are_named_when_refused(data_dir, tmp_path, monkeypatch, capsys):
+    code, _, err = run(capsys, "export", "--user", "u")  # COGNIS_DATA_DIR names a directory not made yet
+    assert code == 2 and err.startswith(f"error: COGNIS_DATA_DIR: {data_dir} does not exist")
+    monkeypatch.delenv("COGNIS_DATA_DIR")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "search", "hi", "--user", "u")
+    assert code == 2 and err.startswith(f"error: --data-dir: .cognis ({tmp_path / '.cognis'}) does not exist")
+    assert not (tmp_path / ".cognis").exists()
+
+
+def test_a_command_that_writes_creates_the_store_and_says_where_and_for_which_tenant(data_dir, capsys):
+    code, out, err = run(capsys, "add", "I live in Porto", "--user", "maya", "--telemetry", "off")
+    assert code == 0, err
+    assert err.splitlines() == [
+        f"cognis-memory: creating a new store at {data_dir / 'memory.db'} (COGNIS_DATA_DIR)",
+        "cognis-memory: stored for tenant 'default', user 'maya'; over HTTP an API key of tenant 'default' reads it "
+        "(COGNIS_API_KEYS=KEY=default)",
+    ]
+    code, out, err = run(capsys, "import", str(DEMO), "--quiet", "--tenant", "acme", "--telemetry", "off")
+    assert code == 0, err
+    assert err.splitlines() == [  # the store exists now: no word about creating it
+        "cognis-memory: stored for tenant 'acme', user 'demo-user'; over HTTP an API key of tenant 'acme' reads it "
+        "(COGNIS_API_KEYS=KEY=acme)"
+    ]
+
+
+def _cli_env(data_dir: Path) -> dict[str, str]:
+    env = {**os.environ, "COGNIS_DATA_DIR": str(data_dir), "COGNIS_TELEMETRY": "off", "HF_HUB_OFFLINE": "1"}
+    for var in ("COGNIS_STORE", "COGNIS_LLM", "COGNIS_RERANKER", "COGNIS_API_KEYS", "COGNIS_RECIPE"):
+        env.pop(var, None)
+    return env
+
+
+def test_export_into_a_pipe_closed_early_stops_quietly(data_dir, tmp_path, capsys):
+    """``cognis-memory export | head -n 1`` in a real pipe: the reader leaves after the first line (the
+    export is larger than the pipe's buffer, so the writer is still writing), and the CLI stops without a
+    traceback, with 141 as a Unix tool ended by SIGPIPE. Then a reader that never reads (the first write fails)."""
+    filler = "We talked about the harbour, the ferries and the weather on the coast. " * 40
+    lines = [json.dumps({"content": f"Note {i}. {filler}"}) for i in range(40)]
+    code, _, err = run(capsys, "import", str(_write(tmp_path / "long.jsonl", "\n".join(lines))), "--user", "u",
+                       "--quiet")  # fmt: skip
+    assert code == 0, err
+    cli = str(Path(sys.executable).with_name("cognis-memory"))
+    proc = subprocess.Popen([cli, "export", "--user", "u"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_cli_env(data_dir))  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    first = json.loads(proc.stdout.readline())
+    assert first["user_id"] == "u"
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""  # no traceback, no "Exception ignored", no "exported N memories"
+
+    for argv in (["export", "--user", "u"], ["search", "harbour", "--user", "u"], ["recipes"]):
+        r = subprocess.run(f"{cli} {' '.join(argv)} | true; exit ${{PIPESTATUS[0]}}", shell=True, executable="bash",
+                           capture_output=True, text=True, env=_cli_env(data_dir), timeout=120)  # fmt: skip
+        assert (r.returncode, r.stderr) == (141, ""), argv
+
+
+def test_mcp_without_the_sdk_says_which_extra_to_install_in_one_line(tmp_path):
+    """A real process in which ``import mcp`` fails as if the extra were not installed (a ``None`` entry in
+    ``sys.modules`` is how Python marks a module as not importable)."""
+    code = "import sys; sys.modules['mcp'] = None; from cognis_memory.cli import main; raise SystemExit(main())"
+    r = subprocess.run([sys.executable, "-c", code, "mcp", "--user", "u"], capture_output=True, text=True,
+                       env=_cli_env(tmp_path / "new"), timeout=60)  # fmt: skip
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == "error: the MCP server needs the MCP Python SDK: pip install 'cognis-memory[mcp]'\n"
+    assert not (tmp_path / "new").exists()
+
+
+def test_the_readme_sequence_import_then_serve_with_the_demo_key_then_search(data_dir, tmp_path):
+    """What a new user does: import a conversation with the CLI (no --tenant), start the server with the
+    demo's key (as scripts/demo.sh sets it), search over HTTP: the imported memories are found, and both
+    commands say which tenant they use."""
+    import httpx
+    from cognis_dev.processes import ServeProcess
+
+    demo_keys = re.search(r"COGNIS_API_KEYS:-([^}]+)\}", (REPO / "scripts" / "demo.sh").read_text()).group(1)
+    key = demo_keys.partition("=")[0]
+    conversation = _write(tmp_path / "maya.jsonl", "\n".join(json.dumps(m) for m in [
+        {"content": "I adopted a grey cat called Pixel", "speaker": "Maya", "timestamp": "2025-03-01T10:00:00Z"},
+        {"content": "Pixel only eats salmon-flavoured food", "speaker": "Maya", "timestamp": "2025-03-02T10:00:00Z"},
+    ]))  # fmt: skip
+    cli = str(Path(sys.executable).with_name("cognis-memory"))
+    r = subprocess.run([cli, "import", str(conversation), "--user", "maya", "--quiet"], capture_output=True,
+                       text=True, env=_cli_env(data_dir), timeout=120)  # fmt: skip
+    assert r.returncode == 0 and json.loads(r.stdout)["created"] == 2, r.stderr
+    assert "stored for tenant 'default', user 'maya'" in r.stderr
+
+    server = ServeProcess({**_cli_env(data_dir), "COGNIS_API_KEYS": demo_keys}, log_path=tmp_path / "serve.log")
+    server.start()
+    try:
+        found = httpx.post(f"{server.url}/v1/users/maya/search", json={"query": "What does my cat eat?"},
+                           headers={"Authorization": f"Bearer {key}"}, timeout=60)  # fmt: skip
+        assert found.status_code == 200, found.text
+        assert "salmon-flavoured" in found.json()["results"][0]["memory"]["content"]
+    finally:
+        server.stop()
+    assert "COGNIS_API_KEYS entry 1 serves tenant 'default' (read-write)" in server.log_path.read_text()
+
+
+def test_serve_names_the_tenant_of_each_listed_key_and_never_the_key():
+    from cognis_memory.cli.commands import _api_key_lines
+    from cognis_memory.config import Settings
+
+    lines = _api_key_lines(Settings(api_keys="secret-one=acme, secret-two=globex:read"))
+    assert lines == [
+        "COGNIS_API_KEYS entry 1 serves tenant 'acme' (read-write)",
+        "COGNIS_API_KEYS entry 2 serves tenant 'globex' (read-only)",
+    ]
+    assert _api_key_lines(Settings(api_keys="")) == [
+        "COGNIS_API_KEYS is not set: only keys made by 'cognis-memory api-key create' are accepted"
+    ]

@@ -29,7 +29,7 @@ Lifecycle (rotation: docs/deploy.md, "The first API key"):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .stores.values import ApiKeyRecord
 
@@ -109,3 +109,13 @@ def parse_api_key_list(text: str, check_tenant: Callable[[str, str], None]) -> d
             key_hash, tenant, read_only=MODES[mode] if colon else False, name=f"COGNIS_API_KEYS entry {n}"
         )
     return out
+
+
+def describe_api_key_list(keys: Mapping[str, ApiKeyRecord]) -> list[str]:
+    """What each listed key serves, one line per entry in list order, naming the entry by its position
+    (never the key): ``COGNIS_API_KEYS entry 1 serves tenant 'default' (read-write)``. A server prints
+    these when it starts, so a search answered from another tenant than the one imported into is plain."""
+    return [
+        f"{record.name} serves tenant {record.tenant_id!r} ({'read-only' if record.read_only else 'read-write'})"
+        for record in keys.values()
+    ]

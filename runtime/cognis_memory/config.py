@@ -44,6 +44,10 @@ from .stores.registry import STORES
 from .stores.settings import EmbeddedStoreSettings, OpenSearchSettings, PostgresSettings
 from .telemetry.settings import TelemetrySettings
 
+#: The tenant of the CLI's commands when ``--tenant`` is not given, and of the demo's API key
+#: (``scripts/demo.sh``), so what the CLI stores is what a server started with that key serves.
+DEFAULT_TENANT = "default"
+
 
 class Settings(BaseSettings):
     """Service configuration: the components' settings, read under their flat names (``COGNIS_<NAME>``

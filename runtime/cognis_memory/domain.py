@@ -139,6 +139,12 @@ class Memory:
         """When the remembered thing happened: event_time, else the message time."""
         return self.event_time or self.message_time
 
+    @property
+    def said_at(self) -> datetime:
+        """When the memory was said: the time of its message, else when it was stored. Listings and
+        export are in this order (then by id)."""
+        return self.message_time or self.created_at
+
     def next_version(self, **changes: Any) -> Memory:
         """A new current version on top of this one (the caller persists both atomically)."""
         return replace(

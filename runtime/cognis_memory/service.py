@@ -28,13 +28,14 @@ from . import wiring
 from .api_keys import LEGACY_LIST_KEY_NAME, MAX_KEY_LENGTH, hash_api_key, parse_api_key_list
 from .caching.result_cache import Cache, NullCache
 from .config import Settings
-from .domain import Category, Job, JobStatus, Memory, MemoryKind, utcnow
+from .domain import Category, Job, JobStatus, Memory, MemoryKind, Message, utcnow
 from .encoding.batching import Priority
 from .errors import InvalidInputError, NotFoundError
 from .ingest.categorizer import EmbeddingCategorizer
 from .ingest.pipeline import IngestPipeline, IngestResult, extraction_metrics
 from .ingest.worker import JobWorker
 from .message_body import MessageBody
+from .paging import Listing, decode_cursor, encode_cursor
 from .prompt_block import PromptBlock, build_prompt_block
 from .providers.base import LLM, Embedder, Reranker
 from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycle, log_lifecycle
@@ -43,7 +44,7 @@ from .retrieval.config import RetrievalConfig, get_recipe, with_knobs
 from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
 from .search_text import search_text
 from .stores.roles import StoreBackend, StoreBundle, as_bundle
-from .stores.values import ApiKeyRecord, UserSummary
+from .stores.values import ApiKeyRecord, PagePosition, UserSummary
 from .telemetry import names
 from .telemetry.emitter import Telemetry
 from .validation import (
@@ -395,14 +396,54 @@ class MemoryService:
         return counts
 
     async def list_memories(
-        self, tenant_id: str, user_id: str, *, include_history: bool = False, limit: int = 100, after: str | None = None
+        self,
+        tenant_id: str,
+        user_id: str,
+        *,
+        include_history: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+        after: str | None = None,
     ) -> list[Memory]:
+        """One page of the user's memories in the order they were said (:attr:`Memory.said_at`, then id),
+        oldest first. ``cursor`` is :func:`memory_cursor` of the previous page's last memory. ``after``
+        (deprecated, the paging of earlier releases) is that memory's id instead; an id of no memory of the
+        user is refused."""
         owner = check_owner(tenant_id, user_id)
         check_int("limit", limit, 1, 1000)
         check_id("after", after, required=False)
+        position = decode_cursor("cursor", Listing.MEMORIES, cursor)
+        if after is not None:
+            if position is not None:
+                raise InvalidInputError("after", "give cursor or after (deprecated), not both")
+            last = await self.stores.memories.get_memory(owner, after)
+            if last is None:
+                raise InvalidInputError("after", "no memory of this user has this id")
+            position = PagePosition(last.said_at, last.id)
         return await self.stores.memories.list_memories(
-            owner, include_history=include_history, limit=limit, after_id=after
+            owner, include_history=include_history, limit=limit, after=position
         )
+
+    @staticmethod
+    def memory_cursor(last: Memory) -> str:
+        """The cursor of the page that follows ``last`` in :meth:`list_memories`."""
+        return encode_cursor(Listing.MEMORIES, PagePosition(last.said_at, last.id))
+
+    async def list_session_messages(
+        self, tenant_id: str, user_id: str, session_id: str, *, limit: int = 100, cursor: str | None = None
+    ) -> list[Message]:
+        """One page of a session's messages as the user sent them, in timestamp order (then id), oldest
+        first; ``cursor`` is :meth:`message_cursor` of the previous page's last message."""
+        owner = check_owner(tenant_id, user_id)
+        check_id("session_id", session_id)
+        check_int("limit", limit, 1, 1000)
+        position = decode_cursor("cursor", Listing.MESSAGES, cursor)
+        return await self.stores.messages.list_session_messages(owner, session_id, limit=limit, after=position)
+
+    @staticmethod
+    def message_cursor(last: Message) -> str:
+        """The cursor of the page that follows ``last`` in :meth:`list_session_messages`."""
+        return encode_cursor(Listing.MESSAGES, PagePosition(last.timestamp, last.id))
 
     async def list_users(self, tenant_id: str, *, limit: int = 100, after: str | None = None) -> list[UserSummary]:
         """The tenant's users, ordered by user id, after the ``after`` user id (the paging cursor)."""
@@ -412,17 +453,18 @@ class MemoryService:
         return await self.stores.memories.list_users(tenant_id, limit=limit, after_user_id=after)
 
     async def export(self, tenant_id: str, user_id: str, *, include_history: bool = True) -> AsyncIterator[Memory]:
+        """Every memory of the user in :meth:`list_memories` order (when said, oldest first)."""
         owner = check_owner(tenant_id, user_id)
-        after: str | None = None
+        position: PagePosition | None = None
         while True:
             page = await self.stores.memories.list_memories(
-                owner, include_history=include_history, limit=500, after_id=after
+                owner, include_history=include_history, limit=500, after=position
             )
             for m in page:
                 yield m
             if len(page) < 500:
                 return
-            after = page[-1].id
+            position = PagePosition(page[-1].said_at, page[-1].id)
 
     async def get_job(self, tenant_id: str, user_id: str, job_id: str) -> Job:
         owner = check_owner(tenant_id, user_id)

@@ -18,6 +18,7 @@ ROUTES = {
     "/health",
     "/ready",
     "/v1/users/{user_id}/messages",
+    "/v1/users/{user_id}/sessions/{session_id}/messages",
     "/v1/users/{user_id}/search",
     "/v1/users/{user_id}/memories",
     "/v1/users/{user_id}/memories/{memory_id}",
@@ -376,7 +377,7 @@ async def test_search_explain_gives_per_stage_scores_and_timings(api_env, filter
     async with api_env.client() as c:
         plain = await search(c, FILTER_USER, "flight to Tokyo")
         assert plain["explain"] is None
-        assert all(h["scores"] is None for h in plain["results"])
+        assert all(h["scores"] is None and h["moves"] is None for h in plain["results"])
 
         found = await search(c, FILTER_USER, "flight to Tokyo", explain=True)
     top = found["results"][0]
@@ -403,6 +404,14 @@ async def test_search_explain_gives_per_stage_scores_and_timings(api_env, filter
     assert found["explain"]["config"]["rrf_k"] == 10
     assert found["explain"]["candidates"]["candidates_short"] >= 1
     assert found["query_analysis"]["temporal"] == "none"
+    # every stage that moved a hit, with both places: they lead from the fused place to the answer's
+    for place, h in enumerate(found["results"], start=1):
+        rank = h["scores"]["rrf_rank"]
+        for m in h["moves"]:
+            assert set(m) == {"stage", "score_before", "score_after", "rank_before", "rank_after"}
+            assert m["stage"] + "_ms" in timings and m["rank_before"] == rank
+            rank = m["rank_after"]
+        assert rank == place
 
 
 async def test_temporal_query_is_analysed_against_now(api_env, filter_ids):
@@ -584,12 +593,13 @@ async def test_paging_through_memories(api_env):
     user = "page-user"
     async with api_env.client() as c:
         await add(c, user, *[f"note number {i}" for i in range(5)])
-        seen, after = [], None
+        seen, cursor = [], None
         while True:
-            params = {"limit": 2} | ({"after": after} if after else {})
+            params = {"limit": 2} | ({"cursor": cursor} if cursor else {})
             page = (await c.get(f"/v1/users/{user}/memories", params=params)).json()
-            seen += [m["id"] for m in page["memories"]]
-            after = page["next_after"]
-            if after is None:
+            seen += [m for m in page["memories"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
                 break
-    assert len(seen) == 5 and seen == sorted(seen) and len(set(seen)) == 5
+    # one request: the same message time, so by id (the order of tests/api/test_listing_order.py)
+    assert len({m["id"] for m in seen}) == 5 and [m["id"] for m in seen] == sorted(m["id"] for m in seen)

@@ -185,6 +185,12 @@ async def test_injection_in_filters_and_ids_is_rejected_or_harmless(env):
         assert r.status_code in (200, 422), f"{env.handle.kind} list after={after!r}: {r.status_code} {r.text[:200]}"
         if r.status_code == 200:
             assert all(m["user_id"] == "attacker" for m in r.json()["memories"])
+    for cursor in ["' OR '1'='1", "%", "\x00", "eyJsIjoibWVtb3JpZXMiLCJ0IjowLCJpZCI6IioifQ"]:  # the last: id "*"
+        for path in ("/v1/users/attacker/memories", "/v1/users/attacker/sessions/s/messages"):
+            r = await env.call("GET", path, params={"cursor": cursor})
+            assert r.status_code == 422 and r.json()["error"]["field"] == "cursor", (
+                f"{env.handle.kind} {path} {cursor!r}"
+            )
     for user in WILDCARD_IDS + ["VICTIM", "victim ", " victim", "vict\u0131m"]:  # forget must never reach the victims
         r = await env.call("DELETE", f"/v1/users/{seg(user)}")
         assert r.status_code in (200, 422, 404), f"{env.handle.kind} forget {user!r}: {r.status_code} {r.text[:200]}"

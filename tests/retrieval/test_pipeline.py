@@ -195,6 +195,29 @@ def test_neighbour_scores_share_within_session_and_window() -> None:
     assert ctx_all["a"] == 0.5 and ctx_all["b"] == 1.0 and ctx_all["c"] == 1.0
 
 
+def test_a_context_lift_never_passes_a_clearly_better_own_score() -> None:
+    """The lift is at most ``max_lift`` x the neighbour's own score: a whole session next to one strong
+    match cannot pass a memory elsewhere whose own score is more than 1 + max_lift times its own."""
+    from cognis_memory.retrieval.conversation_context import context_lifts
+
+    mems = {m.id: m for m in [_mem("match", "s1", 0), *(_mem(f"chat{i}", "s1", i) for i in range(1, 6)),
+                              _mem("closer", "s2", 0)]}  # fmt: skip
+    scores = {"match": 1.0, "chat1": 0.30, "chat2": 0.20, "chat3": 0.10, "chat4": 0.05, "chat5": 0.0, "closer": 0.35}
+    unbounded, ctx = context_lifts(scores, mems, weight=0.3, max_lift=1e9, window_minutes=30)
+    assert ctx["chat3"] == 1.0 and unbounded["chat3"] == pytest.approx(0.3)  # the old rule: +0.3 for any neighbour
+    assert scores["chat3"] + unbounded["chat3"] > scores["closer"]  # ... which passed the closer memory
+    lifts, _ = context_lifts(scores, mems, weight=0.3, max_lift=0.25, window_minutes=30)
+    assert lifts == pytest.approx(
+        {"match": 0.09, "chat1": 0.075, "chat2": 0.05, "chat3": 0.025, "chat4": 0.0125, "chat5": 0.0, "closer": 0.0}
+    )  # 0.3 x the best neighbour's score, but at most a quarter of their own
+    lifted = {d: s + lifts[d] for d, s in scores.items()}
+    for d in scores:
+        for other in scores:
+            if scores[other] > 1.25 * scores[d]:
+                assert lifted[other] > lifted[d], (d, other)  # a clearly better own score stays ahead
+    assert lifted["chat1"] > lifted["closer"]  # within 1 + max_lift the neighbour may pass: that is the evidence
+
+
 async def test_context_lifts_the_reply_to_a_matching_question(make_service) -> None:
     svc = await make_service()
     t0 = datetime(2023, 3, 1, 18, tzinfo=UTC)

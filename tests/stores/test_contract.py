@@ -26,7 +26,7 @@ from cognis_memory.stores.roles import (
     StoreLifecycle,
     VectorSearch,
 )
-from cognis_memory.stores.values import ApiKeyRecord, SearchFilter
+from cognis_memory.stores.values import ApiKeyRecord, PagePosition, SearchFilter
 from tests.stores.helpers import Harness, admits, brute_force, make_memory, new_owner, short_of, unit
 
 pytestmark = pytest.mark.integration
@@ -339,7 +339,8 @@ async def test_update_then_delete_builds_the_chain(harness: Harness, rng: np.ran
     assert (await store.vectors.vector_search(flt, full2, short_of(full2), limit=5, shortlist=50)).hits == []
     assert (await store.vectors.vector_search(flt, full2, None, limit=5, shortlist=50)).hits == []
     assert await store.memories.list_memories(o) == []
-    assert [m.id for m in await store.memories.list_memories(o, include_history=True)] == sorted([v1.id, v2.id, v3.id])
+    # listed in the order said: none of them has a message time, so by creation (each version after the last)
+    assert [m.id for m in await store.memories.list_memories(o, include_history=True)] == [v1.id, v2.id, v3.id]
 
 
 async def test_write_version_rejects_stale_and_foreign_ids(harness: Harness, rng: np.random.Generator) -> None:
@@ -437,18 +438,79 @@ async def test_forget_user_removes_everything_from_the_backend(harness: Harness,
 
 
 # -- paging -------------------------------------------------------------------------------------------
-async def test_list_memories_pages_by_id(harness: Harness, rng: np.random.Generator) -> None:
-    store, o = harness.store, new_owner()
-    ms = [make_memory(o, f"item {i}", rng) for i in range(7)]
-    await store.memories.insert_memories(ms)
-    ids, after = [], None
+async def _all_pages(list_page, position_of, limit: int) -> list[list]:  # type: ignore[no-untyped-def]
+    pages, after = [], None
     while True:
-        page = await store.memories.list_memories(o, limit=3, after_id=after)
-        if not page:
-            break
-        ids += [m.id for m in page]
-        after = page[-1].id
-    assert ids == sorted(m.id for m in ms)
+        page = await list_page(limit=limit, after=after)
+        pages.append(page)
+        if len(page) < limit:
+            return pages
+        after = position_of(page[-1])
+
+
+async def test_list_memories_in_the_order_said_paged_by_position(harness: Harness, rng: np.random.Generator) -> None:
+    """Oldest first by when said (message time, else creation time), ties by id; every page after the previous
+    page's last memory; other owners never listed; microseconds apart is apart (OpenSearch dates keep ms)."""
+    store, o = harness.store, new_owner()
+    t0 = T(2025, 3, 1, 9)
+    us = timedelta(microseconds=1)
+    said = [t0 + timedelta(days=2), t0, t0, t0 + us, None, t0 - timedelta(days=400), t0 + 2 * us, None, t0]
+    created = [T(2026, 1, 1)] * 4 + [t0 + timedelta(hours=1)] + [T(2026, 1, 1)] * 2 + [t0 - timedelta(days=1), t0]
+    ms = [
+        make_memory(o, f"item {i}", rng, message_time=m, created_at=c)
+        for i, (m, c) in enumerate(zip(said, created, strict=True))
+    ]
+    await store.memories.insert_memories(ms)
+    # a later version of one memory keeps its message time: the current list has it in the same place
+    v2 = await store.memories.write_version(o, ms[1].id, ms[1].next_version(content="item 1, edited"))
+    stranger = Owner(o.tenant_id, "bob")
+    await store.memories.insert_memories([make_memory(stranger, "bob's", rng, message_time=t0 + us)])
+
+    def key(m: Memory) -> tuple[datetime, str]:
+        return (m.message_time or m.created_at, m.id)
+
+    current = [m for m in ms if m.id != ms[1].id] + [v2]
+    everything = [*ms, v2]
+    for include_history, expected in ((False, current), (True, everything)):
+        want = [m.id for m in sorted(expected, key=key)]
+        assert [m.id for m in await store.memories.list_memories(o, include_history=include_history)] == want
+        pages = await _all_pages(
+            lambda **kw: store.memories.list_memories(o, include_history=include_history, **kw),  # noqa: B023
+            lambda m: PagePosition(m.said_at, m.id),
+            limit=2,
+        )
+        assert len(pages) >= 4 and [m.id for page in pages for m in page] == want, include_history
+
+
+async def test_a_sessions_messages_in_timestamp_order(harness: Harness) -> None:
+    store, o = harness.store, new_owner()
+    t0 = T(2025, 6, 1, 18)
+    us = timedelta(microseconds=1)
+    times = [t0 + timedelta(seconds=2), t0, t0, t0 + us, t0 + timedelta(seconds=1), t0 - timedelta(days=1), t0]
+    mine = [Message(o.tenant_id, o.user_id, f"said {i}", t, speaker="Maya", session_id="s1",
+                    role="assistant" if i % 2 else "user") for i, t in enumerate(times)]  # fmt: skip
+    others = [
+        Message(o.tenant_id, o.user_id, "another session", t0, session_id="s2"),
+        Message(o.tenant_id, o.user_id, "no session", t0),
+        Message(o.tenant_id, "bob", "another user, same session id", t0, session_id="s1"),
+        Message(f"{o.tenant_id}-x", o.user_id, "another tenant, same user and session", t0, session_id="s1"),
+    ]
+    await store.messages.save_messages([*mine[:4], *others, *mine[4:]])
+    want = sorted(mine, key=lambda m: (m.timestamp, m.id))
+    got = await store.messages.list_session_messages(o, "s1")
+    assert [(m.id, m.content, m.speaker, m.role, m.timestamp) for m in got] == [
+        (m.id, m.content, m.speaker, m.role, m.timestamp) for m in want
+    ]
+    pages = await _all_pages(
+        lambda **kw: store.messages.list_session_messages(o, "s1", **kw),
+        lambda m: PagePosition(m.timestamp, m.id),
+        limit=3,
+    )
+    assert [m.id for page in pages for m in page] == [m.id for m in want]
+    assert await store.messages.list_session_messages(o, "unknown-session") == []
+    assert [m.content for m in await store.messages.list_session_messages(Owner(o.tenant_id, "bob"), "s1")] == [
+        "another user, same session id"
+    ]
 
 
 # -- jobs ---------------------------------------------------------------------------------------------

@@ -88,6 +88,18 @@ def test_an_unknown_key_is_refused_and_not_kept(ui):
     assert ui.session_storage() == {} and not ui.find("#app").is_displayed()
 
 
+def test_after_a_refused_key_the_next_key_typed_is_not_appended_to_it(ui, server):
+    box = ui.visible("#api-key")
+    box.send_keys("not-a-key")
+    ui.find("#connect").click()
+    ui.until(lambda: "unknown key" in ui.find("#notice").text, "the key was not refused")
+    assert box.get_attribute("value") == ""  # the refused key left the field
+    box.send_keys(WRITE_KEY)  # typed as a person would, without clearing the field first
+    ui.find("#connect").click()
+    ui.visible("#session")
+    assert ui.find("#tenant").text == TENANT and list(ui.session_storage().values()) == [WRITE_KEY]
+
+
 def test_memories_are_browsed_in_pages_with_their_fields(ui, server):
     ui.connect(WRITE_KEY).pick_user(DEMO_USER)
     headers = [th.text for th in ui.find_all("#memories-table thead th")]
@@ -140,9 +152,10 @@ def test_a_search_shows_its_hits_the_stage_score_chart_and_the_timings(ui, serve
     drawn = {(b.get_attribute("data-hit"), b.get_attribute("data-stage")) for b in bars}
     shown = {"vector": "vector", "bm25": "bm25", "rrf": "rrf", "temporal": "temporal", "rerank": "rerank"}
     wanted = {(str(i), shown[k]) for i, r in enumerate(expected) for k in r["scores"] if k in shown}
+    wanted |= {(str(i), "score") for i in range(len(expected))}  # the final score, which the order follows
     assert drawn == wanted and {s for _, s in drawn} >= {"vector", "rrf"}
-    widths = [float(b.get_attribute("width")) for b in bars if b.get_attribute("data-stage") == "rrf"]
-    assert widths[0] == max(widths)  # the best fused score has the longest fused bar
+    widths = [float(b.get_attribute("width")) for b in bars if b.get_attribute("data-stage") == "score"]
+    assert widths[0] == max(widths) and widths == sorted(widths, reverse=True)  # hit #1 has the longest bar
 
     timing = ui.find("#timing-chart svg")
     stages = [b.get_attribute("data-stage") for b in timing.find_elements("css selector", "rect.bar")]
@@ -150,6 +163,30 @@ def test_a_search_shows_its_hits_the_stage_score_chart_and_the_timings(ui, serve
     # side and BM25 run at once, and the second search finds the query's vector in the query cache
     assert sorted(stages) == sorted(k.removesuffix("_ms") for k in api.json()["explain"]["stage_durations"])
     assert {"embed_query", "bm25", "rrf_fusion"} <= set(stages)
+
+
+def test_every_stage_that_moved_a_hit_is_drawn_with_its_places(ui, server):
+    query = "What is Maya's job now?"
+    ui.connect(READ_KEY).pick_user(DEMO_USER).search(query)
+    with httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {READ_KEY}"}, timeout=60) as c:
+        expected = c.post(f"/v1/users/{DEMO_USER}/search", json={"query": query, "explain": True}).json()["results"]
+    moves = {(str(i), m["stage"]): m for i, r in enumerate(expected) for m in r["moves"]}
+    assert moves, "no stage moved a hit of this search: the test shows nothing"
+    assert any(m["rank_before"] != m["rank_after"] for m in moves.values())
+
+    cells = ui.find_all("#moves-chart svg g.move")
+    drawn = {(g.get_attribute("data-hit"), g.get_attribute("data-stage")): g for g in cells}
+    assert set(drawn) == set(moves)  # every move of every hit, and nothing else
+    for key, m in moves.items():
+        text = drawn[key].find_element("css selector", "text").text
+        assert text.startswith(f"#{m['rank_before']}→#{m['rank_after']}")
+        assert text.endswith("no score") == (m["score_after"] == m["score_before"])
+
+    hits = ui.find_all("#hits li.hit")
+    for hit, r in zip(hits, expected, strict=True):
+        listed = [s.get_attribute("data-stage") for s in hit.find_elements("css selector", ".moves .move")]
+        assert listed == [m["stage"] for m in r["moves"]]  # in the order the stages ran
+        assert f"fused #{int(r['scores']['rrf_rank'])}" in hit.find_element("css selector", ".moves").text
 
 
 def test_a_read_only_key_sees_everything_and_cannot_change_anything(ui, server):

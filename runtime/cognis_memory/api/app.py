@@ -15,6 +15,10 @@ Errors always have the shape ``{"error": {"code", "message", "field"}}``:
 422 invalid input (naming the field), 401/403 auth, 404 not found (also for other owners'
 ids), 409 conflict, 413 body too large, 503 dependency unavailable (retryable, with
 ``Retry-After``). Unexpected failures answer 500 without internals.
+
+The docs pages (Swagger UI at ``/docs``, ReDoc at ``/redoc``) load their scripts and styles from
+this app (:data:`DOCS_ASSETS_PATH`, files of the ``fastapi-offline`` dependency) instead of a CDN,
+so they work on a machine without network access like the rest of the service.
 """
 
 from __future__ import annotations
@@ -23,12 +27,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from ..service import MemoryService
 from .auth import ApiKeyAuth
 from .errors import ERROR_RESPONSES, install_error_handlers
 from .middleware import RequestBody, RequestContext
 from .routes import ROUTERS
+
+#: Where the docs pages' JavaScript, CSS and icon are served (open, like ``/docs`` itself).
+DOCS_ASSETS_PATH = "/docs-assets"
 
 
 def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> FastAPI:
@@ -44,7 +52,10 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
             if manage_lifecycle:
                 await service.close()
 
-    app = FastAPI(
+    # FastAPIOffline is FastAPI with /docs and /redoc built by FastAPI's own get_swagger_ui_html and
+    # get_redoc_html, pointed at the Swagger UI and ReDoc files it ships, mounted at DOCS_ASSETS_PATH.
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS_PATH,
         title="cognis-memory",
         version="1.0.0",
         description="Long-term memory for conversational agents: store what users said, recall it later.",

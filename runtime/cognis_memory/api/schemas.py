@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from ..domain import Category, Job, Memory, MemoryKind, Message, Scope
 from ..message_body import IsoDatetime, MessageBody
 from ..stores.values import UserSummary
+
+if TYPE_CHECKING:
+    from ..retrieval.search_types import SearchResponse
 
 
 class _Strict(BaseModel):
@@ -169,10 +172,23 @@ class AddMessagesOut(BaseModel):
     )
 
 
+class StageMoveOut(BaseModel):
+    stage: str = Field(description="The retrieval stage (as in `explain.stage_durations`: `context`, `dedup`, ...).")
+    score_before: float
+    score_after: float
+    rank_before: int = Field(description="Place among all candidates before the stage (1 = first).")
+    rank_after: int | None = Field(description="Place after it; null when the stage removed the candidate.")
+
+
 class SearchHitOut(BaseModel):
     memory: MemoryOut
     score: float
     scores: dict[str, float] | None = None
+    moves: list[StageMoveOut] | None = Field(
+        None,
+        description="With `explain`: every stage that changed this hit's score or place, in the order they ran "
+        "(a stage that reorders without scoring, such as `dedup` or `current_state`, shows equal scores).",
+    )
     history: list[MemoryOut] = Field(default_factory=list, description="Earlier versions, oldest first.")
 
 
@@ -181,6 +197,26 @@ class SearchOut(BaseModel):
     degraded: list[str] = Field(default_factory=list, description="Stages skipped because a dependency failed.")
     query_analysis: dict[str, Any]
     explain: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, res: SearchResponse, *, explain: bool = False) -> SearchOut:
+        """The search's answer, in the one shape the HTTP API and the CLI print (per-hit ``scores`` with
+        ``explain`` only)."""
+        return cls(
+            results=[
+                SearchHitOut(
+                    memory=MemoryOut.of(h.memory),
+                    score=h.score,
+                    scores=h.scores if explain else None,
+                    moves=[m.to_dict() for m in h.moves] if explain else None,
+                    history=[MemoryOut.of(v) for v in h.history],
+                )
+                for h in res.hits
+            ],
+            degraded=res.degraded,
+            query_analysis=res.analysis.to_dict(),
+            explain=res.explain,
+        )
 
 
 class ContextMemoryOut(BaseModel):
@@ -202,8 +238,42 @@ class HistoryOut(BaseModel):
 
 
 class MemoryListOut(BaseModel):
-    memories: list[MemoryOut]
-    next_after: str | None
+    memories: list[MemoryOut] = Field(
+        description="In the order the memories were said (`message_time`, else `created_at`; then `id`), oldest first."
+    )
+    next_cursor: str | None = Field(
+        None, description="Pass as `cursor` for the next page; null on the last page. Opaque: pass it back as it is."
+    )
+    next_after: str | None = Field(
+        description="Deprecated (use `next_cursor`): the page's last memory id, which `after` still takes."
+    )
+
+
+class SessionMessageOut(BaseModel):
+    """A message as the client sent it (its text unchanged)."""
+
+    id: str
+    client_message_id: str | None
+    session_id: str | None
+    agent_id: str | None
+    speaker: str | None
+    role: str
+    content: str
+    timestamp: datetime = Field(description="When it was said (the message's `timestamp`, or when it was received).")
+    scope: Scope
+    metadata: dict[str, Any]
+    created_at: datetime = Field(description="When the service stored it.")
+
+    @classmethod
+    def of(cls, m: Message) -> SessionMessageOut:
+        return cls(**{name: getattr(m, name) for name in cls.model_fields})
+
+
+class SessionMessageListOut(BaseModel):
+    messages: list[SessionMessageOut] = Field(description="In `timestamp` order (then `id`), oldest first.")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page. Opaque: pass it back as it is."
+    )
 
 
 class UserOut(BaseModel):

@@ -16,6 +16,7 @@ from ..errors import InvalidInputError
 from ..providers.embedding_models import EMBEDDING_MODELS
 from ..serialization import memory_to_dict as _memory_json
 from .conversation_file import message_body_of, parse_time, read_conversation
+from .store_location import StoreAccess, check_store
 
 IMPORT_BATCH = 128
 
@@ -56,10 +57,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
     base = f"http://{settings.api.host}:{settings.api.port}"
     inspector = f", inspector {base}/ui/" if settings.api.inspector else ""
     print(f"cognis-memory: serving {base} (API docs {base}/docs{inspector})", file=sys.stderr, flush=True)
+    for line in _api_key_lines(settings):
+        print(f"cognis-memory: {line}", file=sys.stderr, flush=True)
     uvicorn.run(
         app, host=settings.api.host, port=settings.api.port, log_level="warning", access_log=False, server_header=False
     )
     return 0
+
+
+def _api_key_lines(settings: Settings) -> list[str]:
+    """Which tenant each ``COGNIS_API_KEYS`` entry serves (a key of another tenant than the data's finds nothing)."""
+    from ..api_keys import describe_api_key_list, parse_api_key_list
+    from ..validation import check_id
+
+    listed = settings.api.api_keys.get_secret_value() if settings.api.api_keys is not None else ""
+    lines = describe_api_key_list(parse_api_key_list(listed, check_id))
+    return lines or ["COGNIS_API_KEYS is not set: only keys made by 'cognis-memory api-key create' are accepted"]
+
+
+def _report_tenant(tenant: str, users: list[str]) -> None:
+    """Say on stderr where a command wrote: a server shows it only to API keys of that tenant."""
+    shown = ", ".join(repr(u) for u in users[:3]) + (f" and {len(users) - 3} more" if len(users) > 3 else "")
+    print(
+        f"cognis-memory: stored for tenant {tenant!r}, user{'s' if len(users) > 1 else ''} {shown}; "
+        f"over HTTP an API key of tenant {tenant!r} reads it (COGNIS_API_KEYS=KEY={tenant})",
+        file=sys.stderr,
+    )
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -79,10 +102,12 @@ def cmd_add(args: argparse.Namespace) -> int:
         return {"messages": [m.id for m in res.messages], "memories": [_memory_json(m) for m in res.raw_memories]}
 
     print(json.dumps(asyncio.run(_with_service(args, run)), indent=2))
+    _report_tenant(args.tenant, [args.user])
     return 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from ..api.schemas import SearchOut
     from ..service import FilterRequest
 
     async def run(svc):
@@ -97,15 +122,12 @@ def cmd_search(args: argparse.Namespace) -> int:
             now=parse_time("now", args.now),
             recipe=args.recipe_name,
         )
-        return {
-            "results": [
-                {"score": round(h.score, 4), **_memory_json(h.memory), "history": [_memory_json(v) for v in h.history]}
-                | ({"scores": h.scores} if args.explain else {})
-                for h in res.hits
-            ],
-            "degraded": res.degraded,
-            "query_analysis": res.analysis.to_dict(),
-        } | ({"explain": res.explain} if args.explain else {})
+        out = SearchOut.of(res, explain=args.explain).model_dump(mode="json")
+        for result, hit in zip(out["results"], res.hits, strict=True):
+            # Deprecated (one release): the memory's fields at the top of each result, as earlier releases
+            # printed them; read them under "memory", as the HTTP API answers.
+            result.update({k: v for k, v in _memory_json(hit.memory).items() if k not in result})
+        return out
 
     print(json.dumps(asyncio.run(_with_service(args, run)), indent=2, default=str))
     return 0
@@ -152,6 +174,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         return {"messages": len(pairs), "created": created, "extraction_jobs_run": jobs}
 
     print(json.dumps(asyncio.run(_with_service(args, run, settings=_import_settings(args)))))
+    _report_tenant(args.tenant, sorted({uid for uid, _ in pairs}))
     return 0
 
 
@@ -238,6 +261,30 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_messages(args: argparse.Namespace) -> int:
+    from ..api.schemas import SessionMessageOut
+
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInputError("--limit", "must be at least 1")
+
+    async def run(svc):
+        n, cursor = 0, None
+        while args.limit is None or n < args.limit:
+            page_size = 500 if args.limit is None else min(500, args.limit - n)
+            page = await svc.list_session_messages(args.tenant, args.user, args.session, limit=page_size, cursor=cursor)
+            for message in page:
+                print(SessionMessageOut.of(message).model_dump_json())
+            n += len(page)
+            if len(page) < page_size:
+                break
+            cursor = svc.message_cursor(page[-1])
+        return n
+
+    n = asyncio.run(_with_service(args, run))
+    print(f"listed {n} messages", file=sys.stderr)
+    return 0
+
+
 def cmd_recipes(args: argparse.Namespace) -> int:
     from ..retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
 
@@ -298,6 +345,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             raise
         print(f"error: {MCP_INSTALL_HINT}", file=sys.stderr)
         return 2
+    if not args.url:
+        check_store(args, _settings(args), StoreAccess.WRITE)
     options = mcp_server.McpOptions(
         user_id=user,
         session_id=args.session_id,

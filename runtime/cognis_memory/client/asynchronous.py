@@ -18,6 +18,8 @@ from ..api.schemas import (
     MemoryListOut,
     MemoryOut,
     SearchOut,
+    SessionMessageListOut,
+    SessionMessageOut,
 )
 from .requests import (
     _JOB_DONE,
@@ -38,6 +40,8 @@ from .requests import (
     _raw,
     _Request,
     _search,
+    _session_messages,
+    next_page,
 )
 
 
@@ -113,21 +117,45 @@ class AsyncMemoryClient:
         return await self._send(_forget(user_id))
 
     async def list_memories(
-        self, user_id: str, *, include_history: bool = False, limit: int = 100, after: str | None = None
+        self,
+        user_id: str,
+        *,
+        include_history: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+        after: str | None = None,
     ) -> MemoryListOut:
-        return await self._send(_list(user_id, include_history, limit, after))
+        return await self._send(_list(user_id, include_history, limit, after, cursor))
 
     async def iter_memories(
         self, user_id: str, *, include_history: bool = False, page_size: int = 100
     ) -> AsyncIterator[MemoryOut]:
-        after: str | None = None
+        paging: dict[str, str] = {}
         while True:
-            page = await self.list_memories(user_id, include_history=include_history, limit=page_size, after=after)
+            page = await self.list_memories(user_id, include_history=include_history, limit=page_size, **paging)
             for m in page.memories:
                 yield m
-            if page.next_after is None:
+            following = next_page(page)
+            if following is None:
                 return
-            after = page.next_after
+            paging = following
+
+    async def list_session_messages(
+        self, user_id: str, session_id: str, *, limit: int = 100, cursor: str | None = None
+    ) -> SessionMessageListOut:
+        return await self._send(_session_messages(user_id, session_id, limit, cursor))
+
+    async def iter_session_messages(
+        self, user_id: str, session_id: str, *, page_size: int = 100
+    ) -> AsyncIterator[SessionMessageOut]:
+        cursor: str | None = None
+        while True:
+            page = await self.list_session_messages(user_id, session_id, limit=page_size, cursor=cursor)
+            for m in page.messages:
+                yield m
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     async def job(self, user_id: str, job_id: str) -> JobOut:
         return await self._send(_job(user_id, job_id))

@@ -24,6 +24,7 @@ from ..api.schemas import (
     MemoryListOut,
     MemoryOut,
     SearchOut,
+    SessionMessageListOut,
 )
 from .errors import MemoryConnectionError, ServerError, _retry_after, error_from_response
 
@@ -156,11 +157,31 @@ def _history(user_id: str, memory_id: str) -> _Request[list[MemoryOut]]:
     return _Request("GET", path, lambda body: HistoryOut.model_validate(body).versions)
 
 
-def _list(user_id: str, include_history: bool, limit: int, after: str | None) -> _Request[MemoryListOut]:
+def _list(
+    user_id: str, include_history: bool, limit: int, after: str | None, cursor: str | None = None
+) -> _Request[MemoryListOut]:
     params: dict[str, Any] = {"include_history": str(include_history).lower(), "limit": limit}
+    if cursor:
+        params["cursor"] = cursor
     if after:
         params["after"] = after
     return _Request("GET", f"{_user(user_id)}/memories", _model(MemoryListOut), params=params)
+
+
+def _session_messages(user_id: str, session_id: str, limit: int, cursor: str | None) -> _Request[SessionMessageListOut]:
+    params: dict[str, Any] = {"limit": limit}
+    if cursor:
+        params["cursor"] = cursor
+    path = f"{_user(user_id)}/sessions/{_seg(session_id)}/messages"
+    return _Request("GET", path, _model(SessionMessageListOut), params=params)
+
+
+def next_page(page: MemoryListOut) -> dict[str, str] | None:
+    """The paging argument of the page after ``page`` (``cursor``; ``after`` from a server of an earlier
+    release, which answers no cursor), or None after the last page."""
+    if page.next_cursor is not None:
+        return {"cursor": page.next_cursor}
+    return {"after": page.next_after} if page.next_after is not None else None
 
 
 def _forget(user_id: str) -> _Request[ForgetOut]:

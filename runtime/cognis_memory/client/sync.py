@@ -17,6 +17,8 @@ from ..api.schemas import (
     MemoryListOut,
     MemoryOut,
     SearchOut,
+    SessionMessageListOut,
+    SessionMessageOut,
 )
 from .requests import (
     _JOB_DONE,
@@ -37,6 +39,8 @@ from .requests import (
     _raw,
     _Request,
     _search,
+    _session_messages,
+    next_page,
 )
 
 
@@ -129,22 +133,49 @@ class MemoryClient:
         return self._send(_forget(user_id))
 
     def list_memories(
-        self, user_id: str, *, include_history: bool = False, limit: int = 100, after: str | None = None
+        self,
+        user_id: str,
+        *,
+        include_history: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+        after: str | None = None,
     ) -> MemoryListOut:
-        """One page; pass ``next_after`` of a page as ``after`` to get the next."""
-        return self._send(_list(user_id, include_history, limit, after))
+        """One page, in the order the memories were said (oldest first); pass ``next_cursor`` of a page as
+        ``cursor`` to get the next. ``after`` (a memory id, the page's ``next_after``) is deprecated."""
+        return self._send(_list(user_id, include_history, limit, after, cursor))
 
     def iter_memories(
         self, user_id: str, *, include_history: bool = False, page_size: int = 100
     ) -> Iterator[MemoryOut]:
-        """Every memory of the user, page by page."""
-        after: str | None = None
+        """Every memory of the user, page by page, oldest first."""
+        paging: dict[str, str] = {}
         while True:
-            page = self.list_memories(user_id, include_history=include_history, limit=page_size, after=after)
+            page = self.list_memories(user_id, include_history=include_history, limit=page_size, **paging)
             yield from page.memories
-            if page.next_after is None:
+            following = next_page(page)
+            if following is None:
                 return
-            after = page.next_after
+            paging = following
+
+    def list_session_messages(
+        self, user_id: str, session_id: str, *, limit: int = 100, cursor: str | None = None
+    ) -> SessionMessageListOut:
+        """One page of a session's messages as they were sent, in timestamp order; pass ``next_cursor`` of a
+        page as ``cursor`` to get the next."""
+        return self._send(_session_messages(user_id, session_id, limit, cursor))
+
+    def iter_session_messages(
+        self, user_id: str, session_id: str, *, page_size: int = 100
+    ) -> Iterator[SessionMessageOut]:
+        """Every message of the session, page by page, in timestamp order."""
+        cursor: str | None = None
+        while True:
+            page = self.list_session_messages(user_id, session_id, limit=page_size, cursor=cursor)
+            yield from page.messages
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     def job(self, user_id: str, job_id: str) -> JobOut:
         return self._send(_job(user_id, job_id))

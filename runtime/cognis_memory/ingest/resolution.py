@@ -13,13 +13,13 @@ the absolute date finds it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..domain import Message, as_utc
 from ..search_text import annotate, said_text
 from ..stores.records import iso
-from ..timeexpr import TimeSpan, find_time_spans
+from ..timeexpr import SEASON_NAMES, TimeSpan, find_time_spans
 from .parts import split_text
 
 
@@ -53,14 +53,20 @@ class ResolvedMessage:
 
 
 def format_span(span: TimeSpan) -> str:
-    d = span.start
-    if span.granularity == "day":
-        return f"{d.day} {d:%B %Y}"
+    """The span in words: "7 May 2023", "May 2023", "summer 2023", a range as "March 2023 to May 2023"."""
+    d, last = span.start, span.end - timedelta(microseconds=1)
     if span.granularity == "week":
         return f"week of {d.day} {d:%B %Y}"
-    if span.granularity == "month":
-        return f"{d:%B %Y}"
-    return f"{d.year}"
+    if span.granularity == "season":
+        name = SEASON_NAMES.get(d.month, "season")
+        return f"winter {d.year}/{(d.year + 1) % 100:02d}" if name == "winter" else f"{name} {d.year}"
+    one = {
+        "day": lambda t: f"{t.day} {t:%B %Y}",
+        "month": lambda t: f"{t:%B %Y}",
+        "year": lambda t: f"{t.year}",
+    }[span.granularity]
+    first, final = one(d), one(last)
+    return first if first == final else f"{first} to {final}"  # a range ("from March to May")
 
 
 def time_expression(span: TimeSpan) -> dict[str, Any]:

@@ -14,7 +14,7 @@ LoCoMo, LongMemEval and the project's knowledge-update set:
 * speaker-aware queries (:mod:`.speakers`): a name of one of the user's speakers is taken
   out of the embedded and keyword query and boosts that speaker's memories instead;
 * conversation context (:mod:`.conversation_context`): a candidate said next to a strong match, in the
-  same session, inherits part of its score;
+  same session, inherits part of its score (at most ``context_max_lift`` times its own);
 * fusion weights 0.5/0.5: with all-MiniLM-L6-v2 on conversational text BM25 is the
   stronger ranker, and the 0.7/0.3 vector-heavy split loses recall;
 * current-state ordering (:mod:`.current_state`): for a present-state question a newer
@@ -76,6 +76,12 @@ class RetrievalConfig(BaseModel):
     # after fusion: conversation context
     context: bool = Field(False, description="Candidates near a strong match in its session inherit part of its score.")
     context_weight: float = Field(0.3, ge=0, description="score + weight * best nearby score in the same session.")
+    context_max_lift: float = Field(
+        0.5,
+        ge=0,
+        description="A candidate's context lift is at most this times its own score, so it cannot pass a "
+        "candidate whose own score is more than 1 + this times its own.",
+    )
     context_window_minutes: float = Field(30.0, gt=0, description="How close in message time 'nearby' is.")
     # after fusion: role prior
     role_boost: float = Field(

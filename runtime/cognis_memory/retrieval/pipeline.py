@@ -203,6 +203,9 @@ class RetrievalPipeline:
             query=q, cfg=cfg, analysis=analysis, rec=rec, candidates=candidates, explain=explain,
             degraded=degraded, speaker_names=names, fused=fused, ties=tie_order(candidates, explain),
         )  # fmt: skip
+        if q.explain:  # the place each stage's moves start from
+            for rank, d in enumerate(state.by_score(fused, fused), start=1):
+                explain[d]["rrf_rank"] = rank
         await self._run_stages(state)
         hits = state.hits
 
@@ -231,8 +234,11 @@ class RetrievalPipeline:
                 phase += 1
                 self._enter(state, PHASES[phase])
             if stage.enabled(state):
+                before = state.standing(stage.phase) if state.query.explain else None
                 with state.rec.stage(stage.name):
                     await stage.apply(state)
+                if before is not None:
+                    state.record_moves(stage.name, before, state.standing(stage.phase))
         for later in PHASES[phase + 1 :]:
             self._enter(state, later)
 
@@ -246,6 +252,9 @@ class RetrievalPipeline:
         elif phase == "hits":
             explain = s.query.explain
             s.hits = [
-                SearchHit(s.candidates[d], s.final[d], s.explain.get(d, {}) if explain else {})
+                SearchHit(
+                    s.candidates[d], s.final[d], s.explain.get(d, {}) if explain else {},
+                    moves=list(s.moves.get(d, ())) if explain else [],
+                )
                 for d in s.ranked[: s.query.limit]
-            ]
+            ]  # fmt: skip

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..domain import Memory, Owner
 from ..stores.values import SearchFilter
 from .query_analysis import QueryAnalysis
+
+if TYPE_CHECKING:
+    from .stages import StageMove
 
 
 @dataclass(slots=True)
@@ -33,10 +36,15 @@ class SearchQuery:
 
 @dataclass(slots=True)
 class SearchHit:
+    """One answer: the memory, its final score, and with ``explain`` the evidence behind its place:
+    ``scores`` (each source's score and rank, and what each stage added) and ``moves`` (every stage that
+    changed its score or its place, in the order they ran: :class:`~.stages.StageMove`)."""
+
     memory: Memory
     score: float
     scores: dict[str, float] = field(default_factory=dict)
     history: list[Memory] = field(default_factory=list)
+    moves: list[StageMove] = field(default_factory=list)
 
 
 @dataclass(slots=True)

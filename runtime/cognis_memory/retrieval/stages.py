@@ -20,6 +20,12 @@ Phases, in order; each one's data is made from the previous one's when the pipel
 Stages are plain async Python: no web framework and no concrete backend; what a stage needs
 besides the state (the reranker, the memory store) is given to its constructor
 (:class:`StageResources`).
+
+When the search asks for ``explain``, the pipeline reads each phase's scores and order
+(:meth:`SearchState.standing`) before and after every stage that runs, and records a
+:class:`StageMove` for each candidate whose score or place that stage changed
+(:meth:`SearchState.record_moves`): a stage needs no code of its own to be explained, and
+cannot move a hit without it showing.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..domain import Memory
 from ..providers.base import Reranker
@@ -42,6 +48,28 @@ if TYPE_CHECKING:
 
 Phase = Literal["fused", "final", "ranking", "hits"]
 PHASES: tuple[Phase, ...] = ("fused", "final", "ranking", "hits")
+
+
+@dataclass(frozen=True, slots=True)
+class StageMove:
+    """What one stage did to one candidate: its score and its place (1 = first) in the phase's ranking,
+    before and after the stage. ``rank_after`` is None when the stage removed the candidate."""
+
+    stage: str
+    score_before: float
+    score_after: float
+    rank_before: int
+    rank_after: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage, "score_before": self.score_before, "score_after": self.score_after,
+            "rank_before": self.rank_before, "rank_after": self.rank_after,
+        }  # fmt: skip
+
+
+#: The scores and the order (best first) that a phase's stages work on.
+Standing = tuple[dict[str, float], list[str]]
 
 
 @dataclass(slots=True)
@@ -66,6 +94,29 @@ class SearchState:
     final: dict[str, float] = field(default_factory=dict)
     ranked: list[str] = field(default_factory=list)
     hits: list[SearchHit] = field(default_factory=list)
+    #: Per candidate, every stage that changed its score or its place (recorded for ``explain`` only).
+    moves: dict[str, list[StageMove]] = field(default_factory=dict)
+
+    def standing(self, phase: Phase) -> Standing:
+        """A copy of the scores and the order the stages of ``phase`` work on."""
+        if phase == "fused":
+            return dict(self.fused), self.by_score(self.fused, self.fused)
+        if phase == "final":
+            return dict(self.final), self.by_score(self.final, self.final)
+        if phase == "ranking":
+            return dict(self.final), list(self.ranked)
+        return {h.memory.id: h.score for h in self.hits}, [h.memory.id for h in self.hits]
+
+    def record_moves(self, stage: str, before: Standing, after: Standing) -> None:
+        """A :class:`StageMove` of ``stage`` for every candidate of ``before`` whose score or place differs
+        in ``after``."""
+        (scores_before, order_before), (scores_after, order_after) = before, after
+        place = {d: i for i, d in enumerate(order_after, start=1)}
+        for rank, d in enumerate(order_before, start=1):
+            was, now = scores_before[d], scores_after.get(d, scores_before[d])
+            new_rank = place.get(d)
+            if new_rank != rank or abs(now - was) > 1e-12 * max(1.0, abs(was)):
+                self.moves.setdefault(d, []).append(StageMove(stage, was, now, rank, new_rank))
 
     def by_score(self, ids: Iterable[str], scores: Mapping[str, float]) -> list[str]:
         """``ids`` from the highest score down, equal scores in the fixed order of :attr:`ties`."""

@@ -78,3 +78,12 @@ class ApiKeyRecord:
     tenant_id: str
     read_only: bool = False
     name: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class PagePosition:
+    """Where a time-ordered page ended: the last record's listing time and its id. The next page holds the
+    records after it in (time, id) order (the id breaks ties between records of the same time)."""
+
+    time: datetime
+    id: str

@@ -13,20 +13,32 @@ from ..schemas import HistoryOut, MemoryListOut, MemoryOut, UpdateMemoryBody
 router = APIRouter(tags=["memories"])
 
 
-@router.get("/v1/users/{user_id}/memories", response_model=MemoryListOut, summary="List memories")
+@router.get(
+    "/v1/users/{user_id}/memories",
+    response_model=MemoryListOut,
+    summary="List memories, oldest first",
+    description="A page of the user's memories in the order they were said (`message_time`, else `created_at`; "
+    "ties by `id`). Page on with `cursor` = the previous page's `next_cursor` (null on the last page); a cursor that "
+    "is not one is a 422 naming `cursor`. `after` (a memory id, the previous page's `next_after`) is deprecated and "
+    "works as before, in the same order.",
+)
 async def list_memories(
     user_id: str,
     key: ReadKey,
     service: Service,
     include_history: bool = False,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    after: str | None = None,
+    cursor: Annotated[str | None, Query(description="The previous page's `next_cursor`.")] = None,
+    after: Annotated[str | None, Query(description="Deprecated: use `cursor`.", deprecated=True)] = None,
 ):
     page = await service.list_memories(
-        key.tenant_id, user_id, include_history=include_history, limit=limit, after=after
+        key.tenant_id, user_id, include_history=include_history, limit=limit, cursor=cursor, after=after
     )
+    more = len(page) == limit
     return MemoryListOut(
-        memories=[MemoryOut.of(m) for m in page], next_after=page[-1].id if len(page) == limit else None
+        memories=[MemoryOut.of(m) for m in page],
+        next_cursor=service.memory_cursor(page[-1]) if more else None,
+        next_after=page[-1].id if more else None,
     )
 
 

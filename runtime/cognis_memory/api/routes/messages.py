@@ -1,12 +1,23 @@
-"""``POST /v1/users/{user_id}/messages``: store what a user said (and extract memories now or in a job)."""
+"""``POST /v1/users/{user_id}/messages``: store what a user said (and extract memories now or in a job);
+``GET /v1/users/{user_id}/sessions/{session_id}/messages``: a session's messages back, in order."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
 
-from ..auth import WriteKey
+from fastapi import APIRouter, Query, Response
+
+from ..auth import ReadKey, WriteKey
 from ..deps import RequestIds, Service
-from ..schemas import AddMessagesBody, AddMessagesOut, JobOut, MemoryOut, MessageOut
+from ..schemas import (
+    AddMessagesBody,
+    AddMessagesOut,
+    JobOut,
+    MemoryOut,
+    MessageOut,
+    SessionMessageListOut,
+    SessionMessageOut,
+)
 
 router = APIRouter(tags=["messages"])
 
@@ -39,4 +50,27 @@ async def add_messages(
         job=JobOut.of(result.job) if result.job else None,
         extraction=result.extraction,
         degraded=result.degraded,
+    )
+
+
+@router.get(
+    "/v1/users/{user_id}/sessions/{session_id}/messages",
+    response_model=SessionMessageListOut,
+    summary="A session's messages, in the order they were said",
+    description="The messages of one session of the user as they were sent (text unchanged), in `timestamp` order "
+    "(ties by `id`), oldest first. Page on with `cursor` = the previous page's `next_cursor` (null on the last "
+    "page); a cursor that is not one is a 422 naming `cursor`. A session without messages is an empty list.",
+)
+async def list_session_messages(
+    user_id: str,
+    session_id: str,
+    key: ReadKey,
+    service: Service,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(description="The previous page's `next_cursor`.")] = None,
+):
+    page = await service.list_session_messages(key.tenant_id, user_id, session_id, limit=limit, cursor=cursor)
+    return SessionMessageListOut(
+        messages=[SessionMessageOut.of(m) for m in page],
+        next_cursor=service.message_cursor(page[-1]) if len(page) == limit else None,
     )

@@ -16,7 +16,6 @@ from ..schemas import (
     MemoryOut,
     RetrievalOptions,
     SearchBody,
-    SearchHitOut,
     SearchOut,
 )
 
@@ -44,20 +43,7 @@ async def search(user_id: str, body: SearchBody, key: ReadKey, service: Service,
         client_request_id=ids.client_request_id,
         **_options(body, "query"),
     )
-    return SearchOut(
-        results=[
-            SearchHitOut(
-                memory=MemoryOut.of(h.memory),
-                score=h.score,
-                scores=h.scores if body.explain else None,
-                history=[MemoryOut.of(v) for v in h.history],
-            )
-            for h in res.hits
-        ],
-        degraded=res.degraded,
-        query_analysis=res.analysis.to_dict(),
-        explain=res.explain,
-    )
+    return SearchOut.of(res, explain=body.explain)
 
 
 @router.post(

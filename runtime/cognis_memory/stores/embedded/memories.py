@@ -12,8 +12,23 @@ from ..records import (
     SQLITE,
     memory_from_row,
 )
-from ..values import UserSummary
+from ..values import PagePosition, UserSummary
 from .base import _CHAIN_SQL, _MEMORY_COLUMNS, EmbeddedBase
+
+#: when a memory was said (:attr:`~cognis_memory.domain.Memory.said_at`), the listing order; the index
+#: ``memories_owner_said`` (migration 3) is on this very expression
+SAID_AT = "COALESCE(message_time, created_at)"
+
+
+def list_memories_sql(*, include_history: bool, paged: bool) -> str:
+    """The listing's query: parameters tenant, user, (with ``paged``: the position's time twice and id), limit.
+    The first bound of a page lets SQLite seek in the index (it does not seek on a row value over an expression)."""
+    current = "" if include_history else " AND is_current = 1"
+    after = f" AND {SAID_AT} >= ? AND ({SAID_AT}, id) > (?, ?)" if paged else ""
+    return (
+        f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ?{current}{after}"
+        f" ORDER BY {SAID_AT}, id LIMIT ?"
+    )
 
 
 class EmbeddedMemories(EmbeddedBase):
@@ -73,14 +88,14 @@ class EmbeddedMemories(EmbeddedBase):
         return await asyncio.to_thread(self._fetch, owner, list(ids))
 
     async def list_memories(
-        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
+        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after: PagePosition | None = None
     ) -> list[Memory]:
-        current = "" if include_history else " AND is_current = 1"
+        params: list[object] = [owner.tenant_id, owner.user_id]
+        if after is not None:
+            t = SQLITE.time_out(after.time)
+            params += [t, t, after.id]
         rows = await asyncio.to_thread(
-            self._read,
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? AND id > ?{current}"
-            " ORDER BY id LIMIT ?",
-            (owner.tenant_id, owner.user_id, after_id or "", limit),
+            self._read, list_memories_sql(include_history=include_history, paged=after is not None), (*params, limit)
         )
         return [memory_from_row(r, SQLITE) for r in rows]
 

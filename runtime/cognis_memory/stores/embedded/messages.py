@@ -13,7 +13,17 @@ from ..records import (
     message_to_row,
     row_values,
 )
+from ..values import PagePosition
 from .base import _INSERT_MESSAGE, EmbeddedBase
+
+
+def session_messages_sql(*, paged: bool) -> str:
+    """A session's messages in (timestamp, id) order: parameters tenant, user, session, (with ``paged``: the
+    position's time and id), limit; the index ``messages_owner_session_ts`` serves it."""
+    after = " AND (ts, id) > (?, ?)" if paged else ""
+    return (
+        f"SELECT * FROM messages WHERE tenant_id = ? AND user_id = ? AND session_id = ?{after} ORDER BY ts, id LIMIT ?"
+    )
 
 
 class EmbeddedMessages(EmbeddedBase):
@@ -47,4 +57,13 @@ class EmbeddedMessages(EmbeddedBase):
             f"SELECT * FROM messages WHERE tenant_id = ? AND user_id = ? AND id IN ({q}) ORDER BY ts, id",
             (owner.tenant_id, owner.user_id, *ids),
         )
+        return [message_from_row(r, SQLITE) for r in rows]
+
+    async def list_session_messages(
+        self, owner: Owner, session_id: str, *, limit: int = 100, after: PagePosition | None = None
+    ) -> list[Message]:
+        params: list[object] = [owner.tenant_id, owner.user_id, session_id]
+        if after is not None:
+            params += [SQLITE.time_out(after.time), after.id]
+        rows = await asyncio.to_thread(self._read, session_messages_sql(paged=after is not None), (*params, limit))
         return [message_from_row(r, SQLITE) for r in rows]

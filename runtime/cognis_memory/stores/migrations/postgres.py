@@ -197,6 +197,17 @@ SET scope = CASE WHEN metadata ->> 'scope' = 'CONTEXT' THEN 'CONTEXT' ELSE 'USER
 WHERE metadata ? 'scope' OR metadata ? 'raw_memory_id';
 """,
     ),
+    Migration(
+        6,
+        "memories and session messages listed in time order",
+        """
+-- A user's memories are listed and exported by when they were said (the message time, else the creation
+-- time), then id in code point order; a session's messages by their timestamp, then id. Each listing walks
+-- one of these indexes from the page's cursor on, without a sort.
+CREATE INDEX memories_owner_said ON memories (tenant_id, user_id, (COALESCE(message_time, created_at)), id COLLATE "C");
+CREATE INDEX messages_owner_session_ts ON messages (tenant_id, user_id, session_id, ts, id COLLATE "C");
+""",
+    ),
 )
 
 

@@ -165,6 +165,17 @@ WHERE CASE WHEN json_valid(metadata)
            ELSE 0 END;
 """,
     ),
+    Migration(
+        3,
+        "memories and session messages listed in time order",
+        # A user's memories are listed and exported by when they were said (the message time, else the
+        # creation time), then id; a session's messages by their timestamp, then id. Each listing walks one
+        # of these indexes from the page's cursor on, without a sort.
+        """
+CREATE INDEX IF NOT EXISTS memories_owner_said ON memories (tenant_id, user_id, COALESCE(message_time, created_at), id);
+CREATE INDEX IF NOT EXISTS messages_owner_session_ts ON messages (tenant_id, user_id, session_id, ts, id);
+""",
+    ),
 )
 
 

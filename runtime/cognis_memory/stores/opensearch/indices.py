@@ -11,19 +11,22 @@ An index is created once, with a strict mapping; opening adds the fields a newer
 index records the layout of its documents in its ``_meta`` (:data:`MESSAGE_LAYOUT_KEY`), and one made
 before layout 2 (a message's scope and its raw memory's id as keys of its metadata) is upgraded when the
 store opens: every document is rewritten in the new layout (:func:`message_in_layout_2`), then the layout
-is recorded, so a later open costs one mapping read.
+is recorded, so a later open costs one mapping read. The exact-time fields the time-ordered listings sort on
+(:data:`SAID_US`, :data:`TS_US`) are filled in on open for the documents written before them
+(:meth:`OpenSearchIndices._add_exact_times`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
 
 from ...domain import Scope
-from ..records import MEMORY_RECORD, MESSAGE_RECORD
+from ..records import MEMORY_RECORD, MESSAGE_RECORD, aware, epoch_us
 from ..vector_space import KEY as VECTOR_SPACE_KEY
 from ..vector_space import check as check_vector_space
 from .client import OpenSearchRunner, Refresh, ensure_index, index_settings
@@ -35,6 +38,10 @@ MESSAGE_LAYOUT_KEY = "message_layout"
 MESSAGE_LAYOUT = 2
 #: documents rewritten per bulk request when an index is upgraded
 UPGRADE_PAGE = 500
+#: A memory's listing time (:attr:`~cognis_memory.domain.Memory.said_at`) and a message's timestamp in exact
+#: epoch microseconds: the listings sort on them (a ``date`` keeps only milliseconds).
+SAID_US = "said_us"
+TS_US = "ts_us"
 
 
 def message_in_layout_2(source: dict[str, Any]) -> dict[str, Any]:
@@ -92,7 +99,7 @@ class OpenSearchIndices:
             "mappings": {
                 "dynamic": "strict",
                 "properties": memory_mapping(MEMORY_RECORD, self.vector_fields)
-                | {"successor_id": kw, "flip_pending": {"type": "boolean"}},
+                | {"successor_id": kw, "flip_pending": {"type": "boolean"}, SAID_US: {"type": "long"}},
                 "_source": {"excludes": ["embedding", "embedding_short"]},
             },
         }
@@ -100,7 +107,7 @@ class OpenSearchIndices:
             "settings": settings,
             "mappings": {
                 "dynamic": "strict",
-                "properties": message_mapping(MESSAGE_RECORD),
+                "properties": message_mapping(MESSAGE_RECORD) | {TS_US: {"type": "long"}},
                 "_meta": {MESSAGE_LAYOUT_KEY: MESSAGE_LAYOUT},
             },
         }
@@ -155,7 +162,49 @@ class OpenSearchIndices:
         for alias, body in self._bodies().items():
             await ensure_index(self.runner, alias, f"{alias}-000001", body)
         await self._upgrade_messages()
+        await self._add_exact_times(self.memories, SAID_US, ("message_time", "created_at"))
+        await self._add_exact_times(self.messages, TS_US, ("ts",))
         await self._check_vector_space()
+
+    async def _add_exact_times(self, index: str, field: str, sources: tuple[str, ...]) -> None:
+        """Give the documents written before ``field`` existed their exact time, from the first of the ISO 8601
+        ``sources`` they have, page by page (nothing to do costs one search). Each write is conditional on the
+        document being unchanged since it was read, so a document changed or deleted meanwhile is read again or
+        left alone; several stores opening at once each finish what the other has not."""
+        client, timeout = self.client, self.write_timeout_s
+        query = {"bool": {"must_not": [{"exists": {"field": field}}]}}
+        await self.runner(client.indices.refresh, index=index, request_timeout=timeout)
+        stuck = 0
+        while True:
+            res = await self.runner(
+                client.search, index=index, request_timeout=timeout,
+                body={"size": UPGRADE_PAGE, "query": query, "seq_no_primary_term": True, "sort": ["_doc"],
+                      "_source": list(sources)},
+            )  # fmt: skip
+            hits = res["hits"]["hits"]
+            if not hits:
+                return
+            body: list[dict[str, Any]] = []
+            for h in hits:
+                said = next((h["_source"][f] for f in sources if h["_source"].get(f)), None)
+                if said is None:
+                    raise RuntimeError(f"adding {field} to {index}: document {h['_id']} has none of {sources}")
+                where = {"_index": h["_index"], "_id": h["_id"], "if_seq_no": h["_seq_no"]}
+                exact = epoch_us(aware(datetime.fromisoformat(said)))  # type: ignore[arg-type]
+                body += [{"update": where | {"if_primary_term": h["_primary_term"]}}, {"doc": {field: exact}}]
+            done = await self.runner(client.bulk, body=body, refresh=True, request_timeout=timeout)
+            statuses = [int(i["update"].get("status", 500)) for i in done["items"]]
+            failed = [i["update"] for i, st in zip(done["items"], statuses, strict=True) if st not in (200, 404, 409)]
+            if failed:
+                raise RuntimeError(f"adding {field} to {index}: a write failed: {failed[0]}")
+            # A page of conflicts only (changed meanwhile, or written by another opener) is read again. Documents
+            # that keep coming back without the field are being written by an older release.
+            stuck = 0 if 200 in statuses else stuck + 1
+            if stuck == 3:
+                raise RuntimeError(
+                    f"adding {field} to {index}: documents without it keep being written "
+                    "(is an older release of cognis-memory still running on this index?)"
+                )
 
     async def _upgrade_messages(self) -> None:
         """Bring a messages index made before :data:`MESSAGE_LAYOUT` to it (see the module's docstring). Safe

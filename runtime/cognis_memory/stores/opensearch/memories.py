@@ -25,11 +25,11 @@ from opensearchpy import exceptions as os_exc
 
 from ...domain import Memory, Owner
 from ...errors import ConflictError, NotFoundError
-from ..records import MEMORY_RECORD, OPENSEARCH, memory_from_row
-from ..values import UserSummary
+from ..records import MEMORY_RECORD, OPENSEARCH, epoch_us, memory_from_row
+from ..values import PagePosition, UserSummary
 from .client import delete_matching
 from .documents import memory_fields, owner_key, owner_query
-from .indices import OpenSearchIndices
+from .indices import SAID_US, OpenSearchIndices
 
 
 class OpenSearchMemories:
@@ -42,7 +42,11 @@ class OpenSearchMemories:
 
     @staticmethod
     def _memory_doc(m: Memory, *, successor_id: str | None = None, flip_pending: bool = False) -> dict[str, Any]:
-        return memory_fields(m, MEMORY_RECORD) | {"successor_id": successor_id, "flip_pending": flip_pending}
+        return memory_fields(m, MEMORY_RECORD) | {
+            "successor_id": successor_id,
+            "flip_pending": flip_pending,
+            SAID_US: epoch_us(m.said_at),
+        }
 
     async def insert_memories(self, memories: Sequence[Memory]) -> None:
         if not memories:
@@ -201,28 +205,33 @@ class OpenSearchMemories:
         return main["hits"], drop
 
     async def list_memories(
-        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
+        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after: PagePosition | None = None
     ) -> list[Memory]:
         filters = list(owner_query(owner)["bool"]["filter"])
         if not include_history:
             filters.append({"term": {"is_current": True}})
-        if after_id is not None:
-            filters.append({"range": {"memory_id": {"gt": after_id}}})
-        body = {
+        body: dict[str, Any] = {
             "size": limit,
-            "sort": [{"memory_id": "asc"}],
+            "sort": [{SAID_US: "asc"}, {"memory_id": "asc"}],
             "query": {"bool": {"filter": filters}},
             "track_total_hits": False,
         }
+        if after is not None:
+            body["search_after"] = [epoch_us(after.time), after.id]
         if include_history:
             res = await self.ix.runner(
                 self.ix.client.search, index=self.ix.memories, body=body, request_timeout=self.ix.search_timeout_s
             )
             return [memory_from_row(h["_source"], OPENSEARCH) for h in res["hits"]["hits"]]
-        found, drop = await self.search_current(owner, body)
-        return [
-            memory_from_row(h["_source"], OPENSEARCH) for h in found["hits"] if h["_source"]["memory_id"] not in drop
-        ]
+        # Superseded heads still marked current are dropped after the search: read on until the page is full.
+        page: list[Memory] = []
+        while True:
+            found, drop = await self.search_current(owner, body)
+            hits = found["hits"]
+            page += [memory_from_row(h["_source"], OPENSEARCH) for h in hits if h["_source"]["memory_id"] not in drop]
+            if len(page) >= limit or len(hits) < body["size"]:
+                return page[:limit]
+            body = body | {"search_after": hits[-1]["sort"]}
 
     async def list_users(
         self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None

@@ -12,9 +12,10 @@ from typing import Any
 
 from ...domain import Message, Owner
 from ...errors import ConflictError
-from ..records import OPENSEARCH, message_from_row, message_to_row
-from .documents import owner_key
-from .indices import OpenSearchIndices
+from ..records import OPENSEARCH, epoch_us, message_from_row, message_to_row
+from ..values import PagePosition
+from .documents import owner_key, owner_query
+from .indices import TS_US, OpenSearchIndices
 
 
 class OpenSearchMessages:
@@ -25,7 +26,7 @@ class OpenSearchMessages:
 
     @staticmethod
     def _message_doc(m: Message) -> dict[str, Any]:
-        return message_to_row(m, OPENSEARCH)
+        return message_to_row(m, OPENSEARCH) | {TS_US: epoch_us(m.timestamp)}
 
     async def save_messages(self, messages: Sequence[Message]) -> list[tuple[Message, bool]]:
         out: list[tuple[Message, bool]] = []
@@ -63,3 +64,20 @@ class OpenSearchMessages:
         docs = await self.ix.mget_sources(self.ix.messages, [owner_key(owner.tenant_id, owner.user_id, i) for i in ids])
         msgs = [message_from_row(d, OPENSEARCH) for d in docs]
         return sorted(msgs, key=lambda m: (m.timestamp, m.id))
+
+    async def list_session_messages(
+        self, owner: Owner, session_id: str, *, limit: int = 100, after: PagePosition | None = None
+    ) -> list[Message]:
+        filters = [*owner_query(owner)["bool"]["filter"], {"term": {"session_id": session_id}}]
+        body: dict[str, Any] = {
+            "size": limit,
+            "sort": [{TS_US: "asc"}, {"id": "asc"}],
+            "query": {"bool": {"filter": filters}},
+            "track_total_hits": False,
+        }
+        if after is not None:
+            body["search_after"] = [epoch_us(after.time), after.id]
+        res = await self.ix.runner(
+            self.ix.client.search, index=self.ix.messages, body=body, request_timeout=self.ix.search_timeout_s
+        )
+        return [message_from_row(h["_source"], OPENSEARCH) for h in res["hits"]["hits"]]

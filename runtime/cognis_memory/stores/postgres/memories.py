@@ -27,7 +27,7 @@ from ..records import (
     memory_to_row,
     row_values,
 )
-from ..values import UserSummary
+from ..values import PagePosition, UserSummary
 from ..version_chain import PSYCOPG_PARAM, chain_query
 from .connection import PostgresDatabase
 
@@ -35,6 +35,22 @@ _COLS = ", ".join(MEMORY_COLUMNS)
 _CHAIN_SQL = chain_query(_COLS, PSYCOPG_PARAM)
 _INSERT_MEMORY = insert_statement("memories", MEMORY_COLUMNS, "%s")
 _INSERT_OUTBOX = "INSERT INTO outbox (op, memory_id, tenant_id, user_id, version) VALUES (%s, %s, %s, %s, %s)"
+#: when a memory was said (:attr:`~cognis_memory.domain.Memory.said_at`), the listing order; the index
+#: ``memories_owner_said`` (migration 6) is on this expression and on the id in code point order, the order
+#: SQLite and OpenSearch compare ids in
+SAID_AT = "COALESCE(message_time, created_at)"
+
+
+def list_memories_sql(*, include_history: bool, paged: bool) -> str:
+    """The listing's query: parameters tenant, user, (with ``paged``: the position's time and id), limit."""
+    current = " AND is_current" if not include_history else ""
+    after = f' AND ({SAID_AT}, id COLLATE "C") > (%s, %s)' if paged else ""
+    return (
+        f"SELECT {_COLS} FROM memories WHERE tenant_id = %s AND user_id = %s{current}{after}"
+        f' ORDER BY {SAID_AT}, id COLLATE "C" LIMIT %s'
+    )
+
+
 #: the PostgreSQL type of each column kind (the binary COPY of :meth:`PostgresMemories.bulk_load` names them)
 _COPY_TYPES = {**POSTGRES_DIALECT.types, "vector": "vector"}
 
@@ -153,14 +169,13 @@ class PostgresMemories:
         return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
 
     async def list_memories(
-        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
+        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after: PagePosition | None = None
     ) -> list[Memory]:
-        current = "" if include_history else " AND is_current"
-        return await self._select_memories(
-            f"SELECT {_COLS} FROM memories WHERE tenant_id = %s AND user_id = %s AND id > %s{current}"
-            " ORDER BY id LIMIT %s",
-            (owner.tenant_id, owner.user_id, after_id or "", limit),
-        )
+        params: list[object] = [owner.tenant_id, owner.user_id]
+        if after is not None:
+            params += [after.time, after.id]
+        sql = list_memories_sql(include_history=include_history, paged=after is not None)
+        return await self._select_memories(sql, (*params, limit))
 
     async def list_users(
         self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None

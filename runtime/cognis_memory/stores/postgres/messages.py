@@ -8,9 +8,21 @@ from psycopg.rows import dict_row
 
 from ...domain import Message, Owner
 from ..records import MESSAGE_COLUMNS, POSTGRES, insert_statement, message_from_row, message_to_row, row_values
+from ..values import PagePosition
 from .connection import PostgresDatabase
 
 _INSERT_MESSAGE = insert_statement("messages", MESSAGE_COLUMNS, "%s")
+
+
+def session_messages_sql(*, paged: bool) -> str:
+    """A session's messages in (timestamp, id) order, the id in code point order as SQLite and OpenSearch
+    compare it: parameters tenant, user, session, (with ``paged``: the position's time and id), limit; the index
+    ``messages_owner_session_ts`` serves it."""
+    after = ' AND (ts, id COLLATE "C") > (%s, %s)' if paged else ""
+    return (
+        f"SELECT * FROM messages WHERE tenant_id = %s AND user_id = %s AND session_id = %s{after}"
+        ' ORDER BY ts, id COLLATE "C" LIMIT %s'
+    )
 
 
 class PostgresMessages:
@@ -49,4 +61,14 @@ class PostgresMessages:
                 "SELECT * FROM messages WHERE tenant_id = %s AND user_id = %s AND id = ANY(%s) ORDER BY ts, id",
                 (owner.tenant_id, owner.user_id, list(ids)),
             )
+            return [message_from_row(r, POSTGRES) for r in await cur.fetchall()]
+
+    async def list_session_messages(
+        self, owner: Owner, session_id: str, *, limit: int = 100, after: PagePosition | None = None
+    ) -> list[Message]:
+        params: list[object] = [owner.tenant_id, owner.user_id, session_id]
+        if after is not None:
+            params += [after.time, after.id]
+        async with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(session_messages_sql(paged=after is not None), (*params, limit))
             return [message_from_row(r, POSTGRES) for r in await cur.fetchall()]

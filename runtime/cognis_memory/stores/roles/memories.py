@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ...domain import Memory, Owner
-from ..values import UserSummary
+from ..values import PagePosition, UserSummary
 
 
 @runtime_checkable
@@ -31,9 +31,10 @@ class MemoryVersions(Protocol):
         """Memories by id (any version), with embeddings; unknown or foreign ids are skipped."""
 
     async def list_memories(
-        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after_id: str | None = None
+        self, owner: Owner, *, include_history: bool = False, limit: int = 1000, after: PagePosition | None = None
     ) -> list[Memory]:
-        """Memories of one user ordered by id, for export and paging."""
+        """Memories of one user in the order they were said (:attr:`~cognis_memory.domain.Memory.said_at`,
+        then id in code point order), those after ``after`` (the paging position), for listing and export."""
 
     async def list_users(
         self, tenant_id: str, *, limit: int = 100, after_user_id: str | None = None

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ...domain import Message, Owner
+from ..values import PagePosition
 
 
 @runtime_checkable
@@ -18,3 +19,9 @@ class MessageLog(Protocol):
         """
 
     async def get_messages(self, owner: Owner, ids: Sequence[str]) -> list[Message]: ...
+
+    async def list_session_messages(
+        self, owner: Owner, session_id: str, *, limit: int = 100, after: PagePosition | None = None
+    ) -> list[Message]:
+        """One session's messages of one user as they were sent, in (timestamp, id) order, those after
+        ``after`` (the paging position). The owner and the session are applied inside the backend query."""

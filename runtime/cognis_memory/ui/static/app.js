@@ -7,9 +7,12 @@ const KEY_STORAGE = "cognis-inspector.api-key"; // sessionStorage: this tab only
 const API = new URL("../v1/", document.baseURI); // the API beside /ui/, whatever prefix serves both
 const PAGE_SIZE = 25;
 // Per-hit explain scores shown as chart columns: [explain key, column label].
+// "score" is the hit's final score (the one it is ranked by), not an explain key.
 const SCORE_COLUMNS = [
   ["vector", "vector"], ["bm25", "BM25"], ["rrf", "fused"], ["temporal", "temporal"], ["rerank", "rerank"],
+  ["score", "final score"],
 ];
+const scoreOf = (h, k) => (k === "score" ? h.score : (h.scores || {})[k]);
 
 const state = {
   key: "",
@@ -112,6 +115,9 @@ async function connect(key) {
   } catch (err) {
     state.key = "";
     sessionStorage.removeItem(KEY_STORAGE);
+    // The refused key leaves the field, so the next key typed is not appended to it.
+    $("api-key").value = "";
+    $("api-key").focus();
     fail(err);
     return;
   }
@@ -324,7 +330,7 @@ async function deleteMemory(r, button) {
 
 // -- search ----------------------------------------------------------------------------------
 function resetSearch() {
-  for (const id of ["search-summary", "score-chart", "timing-chart", "hits"]) $(id).replaceChildren();
+  for (const id of ["search-summary", "score-chart", "moves-chart", "timing-chart", "hits"]) $(id).replaceChildren();
 }
 
 async function runSearch(event) {
@@ -357,6 +363,7 @@ function renderSearch(data, roundTripMs, requestId) {
   if (requestId) summary.push(el("span", { class: "muted small" }, `request ${requestId}`));
   $("search-summary").replaceChildren(...summary);
   $("score-chart").replaceChildren(scoreChart(data.results));
+  $("moves-chart").replaceChildren(movesChart(data.results));
   $("timing-chart").replaceChildren(timingChart(stages));
   $("hits").replaceChildren(...data.results.map(hitItem));
 }
@@ -364,15 +371,19 @@ function renderSearch(data, roundTripMs, requestId) {
 function hitItem(h, i) {
   const m = h.memory;
   const scores = h.scores || {};
-  const parts = SCORE_COLUMNS.filter(([k]) => typeof scores[k] === "number")
+  const parts = SCORE_COLUMNS.filter(([k]) => k !== "score" && typeof scores[k] === "number")
     .map(([k, label]) => `${label} ${num(scores[k])}`);
+  const moves = h.moves || [];
   const item = el("li", { class: "hit", dataset: { memory: m.id } },
     el("div", { class: "hit-head" }, el("span", { class: "rank" }, `#${i + 1}`),
       el("span", { class: "score" }, `score ${num(h.score)}`),
       el("span", { class: "tag cat" }, m.category), el("span", { class: "muted small" }, `${m.kind} · ${m.scope}`),
       el("span", { class: "muted small" }, `event ${when(m.event_time)} · written ${when(m.created_at)}`)),
     el("p", { class: "hit-content" }, m.content),
-    parts.length ? el("div", { class: "muted small" }, parts.join(" · ")) : null);
+    parts.length ? el("div", { class: "muted small" }, parts.join(" · ")) : null,
+    typeof scores.rrf_rank === "number" ? el("div", { class: "moves small" },
+      el("span", { class: "muted" }, `fused #${scores.rrf_rank}`),
+      moves.length ? moves.map(moveItem) : el("span", { class: "muted" }, " · no stage moved it")) : null);
   if (h.history && h.history.length) {
     item.append(el("details", {}, el("summary", {}, `${h.history.length} earlier version(s)`),
       el("ul", {}, h.history.map((v) => el("li", {}, `v${v.version} · ${when(v.created_at)} · `, v.content)))));
@@ -380,11 +391,78 @@ function hitItem(h, i) {
   return item;
 }
 
+// One stage's move of one hit, as text: its place before and after, and what happened to its score.
+function moveText(m) {
+  const place = m.rank_after === null ? `#${m.rank_before} → removed` : `#${m.rank_before} → #${m.rank_after}`;
+  if (m.score_after === m.score_before) return `${place}, moved without a score`;
+  const delta = m.score_after - m.score_before;
+  return `${place}, score ${num(m.score_before)} → ${num(m.score_after)} (${delta > 0 ? "+" : ""}${num(delta)})`;
+}
+
+function moveItem(m) {
+  const unscored = m.score_after === m.score_before;
+  return el("span", { class: `move${unscored ? " unscored" : ""}`, dataset: { stage: m.stage } },
+    " · ", el("strong", {}, m.stage), ` ${moveText(m)}`);
+}
+
+// Every stage that changed the score or the place of a shown hit, one column each in the order they
+// ran: the place before and after, and a bar for the size of the score change (none: moved without a score).
+function movesChart(results) {
+  const stages = [];
+  for (const h of results) for (const m of h.moves || []) if (!stages.includes(m.stage)) stages.push(m.stage);
+  if (!results.length || !results.some((h) => h.scores && typeof h.scores.rrf_rank === "number")) {
+    return el("p", { class: "muted" }, "No explanation.");
+  }
+  if (!stages.length) return el("p", { class: "muted" }, "No stage changed a score or a place: fused order.");
+  const moveOf = (h, stage) => (h.moves || []).find((m) => m.stage === stage);
+  const maxDelta = {};
+  for (const stage of stages) {
+    maxDelta[stage] = Math.max(...results.map((h) => {
+      const m = moveOf(h, stage);
+      return m ? Math.abs(m.score_after - m.score_before) : 0;
+    }), 1e-12);
+  }
+  const labelW = 44, fusedW = 56, colW = 118, rowH = 26, top = 28, barH = 14;
+  const width = labelW + fusedW + stages.length * colW, height = top + results.length * rowH + 4;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img", class: "moves-chart",
+    "aria-label": "How each stage moved each hit" });
+  chart.append(svg("text", { x: labelW + 4, y: 16, class: "col-label" }, "fused"));
+  stages.forEach((stage, c) => {
+    chart.append(svg("text", { x: labelW + fusedW + c * colW + 4, y: 16, class: "col-label" }, stage));
+  });
+  results.forEach((h, r) => {
+    const y = top + r * rowH;
+    chart.append(svg("text", { x: 4, y: y + barH - 2, class: "row-label" }, `#${r + 1}`));
+    chart.append(svg("text", { x: labelW + 4, y: y + barH - 2, class: "value" }, `#${(h.scores || {}).rrf_rank}`));
+    stages.forEach((stage, c) => {
+      const x = labelW + fusedW + c * colW + 4;
+      const m = moveOf(h, stage);
+      chart.append(svg("rect", { x, y, width: colW - 12, height: barH, class: "track" }));
+      if (!m) {
+        chart.append(svg("text", { x: x + 4, y: y + barH - 3, class: "none" }, "—"));
+        return;
+      }
+      const delta = m.score_after - m.score_before;
+      const way = m.rank_after === null || m.rank_after > m.rank_before ? "down"
+        : m.rank_after < m.rank_before ? "up" : "same";
+      const cell = svg("g", { class: `move ${way}${delta === 0 ? " unscored" : ""}`, "data-stage": stage,
+        "data-hit": r });
+      const w = delta === 0 ? 0 : Math.max(1, (Math.abs(delta) / maxDelta[stage]) * (colW - 12));
+      if (w) cell.append(svg("rect", { x, y, width: w.toFixed(1), height: barH, class: `bar ${delta > 0 ? "gain" : "loss"}` }));
+      const place = m.rank_after === null ? `#${m.rank_before}→out` : `#${m.rank_before}→#${m.rank_after}`;
+      cell.append(svg("text", { x: x + 4, y: y + barH - 3, class: "value" }, delta === 0 ? `${place} no score` : place));
+      cell.append(svg("title", {}, `${stage}: ${moveText(m)}`));
+      chart.append(cell);
+    });
+  });
+  return chart;
+}
+
 function scoreChart(results) {
-  const cols = SCORE_COLUMNS.filter(([k]) => results.some((h) => h.scores && typeof h.scores[k] === "number"));
+  const cols = SCORE_COLUMNS.filter(([k]) => results.some((h) => typeof scoreOf(h, k) === "number"));
   if (!results.length || !cols.length) return el("p", { class: "muted" }, "No hits.");
   const max = {};
-  for (const [k] of cols) max[k] = Math.max(...results.map((h) => Math.max(0, (h.scores || {})[k] || 0)), 1e-12);
+  for (const [k] of cols) max[k] = Math.max(...results.map((h) => Math.max(0, scoreOf(h, k) || 0)), 1e-12);
   const labelW = 44, colW = 118, rowH = 26, top = 28, barH = 14;
   const width = labelW + cols.length * colW, height = top + results.length * rowH + 4;
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img", class: "score-chart",
@@ -397,7 +475,7 @@ function scoreChart(results) {
     chart.append(svg("text", { x: 4, y: y + barH - 2, class: "row-label" }, `#${r + 1}`));
     cols.forEach(([k], c) => {
       const x = labelW + c * colW + 4;
-      const value = (h.scores || {})[k];
+      const value = scoreOf(h, k);
       chart.append(svg("rect", { x, y, width: colW - 12, height: barH, class: "track" }));
       if (typeof value !== "number") {
         chart.append(svg("text", { x: x + 4, y: y + barH - 3, class: "none" }, "not ranked"));
