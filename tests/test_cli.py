@@ -60,7 +60,9 @@ def test_add_then_search_prints_json(data_dir, capsys):
     assert code == 0, err
     added = json.loads(out)  # stdout is only the JSON (logs and metrics go to stderr)
     (memory,) = added["memories"]
-    assert memory["content"] == "Alice: I moved to Lisbon last month [April 2025]"
+    assert memory["content"] == "I moved to Lisbon last month"  # as said: speaker and dates are fields
+    assert memory["speaker"] == "Alice"
+    assert [(e["text"], e["date"]) for e in memory["time_expressions"]] == [("last month", "April 2025")]
     assert (memory["user_id"], memory["tenant_id"], memory["session_id"]) == ("alice", "default", "s1")
     logged = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert [r["event"] for r in logged if "event" in r] == ["memory_ingest"]
@@ -148,7 +150,7 @@ def test_import_json_and_jsonl_files(data_dir, tmp_path, capsys):
     assert db_rows(data_dir, "SELECT tenant_id, count(*) FROM messages WHERE user_id = 'carol'") == [("acme", 2)]
 
     code, out, _ = run(capsys, "search", "What language does Carol speak?", "--user", "carol", "--tenant", "acme")
-    assert json.loads(out)["results"][0]["memory"]["content"] == "user: I speak Finnish"
+    assert json.loads(out)["results"][0]["memory"]["content"] == "I speak Finnish"
 
 
 BAD_FILES = [
@@ -250,7 +252,7 @@ def test_export_writes_jsonl_with_history(data_dir, tmp_path, capsys, embedder):
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 3 and all(r["user_id"] == "maya" for r in rows)
     by_version = {(r["content"], r["version"]): r for r in rows}
-    old = by_version[("user: I live in Porto", 1)]
+    old = by_version[("I live in Porto", 1)]
     new = by_version[("Maya lives in Lisbon", 2)]
     assert (old["is_current"], new["is_current"], new["replaces_id"]) == (False, True, old["id"])
     assert "embedding" not in old  # vectors are not exported
@@ -259,7 +261,7 @@ def test_export_writes_jsonl_with_history(data_dir, tmp_path, capsys, embedder):
     code, out, err = run(capsys, "export", "--user", "maya", "--current-only", "-o", str(target))
     assert code == 0 and out == "" and "exported 2 memories" in err
     current = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
-    assert {r["content"] for r in current} == {"Maya lives in Lisbon", "user: I have a beagle"}
+    assert {r["content"] for r in current} == {"Maya lives in Lisbon", "I have a beagle"}
 
 
 def test_forget_user_needs_yes(data_dir, capsys):

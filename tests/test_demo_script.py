@@ -57,7 +57,7 @@ def test_demo_script_imports_searches_and_serves(tmp_path) -> None:
         assert list(results) == ["Is Maya still vegetarian?", "Where does Maya live now?"], out[-2000:]
         assert all(len(r) == 3 for r in results.values()), out[-2000:]
         # a present-state question about similar statements: what holds now comes first
-        assert results["Is Maya still vegetarian?"][0].startswith("Maya: By the way, I am not vegetarian anymore")
+        assert results["Is Maya still vegetarian?"][0].startswith("By the way, I am not vegetarian anymore")
         # without an LLM the move is not understood, and the demo says so instead of hiding it
         assert "I live in Porto" in results["Where does Maya live now?"][0]
         assert "no extraction LLM is configured" in out and "Porto still comes first" in out

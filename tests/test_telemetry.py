@@ -173,7 +173,7 @@ async def test_history_search_logs_the_version_chain(svc, cap):
     (line,) = cap.new_logs()
     assert_stages(line["stage_durations"], ran={"version_chain_ms"})
     assert line["history_query"] is True
-    assert [v.content for v in res.hits[0].history] == ["user: I live in Porto"]
+    assert [v.content for v in res.hits[0].history] == ["I live in Porto"]
 
 
 async def test_a_failed_search_is_logged_and_counted_as_an_error(tmp_path, embedder):
@@ -283,7 +283,7 @@ async def test_concurrent_searches_keep_their_own_request_ids_and_lines(svc, cap
         (f"req-conc-{i:02d}", user) for i, user in enumerate(users)
     }
     for i, res in enumerate(results):  # each answer is its own user's
-        assert [h.memory.content for h in res.hits] == [f"user: My lucky number is {i}"]
+        assert [h.memory.content for h in res.hits] == [f"My lucky number is {i}"]
     metric_lines = cap.new_metric_lines()
     blobs = [json.loads(line) for line in metric_lines]  # every line is one whole JSON document
     assert Counter(n for b in blobs for n in _metric_names(b))[names.RETRIEVAL_LATENCY] == 20

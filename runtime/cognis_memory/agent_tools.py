@@ -214,7 +214,12 @@ def _remembered(result: AddMessagesOut) -> ToolOutcome:
 
 def _recalled(result: ContextOut) -> ToolOutcome:
     memories = [
-        {"id": c.memory.id, "content": c.memory.content, "history": [v.content for v in c.history]}
+        {
+            "id": c.memory.id,
+            "speaker": c.memory.speaker,
+            "content": c.memory.content,
+            "history": [v.content for v in c.history],
+        }
         for c in result.memories
     ]
     text = result.text or "No stored memory matches."

@@ -127,6 +127,10 @@ class Memory:
     replaces_id: str | None = None
     source_message_ids: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the time expressions of a raw memory's content, each resolved against the message's time:
+    #: ``{"text": "yesterday", "date": "7 May 2023", "start": ISO, "end": ISO, "granularity": "day"}``
+    #: (``content`` keeps the words as said; :func:`cognis_memory.search_text.search_text` adds the dates)
+    time_expressions: list[dict[str, Any]] = field(default_factory=list)
     embedding: np.ndarray | None = None  # full vector, unit length, float32
     embedding_short: np.ndarray | None = None  # prefix re-normalised to unit length
     id: str = field(default_factory=new_id)

@@ -42,6 +42,7 @@ from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycl
 from .retrieval.cached import CachedRetrieval
 from .retrieval.config import RetrievalConfig, get_recipe, with_knobs
 from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
+from .search_text import search_text
 from .stores.roles import StoreBackend, StoreBundle, as_bundle
 from .stores.values import ApiKeyRecord, PagePosition, UserSummary
 from .telemetry import names
@@ -388,14 +389,17 @@ class MemoryService:
             content=content, category=category, event_time=event_time, max_bytes=self.settings.ingest.memory_max_bytes
         )
         if "content" in changes:
-            full, short = await self.encoder.encode_async([changes["content"]], Priority.QUERY)
-            changes["embedding"], changes["embedding_short"] = full[0], short[0]
+            changes["time_expressions"] = []  # they were resolved in the text being replaced
         for attempt in range(WRITE_ATTEMPTS):
             own = dict(changes)
             if current.kind is MemoryKind.RAW and "content" in own:
                 own["kind"] = MemoryKind.FACT  # an edited message is no longer the raw message
+            new = current.next_version(**own)
+            if "content" in own:
+                full, short = await self.encoder.encode_async([search_text(new)], Priority.QUERY)
+                new.embedding, new.embedding_short = full[0], short[0]
             try:
-                new = await self.stores.memories.write_version(owner, current.id, current.next_version(**own))
+                new = await self.stores.memories.write_version(owner, current.id, new)
             except ConflictError:  # another write replaced the current version meanwhile: edit the newer one
                 if attempt + 1 == WRITE_ATTEMPTS:
                     raise

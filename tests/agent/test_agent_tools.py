@@ -77,7 +77,7 @@ async def test_remember_recall_forget_round_trip(live_server) -> None:
             (memory_id,) = ID.findall(text)[:1]
             note = mem.get("maya", memory_id)
             # the model's statement is kept as its note, not as something Maya said
-            assert note.content == "note: Maya adopted a grey cat called Pixel." and note.speaker == "note"
+            assert note.content == "Maya adopted a grey cat called Pixel." and note.speaker == "note"
             assert note.metadata == {"source": "tool:remember", "role": "assistant"} and note.session_id == "s1"
             gone = tools.handle_tool_use(_use("forget", {"memory_id": memory_id}, 3))
             assert "status" not in gone["toolResult"] and memory_id in _text(gone)
@@ -193,6 +193,8 @@ async def test_async_toolbox_does_the_same(live_server) -> None:
         outcome = await tools.run("recall", {"query": "When does Ravi's daughter start school?"})
         assert not outcome.is_error and "September" in outcome.text
         assert outcome.data["memories"][0]["id"] in outcome.text
+        top = outcome.data["memories"][0]  # stored as given, by the remember tool's speaker
+        assert (top["speaker"], top["content"]) == ("note", "Ravi's daughter starts school in September.")
         reply = await tools.answer_tool_uses({"role": "assistant", "content": [_use("forget", {"memory_id": "nope"})]})
         assert reply["content"][0]["toolResult"]["status"] == "error"
 

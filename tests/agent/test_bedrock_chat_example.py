@@ -96,7 +96,8 @@ class FakeBedrock:
 
 
 def _contents(memory: MemoryClient, user_id: str) -> set[str]:
-    return {m.content for m in memory.iter_memories(user_id)}
+    """Each stored memory as ``speaker: content`` (the speaker is a field; the content is as said)."""
+    return {f"{m.speaker}: {m.content}" for m in memory.iter_memories(user_id)}
 
 
 def _system_text(call: dict[str, Any]) -> str:
@@ -129,14 +130,14 @@ def test_memory_carries_across_sessions(chat_server: str, memory: MemoryClient) 
     assert agent.messages[-1]["content"] == [{"text": "Congratulations on adopting Pixel!"}]
 
     # the server holds the remembered statement and, posted after the turn, the exchange itself
-    # (raw messages are stored as "speaker: content")
+    # (raw messages are stored as said, with their speaker as a field)
     held = _contents(memory, "maya")
     assert "note: The user adopted a grey cat called Pixel." in held  # the remember tool: the model's note
     assert "Maya: I just adopted a grey cat called Pixel." in held  # the user's turn
     assert "assistant: Congratulations on adopting Pixel!" in held
     scopes = {m.content: m.scope for m in memory.iter_memories("maya")}
-    assert scopes["assistant: Congratulations on adopting Pixel!"] == "CONTEXT"  # the reply stays in its session
-    assert scopes["Maya: I just adopted a grey cat called Pixel."] == "USER"
+    assert scopes["Congratulations on adopting Pixel!"] == "CONTEXT"  # the reply stays in its session
+    assert scopes["I just adopted a grey cat called Pixel."] == "USER"
     assert {(m.session_id, m.agent_id) for m in memory.iter_memories("maya")} == {("s1", "bedrock-chat")}
     hits = memory.search("maya", "What is the name of the cat?").results
     assert "Pixel" in hits[0].memory.content
@@ -161,7 +162,7 @@ def test_memory_carries_across_sessions(chat_server: str, memory: MemoryClient) 
         "content": [{"toolUse": {"toolUseId": "tu-2", "name": "recall", "input": {"query": "cat name"}}}],
     }
     bedrock.stub.assert_no_pending_responses()
-    asked = [m for m in memory.iter_memories("maya") if m.content == "Maya: What is my cat called?"]
+    asked = [m for m in memory.iter_memories("maya") if m.content == "What is my cat called?"]
     assert [m.session_id for m in asked] == ["s2"]
 
 

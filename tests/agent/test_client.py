@@ -50,7 +50,7 @@ async def test_sync_client_round_trip_returns_typed_results(live_server) -> None
             assert [v.version for v in mem.history("zoe", new.id)] == [1, 2]
             assert mem.get("zoe", new.id).content == "Zoe takes a pottery class on Tuesdays"
             typed = mem.add_messages("zoe", [MessageBody(content="My kiln is in the garage", speaker="Zoe")])
-            assert typed.memories[0].content == "Zoe: My kiln is in the garage"
+            assert (typed.memories[0].speaker, typed.memories[0].content) == ("Zoe", "My kiln is in the garage")
             ctx = mem.context("zoe", "What classes does Zoe take?")
             assert isinstance(ctx, ContextOut) and "pottery class on Tuesdays" in ctx.text
             deleted = mem.delete("zoe", new.id)

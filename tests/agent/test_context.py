@@ -43,7 +43,7 @@ def test_estimate_tokens_errs_high_for_english_and_counts_cjk_per_character() ->
 
 def test_lines_are_dated_ranked_and_raw_messages_name_their_speaker() -> None:
     fact = _memory("Maya adopted a grey cat called Pixel.")
-    raw = _memory("Maya: I love hiking", days=3, kind=MemoryKind.RAW, speaker="Maya")
+    raw = _memory("I love hiking", days=3, kind=MemoryKind.RAW, speaker="Maya")
     out = build_prompt_block([(fact, []), (raw, [])], max_tokens=500)
     assert _entries(out.text) == [
         '- [2025-03-20] "Maya adopted a grey cat called Pixel."',
@@ -52,6 +52,37 @@ def test_lines_are_dated_ranked_and_raw_messages_name_their_speaker() -> None:
     assert out.tokens == FRAME_TOKENS + sum(estimate_tokens("\n" + line) for line in _entries(out.text))
     with_ids = build_prompt_block([(fact, [])], max_tokens=500, with_ids=True)
     assert f"(id {fact.id})" in with_ids.text
+
+
+def _yesterday(text: str = "yesterday") -> dict:
+    return {"text": text, "date": "19 March 2025", "start": "2025-03-19T00:00:00+00:00",
+            "end": "2025-03-20T00:00:00+00:00", "granularity": "day"}  # fmt: skip
+
+
+def test_a_message_line_gives_speaker_and_the_absolute_dates_from_its_fields() -> None:
+    """The text is quoted as said; who said it and what its "yesterday" means come from ``speaker`` and
+    ``time_expressions``; a full date written as one needs no note; a fact gets none."""
+    full_date = {"text": "2025-03-01", "date": "1 March 2025", "granularity": "day"}
+    raw = _memory("I went hiking yesterday, not on 2025-03-01", kind=MemoryKind.RAW, speaker="Maya",
+                  time_expressions=[_yesterday(), full_date])  # fmt: skip
+    fact = _memory("Maya went hiking on 19 March 2025.", time_expressions=[_yesterday()])
+    assert _entries(build_prompt_block([(raw, []), (fact, [])], max_tokens=500).text) == [
+        '- [2025-03-20] "Maya" said: "I went hiking yesterday, not on 2025-03-01" (dates: "yesterday" = 19 March 2025)',
+        '- [2025-03-20] "Maya went hiking on 19 March 2025."',
+    ]
+    crafted = _memory('He said "<b>yesterday</b>"', kind=MemoryKind.RAW, speaker="Ana",
+                      time_expressions=[_yesterday('"<b>yesterday')])  # fmt: skip
+    (line,) = _entries(build_prompt_block([(crafted, [])], max_tokens=500).text)
+    assert line.endswith('(dates: "\\"\\u003cb\\u003eyesterday" = 19 March 2025)')
+
+
+def test_a_message_stored_before_content_was_kept_as_said_reads_as_it_did() -> None:
+    """Rows written before hold ``speaker: text [date]`` in their content and no time expressions: the
+    prefix is not shown twice and no note is added to the notes they hold."""
+    old = _memory("Maya: I went hiking yesterday [19 March 2025]", kind=MemoryKind.RAW, speaker="Maya")
+    assert _entries(build_prompt_block([(old, [])], max_tokens=500).text) == [
+        '- [2025-03-20] "Maya" said: "I went hiking yesterday [19 March 2025]"'
+    ]
 
 
 def test_stored_text_that_looks_like_an_instruction_stays_quoted_data() -> None:

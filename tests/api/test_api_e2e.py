@@ -173,7 +173,10 @@ async def test_add_messages_sync_stores_searchable_raw_memories(api_env):
         assert body["job"] is None
         assert [m["created"] for m in body["messages"]] == [True, True]
         first = body["memories"][0]
-        assert first["content"] == "Rui: I adopted a tabby cat called Miso yesterday [9 March 2025]"
+        assert first["content"] == "I adopted a tabby cat called Miso yesterday"  # as said
+        assert [(e["text"], e["date"], e["granularity"]) for e in first["time_expressions"]] == [
+            ("yesterday", "9 March 2025", "day")
+        ]
         assert (first["kind"], first["scope"], first["version"], first["is_current"]) == ("raw", "USER", 1, True)
         assert first["speaker"] == "Rui" and first["session_id"] == "s-1"
         assert first["event_time"] == "2025-03-09T12:00:00Z"  # "yesterday", resolved against the message time

@@ -176,7 +176,7 @@ def test_read_only_keys_read_everything_and_change_nothing(real_server) -> None:
             status, _, body = _request(conn, method, path, payload, key="ro-key")
             assert (status, json.loads(body)["error"]["code"]) == (403, "forbidden"), (method, path)
         status, _, body = _request(conn, "GET", f"/v1/users/{user}/memories", key="rw-key")
-        assert [m["content"] for m in json.loads(body)["memories"]] == ["user: x y z"]
+        assert [m["content"] for m in json.loads(body)["memories"]] == ["x y z"]
     conn.close()
 
 

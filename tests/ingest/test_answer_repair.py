@@ -21,6 +21,7 @@ from cognis_memory.ingest.answer_repair import Notes, Unusable, read_decisions, 
 from cognis_memory.ingest.answers import Action
 from cognis_memory.ingest.extraction import EXTRACT_SYSTEM
 from cognis_memory.providers.llms import OpenAICompatibleLLM
+from cognis_memory.search_text import search_text
 from cognis_memory.service import MessageBody
 from tests.llm_server import ScriptedLLMServer
 
@@ -300,22 +301,28 @@ BLUEFIN_ANSWER = {"facts": [
 ]}  # fmt: skip
 
 
-async def test_a_fact_in_the_first_person_gets_its_speaker_wherever_the_pronoun_is(make_service) -> None:
-    """Stored as given, "I'm thinking about learning to bake bread." or "... was my first day at Bluefin" says
-    nothing about whose: the speaker goes in front, as in a raw memory; a third-person fact stays as it is."""
+async def test_a_fact_in_the_first_person_is_found_as_its_speaker_s_wherever_the_pronoun_is(make_service) -> None:
+    """A fact such as "I'm thinking about learning to bake bread." says nothing about whose it is:
+    the fact is stored as the model wrote it, and its speaker goes in front of its search text (what is embedded
+    and indexed), as in a raw memory; a third-person fact's search text is its content."""
     may9 = datetime(2023, 5, 9, 23, 0, tzinfo=UTC)
     svc, r = await _replay_session(make_service, "u4", BLUEFIN_SESSION, BLUEFIN_ANSWER, may9)
     assert r.extraction["answers"]["repairs"] == {"first_person": 4, "source_corrected": 1}
     facts = {m.content: m for m in await svc.stores.memories.list_memories(Owner("acme", "u4"))
              if m.kind is MemoryKind.FACT}  # fmt: skip
-    assert set(facts) == {
+    assert set(facts) == {d["content"] for d in BLUEFIN_ANSWER["facts"]}
+    assert {search_text(m) for m in facts.values()} == {
         "The user's friend recommended a podcast about history.",
         "user: My roommate is vegan and cooks amazing dinners.",
         "user: I'm thinking about learning to bake bread.",
         "user: Today [9 May 2023] was my first day at Bluefin Robotics!",
         "user: I tried a new pasta place downtown.",
     }
-    assert facts["user: I tried a new pasta place downtown."].source_message_ids == [r.messages[8].id]
+    pasta = facts["I tried a new pasta place downtown."]
+    assert pasta.source_message_ids == [r.messages[8].id] and pasta.speaker == "user"
+    # the vectors are those of the search text, not of the content alone
+    (vector,), _ = await svc.encoder.encode_async([search_text(pasta)])
+    assert float(vector @ pasta.embedding) > 0.999
 
 
 @pytest.mark.parametrize(
@@ -324,9 +331,9 @@ async def test_a_fact_in_the_first_person_gets_its_speaker_wherever_the_pronoun_
      ("We adopted a greyhound.", True), ("The dog sleeps next to me.", True), ("Our flat is in Alfama.", True)],
 )  # fmt: skip
 def test_first_person_words_are_pronouns_not_letters(text: str, first_person: bool) -> None:
-    from cognis_memory.ingest.extraction import _FIRST_PERSON
+    from cognis_memory.search_text import FIRST_PERSON
 
-    assert bool(_FIRST_PERSON.search(text)) is first_person
+    assert bool(FIRST_PERSON.search(text)) is first_person
 
 
 def _porto_then(second: dict, decide: Any, *, between: Any = None) -> Any:

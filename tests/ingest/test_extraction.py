@@ -122,8 +122,11 @@ async def test_add_then_update_writes_a_version_chain(make_service, llm_server) 
     # the decide prompt showed the Berlin memory under an alias, never its real id
     decide_prompt = llm_server.prompts("memory_decisions")[-1]
     assert "Dana lives in Berlin" in decide_prompt and old.id not in decide_prompt
-    # the extraction prompt carries the resolved absolute date
-    assert "last month [February 2024]" in llm_server.prompts("extracted_facts")[0]
+    # the extraction prompt carries the speaker and the resolved absolute date (fields of the raw memory,
+    # whose content is the message as said)
+    assert "Dana: I moved to Berlin last month [February 2024]" in llm_server.prompts("extracted_facts")[0]
+    raw = {m.content for m in await svc.stores.memories.list_memories(owner) if m.kind is MemoryKind.RAW}
+    assert raw == {"I moved to Berlin last month", "I moved to Lisbon!"}
     # history queries return the chain
     res = await svc.search("acme", "dana", "where did Dana live before?", filter=FilterRequest(kinds=["fact"]))
     assert res.analysis.history

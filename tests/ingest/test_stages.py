@@ -28,6 +28,18 @@ def test_resolution_sets_event_time_and_annotates_relative_dates() -> None:
     assert r.display_text.startswith("Mira: I went")
 
 
+def test_resolution_keeps_the_text_as_said_and_records_each_expression_with_its_date() -> None:
+    said = "I went to a support group yesterday and start a course next month."
+    r = resolve_message(_msg(said))
+    assert r.text == said
+    assert [(e["text"], e["date"], e["granularity"]) for e in r.time_expressions] == [
+        ("yesterday", "7 May 2023", "day"),
+        ("next month", "June 2023", "month"),
+    ]
+    assert r.time_expressions[0]["start"] == "2023-05-07T00:00:00+00:00"
+    assert r.time_expressions[0]["end"] == "2023-05-08T00:00:00+00:00"
+
+
 def test_resolution_without_expressions_has_no_event_time_and_unchanged_text() -> None:
     r = resolve_message(_msg("I like tea.", speaker=None, role="assistant"))
     assert r.event_time is None

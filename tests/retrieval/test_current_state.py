@@ -138,7 +138,7 @@ async def test_search_answers_the_present_with_the_newest_statement(make_service
         res = await svc.search(T, "u", q, now=now, explain=True)
         assert "electric car" in res.hits[0].memory.content, q
         assert res.analysis.state == "present"
-        stale = "user: I drive an old red Fiat, it breaks down every winter."
+        stale = "I drive an old red Fiat, it breaks down every winter."
         assert [h.memory.content for h in res.hits].index(stale) == 1  # directly below what replaced it
     old = await svc.search(T, "u", "What car did I drive before?", now=now)
     assert "old red Fiat" in old.hits[0].memory.content

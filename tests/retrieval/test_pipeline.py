@@ -41,8 +41,8 @@ async def add(svc, user: str, items: Sequence[tuple[str, datetime]], *, speaker:
 
 
 def contents(resp) -> list[str]:
-    """Hit texts without the "speaker: " prefix raw memories carry."""
-    return [h.memory.content.split(": ", 1)[-1] for h in resp.hits]
+    """Hit texts (a raw memory's content is the message as said)."""
+    return [h.memory.content for h in resp.hits]
 
 
 async def test_temporal_boost_reorders(make_service) -> None:
@@ -83,7 +83,7 @@ async def test_history_returns_the_version_chain(make_service) -> None:
     resp = await svc.search(T, "u3", "where did I use to live before?")
     assert resp.analysis.history
     hit = next(h for h in resp.hits if h.memory.id == v3.id)
-    assert [m.content for m in hit.history] == ["user: I live in Porto", "I live in Lisbon now"]
+    assert [m.content for m in hit.history] == ["I live in Porto", "I live in Lisbon now"]
     assert [m.version for m in hit.history] == [1, 2]
     plain = await svc.search(T, "u3", "where do I live", config=RECIPES["rrf"])
     assert all(not h.history for h in plain.hits)  # no history intent, no chains
@@ -100,6 +100,29 @@ class FailingReranker:
     async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
         self.calls += 1
         raise DependencyUnavailableError("reranker", "endpoint unreachable")
+
+
+class RecordingReranker:
+    """A reranker provider that scores by position and keeps the documents it was given."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.documents: list[str] = []
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]:
+        self.documents += documents
+        return [float(-i) for i in range(len(documents))]
+
+
+async def test_the_reranker_reads_the_search_text_with_speaker_and_absolute_dates(make_service) -> None:
+    """The content is kept as said; the cross-encoder still reads who said it and what "yesterday" was."""
+    reranker = RecordingReranker()
+    svc = await make_service(reranker=reranker)
+    await svc.add_messages(T, "u9", [MessageBody(content="I went hiking yesterday", timestamp=MAY, speaker="Maya")])
+    resp = await svc.search(T, "u9", "hiking", config=RECIPES["rrf_temporal_dedup_rerank"])
+    assert [h.memory.content for h in resp.hits] == ["I went hiking yesterday"]
+    assert reranker.documents == ["Maya: I went hiking yesterday [9 May 2023]"]  # said on 10 May 2023
 
 
 async def test_failing_reranker_marks_degraded_and_keeps_the_order(make_service) -> None:
@@ -126,11 +149,14 @@ async def test_speaker_names_become_a_boost_not_search_terms(make_service) -> No
     assert resp.explain is not None
     assert resp.explain["analysis"]["speaker_names"] == ["Alice"]
     assert "Alice" not in resp.explain["analysis"]["search_text"]
-    assert resp.hits[0].memory.content == "Alice: We adopted a kitten from the shelter"
+    assert (resp.hits[0].memory.speaker, resp.hits[0].memory.content) == (
+        "Alice",
+        "We adopted a kitten from the shelter",
+    )
     # the directory now knows both speakers: a mention is recognised without a probe
     again = await svc.search(T, "u5", "what did Bob adopt", config=RECIPES["default"], explain=True)
     assert again.explain is not None and again.explain["analysis"]["speaker_names"] == ["Bob"]
-    assert again.hits[0].memory.content.startswith("Bob: I adopted a rescue dog last spring")  # a date note may follow
+    assert (again.hits[0].memory.speaker, again.hits[0].memory.content) == ("Bob", "I adopted a rescue dog last spring")
 
 
 async def test_unknown_capitalised_word_is_probed_once() -> None:

@@ -93,4 +93,5 @@ async def test_a_name_that_is_a_word_still_works_as_a_name(make_service) -> None
     named = await svc.search(T, "u", "What did Will fix?", config=RECIPES["default"], explain=True, now=NOW)
     assert named.explain is not None and named.explain["analysis"]["speaker_names"] == ["Will"]
     assert named.explain["analysis"]["search_text"] == "What did fix?"
-    assert named.hits[0].memory.content == "Will: I finally fixed the garden fence"
+    top = named.hits[0].memory
+    assert (top.speaker, top.content) == ("Will", "I finally fixed the garden fence")

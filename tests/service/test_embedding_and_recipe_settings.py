@@ -41,7 +41,7 @@ async def test_the_query_instruction_goes_before_queries_and_never_before_messag
     svc = await _service(tmp_path, recording, embedding_query_prefix="query: ")
     try:
         await svc.add_messages(T, U, [MessageBody(content="I live in Porto, in a tiny flat.", speaker="user")])
-        assert "user: I live in Porto, in a tiny flat." in recording.seen  # as stored: speaker, then content
+        assert "user: I live in Porto, in a tiny flat." in recording.seen  # its search text: speaker, then content
         assert not any(t.startswith("query: ") for t in recording.seen)
         res = await svc.search(T, U, "where do I live?")
         assert res.hits and "Porto" in res.hits[0].memory.content

@@ -45,5 +45,5 @@ def test_in_process_example_runs(tmp_path):
     assert answers[0].startswith("Where does Maya live?")
     assert "1. [" in answers[0] and "Maya lives in Lisbon" in answers[0].splitlines()[1]
     assert "(temporal: explicit" in answers[2]  # "last weekend"
-    assert "earlier v1: Maya: Hi! I'm Maya. I live in Porto" in answers[4]  # the history question
+    assert "earlier v1: Hi! I'm Maya. I live in Porto" in answers[4]  # the history question
     assert not any(line.startswith("{") for line in out.splitlines())  # quiet telemetry

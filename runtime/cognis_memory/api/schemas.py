@@ -92,7 +92,9 @@ class MemoryOut(BaseModel):
     )
     version_id: str = Field(description="This version's own id (`replaces_id` names the previous version's).")
     user_id: str
-    content: str
+    content: str = Field(
+        description="As said (a message) or written (a fact); speaker and dates are fields of their own."
+    )
     category: Category
     scope: Scope
     kind: MemoryKind
@@ -108,6 +110,12 @@ class MemoryOut(BaseModel):
     replaces_id: str | None = Field(description="The `version_id` of the version this one replaced.")
     source_message_ids: list[str]
     metadata: dict[str, Any]
+    time_expressions: list[dict[str, Any]] = Field(
+        default_factory=list,  # a server of an earlier release sends none
+        description="The time expressions of a message's content, each with the absolute date it was resolved "
+        'to against the message time: {"text": "yesterday", "date": "9 March 2025", "start", "end", "granularity"}. '
+        "The content itself is kept as said.",
+    )
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:

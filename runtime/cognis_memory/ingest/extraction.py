@@ -17,8 +17,9 @@ was drawn from, stored as said, and never rewritten by a model (a small model sh
 (:mod:`.answer_repair`): a bad field costs its item, never the batch. Guards a real model needed:
 
 * a fact that is a question is not a fact (dropped, counted);
-* a fact written in the first person ("I moved to Lisbon") is kept with its speaker named in front
-  ("Maya: I moved to Lisbon"), like a raw memory, so that it never reads as the assistant's words;
+* a fact written in the first person ("I moved to Lisbon") is kept as written, with its speaker named in
+  front of its search text ("Maya: I moved to Lisbon", :func:`~cognis_memory.search_text.fact_text`), like a
+  raw memory, so that it is never found as the assistant's words (counted under ``repairs.first_person``);
 * an UPDATE whose new fact is not about the same thing as its target (cosine below
   ``update_min_similarity``, the embedding model's: 0.40 for all-MiniLM-L6-v2) is taken as an ADD: the
   1.5B model UPDATEd "The user's dog Otis loves chasing the neighbour's cat" with "The user is thinking
@@ -38,7 +39,6 @@ atomic version write), and the :class:`~.answer_repair.AnswerReport` of the call
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -49,6 +49,7 @@ from ..domain import Category, Memory, MemoryKind, Owner, Scope
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder
 from ..providers.base import LLM, LLMOutputError
+from ..search_text import fact_text, search_text
 from ..stores.roles import VectorSearch
 from ..stores.values import SearchFilter
 from .answer_repair import AnswerReport, FactDraft, ask, read_decisions, read_facts
@@ -114,13 +115,6 @@ DECIDE_SYSTEM = (
     "Give one decision per new fact."
 )
 
-#: A first-person word anywhere in a fact (copied from the message rather than restated): besides facts that
-#: start with "I" or "My", the 1.5B model copied lines such as "Today [9 May 2023] was my first day at Bluefin
-#: Robotics!", whose "my" is as ambiguous. Case-sensitive, so that "US" and "ME" are not pronouns.
-_FIRST_PERSON = re.compile(r"\b(I|[Mm]y|[Mm]e|[Mm]ine|[Mm]yself|[Ww]e|[Oo]ur|[Oo]urs|[Oo]urselves)\b")
-#: ... unless the fact names its subject first ("The user is getting a cold, I think.": the speaker's hedge).
-_NAMES_THE_USER = re.compile(r"^\W*(the\s+)?user\b", re.IGNORECASE)
-
 
 def numbered_transcript(messages: list[ResolvedMessage]) -> tuple[str, list[ResolvedMessage]]:
     """The extract prompt: one line per message with text, ``[n] <time> <speaker>: <text>``, and the
@@ -182,12 +176,15 @@ class ContextAwareExtractor:
         if not alias_of:  # nothing stored to compare with: every fact is new
             result.operations = [Operation(Action.ADD, f) for f in facts]
             return result
+        # facts are shown by their search text: a first-person fact with its speaker in front, so whose it is
+        # stays visible (the stored content is the fact as written)
+        said = {a: search_text(m) for a, m in alias_of.items()}
         prompt = "\n".join(
-            f"fact {i}: {f.content}\n"
-            + ("\n".join(f"  - {a}: {alias_of[a].content}" for a in listed) or "  (no similar stored facts)")
+            f"fact {i}: {_search_text(f)}\n"
+            + ("\n".join(f"  - {a}: {said[a]}" for a in listed) or "  (no similar stored facts)")
             for i, (f, listed) in enumerate(zip(facts, shown, strict=True))
         )
-        read = partial(read_decisions, facts=len(facts), aliases={a: m.content for a, m in alias_of.items()})
+        read = partial(read_decisions, facts=len(facts), aliases=said)
         try:
             decisions = await ask(
                 self.llm,
@@ -245,10 +242,10 @@ class ContextAwareExtractor:
                     changed.add(d.target)
             if action is Action.UPDATE:
                 assert d.target is not None
-                if d.content and _same_text(d.content, alias_of[d.target].content):
+                if d.content and _same_text(d.content, said[d.target]):
                     # the "merged" text repeats the memory being replaced: the new fact is what is true now
                     overruled["update_content_is_the_target"] += 1
-                elif d.content and d.content != fact.content:
+                elif d.content and d.content not in (fact.content, _search_text(fact)):
                     rewritten.append((len(result.operations), fact))
                     fact = CandidateFact(
                         content=d.content,
@@ -265,10 +262,18 @@ class ContextAwareExtractor:
                 result.operations.append(Operation(action, fact))
         if rewritten:
             merged = [result.operations[k].fact for k, _ in rewritten]
-            full, short = await self.encoder.encode_async([f.content for f in merged], priority)
-            for (k, original), f, e, s in zip(rewritten, merged, full, short, strict=True):
+            # the guard compares what the merged text says (its content's vector); the fact is stored with the
+            # vectors of its search text, which differ only for a first-person text (its speaker in front)
+            as_said, as_said_short = await self.encoder.encode_async([f.content for f in merged], priority)
+            full, short = as_said.copy(), as_said_short.copy()
+            named = [j for j, f in enumerate(merged) if _search_text(f) != f.content]
+            if named:
+                full[named], short[named] = await self.encoder.encode_async(
+                    [_search_text(merged[j]) for j in named], priority
+                )
+            for (k, original), f, e, s, c in zip(rewritten, merged, full, short, as_said, strict=True):
                 f.embedding, f.embedding_short = e, s
-                if original.embedding is not None and float(original.embedding @ e) < self.update_min_similarity:
+                if original.embedding is not None and float(original.embedding @ c) < self.update_min_similarity:
                     # the merged text no longer says what the fact says (a small model copied another
                     # listed memory): storing it would make a wrong value current; the fact's own text is kept
                     overruled["update_content_not_the_fact"] += 1
@@ -327,14 +332,15 @@ class ContextAwareExtractor:
                 # there (a 1.5B model gave "Ines is packing a carry-on bag for this trip" USER scope)
                 report.overruled["scope_of_context_messages"] += 1
                 scope = Scope.CONTEXT
-            facts.append(CandidateFact(self._third_person(d, sources, report), category, scope, d.event_time, sources))
+            facts.append(CandidateFact(d.content, category, scope, d.event_time, sources))
             keep.append(i)
         if not facts:
             return []
         full, short = full[keep].copy(), short[keep].copy()
-        renamed = [k for k, i in enumerate(keep) if facts[k].content != kept[i].content]
-        if renamed:  # a first-person fact got its speaker in front: its vectors are of that text
-            again, again_short = await self.encoder.encode_async([facts[k].content for k in renamed], priority)
+        renamed = [k for k, f in enumerate(facts) if _search_text(f) != f.content]
+        if renamed:  # a first-person fact's search text has its speaker in front: its vectors are of that text
+            report.repairs["first_person"] += len(renamed)
+            again, again_short = await self.encoder.encode_async([_search_text(facts[k]) for k in renamed], priority)
             full[renamed], short[renamed] = again, again_short
         missing = [k for k, i in enumerate(keep) if kept[i].category is None]
         if missing:  # the answer gave no readable category: the non-LLM categorizer's choice
@@ -351,21 +357,11 @@ class ContextAwareExtractor:
             return True
         return float(fact.embedding @ target.embedding) >= self.update_min_similarity
 
-    @staticmethod
-    def _third_person(draft: FactDraft, sources: list[ResolvedMessage], report: AnswerReport) -> str:
-        """The fact's text; one written in the first person ("I moved to Lisbon", "Today was my first day at
-        Bluefin") gets its speaker in front ("Maya: I moved to Lisbon"), like a raw memory."""
-        content = draft.content
-        speaker = sources[0].speaker if sources else ""
-        if (
-            speaker
-            and _FIRST_PERSON.search(content)
-            and not _NAMES_THE_USER.match(content)
-            and not content.lower().startswith(speaker.lower())
-        ):
-            report.repairs["first_person"] += 1
-            return f"{speaker}: {content}"
-        return content
+
+def _search_text(fact: CandidateFact) -> str:
+    """The text a candidate fact is embedded by: its search text as the fact will be stored, with the speaker
+    of the first message it was said in (:meth:`~.pipeline.IngestPipeline.apply` gives it that speaker)."""
+    return fact_text(fact.content, fact.sources[0].speaker if fact.sources else None)
 
 
 #: How much better (cosine) another message must match a fact than the ones it cites to be taken as its

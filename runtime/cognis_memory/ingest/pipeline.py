@@ -5,7 +5,9 @@
 1. **raw_store** — persist the raw messages (idempotent on ``client_message_id``);
 2. **resolution** — speaker and absolute dates (``event_time``) for the new ones;
 3. **embedding** — full + prefix vectors of each raw message, which is then stored as a
-   ``raw`` memory and is searchable at once, with a category from the non-LLM categorizer;
+   ``raw`` memory and is searchable at once, with a category from the non-LLM categorizer; its
+   content is the message's text as said (speaker and resolved dates are fields, which its search
+   text, :mod:`cognis_memory.search_text`, puts back for embedding and keyword search);
 4. **extraction** — when an LLM is configured: context-aware ADD/UPDATE/DELETE/NONE, the new
    facts embedded (the embedding stage again) and applied, each UPDATE/DELETE as one atomic
    version write.
@@ -40,11 +42,12 @@ from datetime import timedelta
 from typing import Any
 
 from ..caching.result_cache import Cache
-from ..domain import Job, JobStatus, Memory, MemoryKind, Message, Owner, new_id, utcnow
+from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, new_id, utcnow
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder
 from ..errors import ConflictError, DependencyUnavailableError, NotFoundError
 from ..providers.base import LLM, LLMOutputError
+from ..search_text import search_text
 from ..stores.roles import JobQueue, MemoryVersions, MessageLog, VectorSearch
 from ..telemetry import names
 from ..telemetry.recorder import StageRecorder
@@ -167,15 +170,13 @@ class IngestPipeline:
 
     # -- stage helpers ------------------------------------------------------------------
     async def build_raw_memories(self, resolved: list[ResolvedMessage], rec: StageRecorder) -> list[Memory]:
-        """Embedding of raw messages: the speaker-prefixed, date-annotated text."""
+        """Raw memories of the messages: the content as said, the speaker and the resolved dates as fields,
+        embedded and categorized by their search text (:func:`~cognis_memory.search_text.search_text`: the
+        speaker-prefixed, date-annotated text)."""
         if not resolved:
             return []
-        texts = [r.display_text for r in resolved]
-        with rec.stage("embedding"):
-            full, short = await self.encoder.encode_async(texts, Priority.INGEST)
-        categories = await self.categorizer.categorize_many(texts, full)
         memories = []
-        for r, text, e, s, cat in zip(resolved, texts, full, short, categories, strict=True):
+        for r in resolved:
             msg = r.message
             assert msg.raw_memory_id is not None, "ingest sets it before the message is saved"
             metadata = {**msg.metadata, "role": msg.role}
@@ -188,19 +189,24 @@ class IngestPipeline:
                     agent_id=msg.agent_id,
                     session_id=msg.session_id,
                     scope=msg.scope,
-                    category=cat,
+                    category=Category.PERSONAL_DETAILS,  # the categorizer's below
                     kind=MemoryKind.RAW,
-                    content=text,
+                    content=r.text,
                     speaker=r.speaker or None,
                     event_time=r.event_time,
                     message_time=r.message_time,
                     source_message_ids=[msg.id],
                     metadata=metadata,
+                    time_expressions=r.time_expressions,
                     id=part_id(msg.raw_memory_id, r.part),
-                    embedding=e,
-                    embedding_short=s,
                 )
             )
+        texts = [search_text(m) for m in memories]
+        with rec.stage("embedding"):
+            full, short = await self.encoder.encode_async(texts, Priority.INGEST)
+        categories = await self.categorizer.categorize_many(texts, full)
+        for m, e, s, cat in zip(memories, full, short, categories, strict=True):
+            m.embedding, m.embedding_short, m.category = e, s, cat
         return memories
 
     # -- entry points -------------------------------------------------------------------

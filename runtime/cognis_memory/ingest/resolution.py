@@ -3,17 +3,22 @@
 Names the speaker (the message's speaker, else its role), parses relative time
 expressions against the message's own timestamp and picks the ``event_time``: the centre
 of the first expression found, else none (the memory then falls back to the message time).
-It also produces ``annotated_text``: the text with each expression followed by its absolute
-date in brackets ("yesterday [7 May 2023]"), which is what gets embedded and indexed, so a
-later query that names the absolute date finds it.
+The expressions become the raw memory's ``time_expressions`` (each with its absolute date);
+the text itself is never changed. What gets embedded and indexed is the text with the speaker
+in front and each expression followed by its absolute date ("Maya: I went hiking yesterday
+[7 May 2023]", :mod:`cognis_memory.search_text`), so a later query that names the speaker or
+the absolute date finds it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from ..domain import Message, as_utc
+from ..search_text import annotate, said_text
+from ..stores.records import iso
 from ..timeexpr import SEASON_NAMES, TimeSpan, find_time_spans
 from .parts import split_text
 
@@ -25,14 +30,26 @@ class ResolvedMessage:
     message_time: datetime
     event_time: datetime | None
     spans: list[TimeSpan] = field(default_factory=list)
-    annotated_text: str = ""
+    #: the text of the message (of this part of it), as said
+    text: str = ""
     part: int = 0  # which part of a long message this is (0-based), of ``parts``
     parts: int = 1
 
     @property
+    def time_expressions(self) -> list[dict[str, Any]]:
+        """The spans as a raw memory keeps them (:func:`time_expression`)."""
+        return [time_expression(s) for s in self.spans]
+
+    @property
+    def annotated_text(self) -> str:
+        """The text with each relative date followed by its absolute one in brackets."""
+        return annotate(self.text, self.time_expressions)
+
+    @property
     def display_text(self) -> str:
-        """``speaker: text`` with absolute dates annotated."""
-        return f"{self.speaker}: {self.annotated_text}" if self.speaker else self.annotated_text
+        """``speaker: text`` with absolute dates annotated: the raw memory's search text, which the
+        extraction prompt shows too."""
+        return said_text(self.speaker, self.text, self.time_expressions)
 
 
 def format_span(span: TimeSpan) -> str:
@@ -52,21 +69,16 @@ def format_span(span: TimeSpan) -> str:
     return first if first == final else f"{first} to {final}"  # a range ("from March to May")
 
 
-def annotate(text: str, spans: list[TimeSpan]) -> str:
-    """Insert ``[absolute date]`` after each span's text (spans must come from ``text``)."""
-    out, pos = [], 0
-    lowered = text.lower()
-    for span in spans:
-        i = lowered.find(span.text.lower(), pos)
-        if i < 0:
-            continue
-        j = i + len(span.text)
-        out.append(text[pos:j])
-        if not span.text[:1].isdigit() or span.granularity != "day":  # an absolute date needs no note
-            out.append(f" [{format_span(span)}]")
-        pos = j
-    out.append(text[pos:])
-    return "".join(out)
+def time_expression(span: TimeSpan) -> dict[str, Any]:
+    """A resolved span as a memory keeps it: the words, the absolute date they mean (as the search text
+    notes it), the interval and its granularity."""
+    return {
+        "text": span.text,
+        "date": format_span(span),
+        "start": iso(span.start),
+        "end": iso(span.end),
+        "granularity": span.granularity,
+    }
 
 
 def resolve_message(message: Message) -> ResolvedMessage:
@@ -79,15 +91,15 @@ def resolve_message(message: Message) -> ResolvedMessage:
         message_time=ts,
         event_time=spans[0].center if spans else None,
         spans=spans,
-        annotated_text=annotate(message.content, spans),
+        text=message.content,
     )
 
 
 def resolve_parts(message: Message, max_bytes: int) -> list[ResolvedMessage]:
     """:func:`resolve_message` for a message, or for each part of one longer than ``max_bytes``
     (its text cut by :func:`~.parts.split_text`); every part keeps the message (id, speaker,
-    time) and resolves the dates in its own text. A part's memory text is its at most
-    ``max_bytes`` of the message plus the speaker prefix and date notes."""
+    time) and resolves the dates in its own text. A part's memory content is its at most
+    ``max_bytes`` of the message, as said."""
     texts = split_text(message.content, max_bytes)
     if len(texts) == 1:
         return [resolve_message(message)]

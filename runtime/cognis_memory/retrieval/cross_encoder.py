@@ -1,6 +1,8 @@
 """Stage 7: cross-encoder reranking.
 
-The ``rerank_top`` best-ranked candidates go to the configured reranker with the query; their
+The ``rerank_top`` best-ranked candidates go to the configured reranker with the query (each as its
+search text, :func:`~cognis_memory.search_text.search_text`: the speaker and absolute dates in the
+words, as embedded and keyword-indexed); their
 final score becomes ``w * rerank_norm + (1 - w) * previous_norm`` (both min-max normalised over
 the head, ``w`` = ``rerank_weight``) and the head is reordered by it; the tail keeps its order.
 A reranker that fails, times out (``reranker_timeout_s``) or answers the wrong number of scores is
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 
 from ..errors import DependencyUnavailableError
+from ..search_text import search_text
 from .fusion import min_max_normalise
 from .stages import RetrievalStage, SearchState
 
@@ -30,7 +33,7 @@ class CrossEncoderRerank(RetrievalStage):
         head, tail = s.ranked[: cfg.rerank_top], s.ranked[cfg.rerank_top :]
         try:
             scores = await asyncio.wait_for(
-                reranker.rerank(s.query.text, [s.candidates[d].content for d in head]),
+                reranker.rerank(s.query.text, [search_text(s.candidates[d]) for d in head]),
                 timeout=self.resources.reranker_timeout_s,
             )
         except (DependencyUnavailableError, TimeoutError):

@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from ..domain import Memory
+from ..search_text import search_text
 
 
 def rrf_scores(ranked_ids: Sequence[str], k: float) -> dict[str, float]:
@@ -34,7 +35,7 @@ def weighted_rrf(lists: Sequence[tuple[Sequence[str], float]], k: float) -> dict
 def tie_order(candidates: Mapping[str, Memory], evidence: Mapping[str, Mapping[str, float]]) -> dict[str, int]:
     """A fixed position per candidate, for ranking candidates whose scores are equal (RRF gives equal
     scores often: ranks 3 and 5 in one list and 5 and 3 in the other): the more similar vector first,
-    then the higher BM25 score, then the fact channel's, then the earlier memory, then the text. The
+    then the higher BM25 score, then the fact channel's, then the earlier memory, then the search text. The
     id comes last only: ids are random, so ties broken by id alone ranked the same memories
     differently from one run to the next."""
 
@@ -43,7 +44,7 @@ def tie_order(candidates: Mapping[str, Memory], evidence: Mapping[str, Mapping[s
         t = m.effective_time
         return (
             -e.get("vector", -math.inf), -e.get("bm25", -math.inf), -e.get("fact", -math.inf),
-            t.timestamp() if t is not None else math.inf, m.content, d,
+            t.timestamp() if t is not None else math.inf, search_text(m), d,
         )  # fmt: skip
 
     return {d: i for i, d in enumerate(sorted(candidates, key=key))}

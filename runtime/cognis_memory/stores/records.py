@@ -295,6 +295,7 @@ MEMORY_RECORD: tuple[Column, ...] = (
     Column("source_message_ids", "ids"),
     Column("metadata", "json"),
     Column("chain_id"),  # the id of the chain's first version: the memory's id in the API
+    Column("time_expressions", "json_list"),
     Column("embedding", "vector"),
     Column("embedding_short", "vector"),
 )

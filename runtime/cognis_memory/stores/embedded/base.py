@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...domain import Memory, Owner
+from ...search_text import search_text
 from ..filters import owner_token
 from ..keyword_index import FtsStatistics, FtsTokenizer, UserKeywordIndex
 from ..migrations.sqlite import FTS_TOKENIZE, add_record_columns, apply_migrations
@@ -238,7 +239,7 @@ class EmbeddedBase:
             return row.lastrowid, None
         fts = conn.execute(
             "INSERT INTO memories_fts (owner, content, memory_id) VALUES (?, ?, ?)",
-            (owner_token(Owner(m.tenant_id, m.user_id)), m.content, m.id),
+            (owner_token(Owner(m.tenant_id, m.user_id)), search_text(m), m.id),
         )
         return row.lastrowid, fts.lastrowid
 
@@ -258,7 +259,7 @@ class EmbeddedBase:
                 self._vectors.written(owner)
                 kw = self._keywords.peek(owner)
                 if isinstance(kw, UserKeywordIndex):
-                    kw.add([(m.id, fts_rowid, m.content) for m, _, fts_rowid in added if fts_rowid is not None])
+                    kw.add([(m.id, fts_rowid, search_text(m)) for m, _, fts_rowid in added if fts_rowid is not None])
                 elif isinstance(kw, _SmallUser):
                     kw.rows += len(added)
                     if kw.rows >= self.keyword_index_min_rows:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...domain import Memory, Owner
+from ...search_text import search_text
 from ..records import OPENSEARCH, SEARCHED_MEMORY_RECORD, Column, epoch_us, iso, memory_to_row
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -28,17 +29,21 @@ def match_text(text: str) -> str:
     return " ".join(_WORD.findall(text)[:MAX_QUERY_WORDS])
 
 
+def _match_text_field(name: str, words: str) -> list[dict[str, Any]]:
+    return [{"match": {name: {"query": words}}}, {"match": {f"{name}.english": {"query": words}}}]
+
+
 def match_clause(words: str) -> dict[str, Any]:
-    """BM25 on ``content`` and its stemmed subfield; ``words`` only ever goes into ``match``."""
-    return {
+    """BM25 on ``search_text`` and its stemmed subfield; on ``content`` for a document written before
+    ``search_text`` existed (its content is its search text); ``words`` only ever goes into ``match``."""
+    written_before = {
         "bool": {
-            "should": [
-                {"match": {"content": {"query": words}}},
-                {"match": {"content.english": {"query": words}}},
-            ],
+            "must_not": [{"exists": {"field": SEARCH_TEXT}}],
+            "should": _match_text_field("content", words),
             "minimum_should_match": 1,
         }
     }
+    return {"bool": {"should": [*_match_text_field(SEARCH_TEXT, words), written_before], "minimum_should_match": 1}}
 
 
 _KEYWORD = {"type": "keyword"}
@@ -47,9 +52,13 @@ _DATE = {"type": "date"}
 _FIELD_TYPES: dict[str, dict[str, Any]] = {
     "text": _KEYWORD, "enum": _KEYWORD, "ids": _KEYWORD, "int": {"type": "integer"}, "flag": {"type": "boolean"},
     "time": _DATE, "required_time": _DATE, "json": {"type": "object", "enabled": False},
+    "json_list": {"type": "object", "enabled": False},
 }  # fmt: skip
-#: the memory text, the one field BM25 scores: analysed as plain words and, in a subfield, stemmed English
+#: a memory text field BM25 scores: analysed as plain words and, in a subfield, stemmed English (``content``
+#: keeps this mapping, which documents written before ``search_text`` existed are scored on)
 _CONTENT = {"type": "text", "analyzer": "standard", "fields": {"english": {"type": "text", "analyzer": "english"}}}
+#: the document field of :func:`~cognis_memory.search_text.search_text`: what BM25 scores
+SEARCH_TEXT = "search_text"
 #: derived from the effective time (event time, else message time), what time ranges filter on
 _EFFECTIVE_TIME = {
     "effective_time": _DATE,
@@ -71,7 +80,7 @@ def memory_mapping(
             properties.update(vector_fields(name))
         else:
             properties[name] = _CONTENT if c.name == "content" else _FIELD_TYPES[c.kind]
-    return properties | _EFFECTIVE_TIME
+    return properties | {SEARCH_TEXT: _CONTENT} | _EFFECTIVE_TIME
 
 
 #: Fields shared by both OpenSearch memory indices (keyword index and the OpenSearch-only store).
@@ -88,9 +97,10 @@ def message_mapping(record: Sequence[Column]) -> dict[str, Any]:
 
 def memory_fields(m: Memory, record: tuple[Column, ...] = SEARCHED_MEMORY_RECORD) -> dict[str, Any]:
     """The document fields of one memory: the columns ``record`` (default: the searchable ones, no
-    vectors) and the effective time."""
+    vectors), its search text and the effective time."""
     eff = m.effective_time
     return memory_to_row(m, OPENSEARCH, record) | {
+        SEARCH_TEXT: search_text(m),
         "effective_time": iso(eff),
         "effective_us": epoch_us(eff) if eff is not None else None,
     }

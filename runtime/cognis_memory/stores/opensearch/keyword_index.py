@@ -13,8 +13,10 @@ Index design (one alias ``<prefix>-keyword`` over ``<prefix>-keyword-000001``):
   ``is_current: true``, plus the :class:`~cognis_memory.stores.values.SearchFilter` narrowing.
   User text only ever reaches a ``match`` query (analysed as plain words; never
   ``query_string``/``simple_query_string``), so no query syntax can be injected.
-* ``content`` is ``text`` with the standard analyzer, with an ``english`` (stemmed) subfield;
-  a search scores both (``bool.should`` of two ``match`` queries).
+* ``search_text`` (:func:`~cognis_memory.search_text.search_text`: the content with its speaker and
+  absolute dates) is ``text`` with the standard analyzer, with an ``english`` (stemmed) subfield;
+  a search scores both (``bool.should`` of two ``match`` queries); a document written before it
+  existed is scored on ``content`` instead, which held that text then.
 * Refresh: ``refresh`` is passed to every write. The default ``False`` makes documents visible at
   the next periodic refresh (1 s): the keyword side of a search may lag a write by up to a
   second, while the vector side (Postgres) is immediate. Tests pass ``refresh=True`` for
