@@ -86,7 +86,8 @@ def test_add_and_search_with_a_key(lam, tmp_path):
     )  # fmt: skip
     assert status == 200, body
     assert [h["memory"]["id"] for h in body["results"]] == [memory_id]
-    assert body["results"][0]["memory"]["content"] == "Kim: I love green tea"
+    assert body["results"][0]["memory"]["content"] == "I love green tea"  # as said; the speaker is a field
+    assert body["results"][0]["memory"]["speaker"] == "Kim"
     assert headers["x-client-request-id"] == "lam-1" and re.fullmatch(r"[0-9a-f]{32}", headers["x-request-id"])
 
     status, _, body = call(lam, http_event("POST", "/v1/users/u1/search", {"query": "tea"}))

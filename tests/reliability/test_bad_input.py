@@ -274,7 +274,8 @@ async def test_injection_content_is_stored_verbatim_and_isolated(env):
         if k != f"{TENANT}/attacker":
             assert after[k] == before[k], f"{env.handle.kind}: an attacker write changed {k}"
     new = [m for m in after[f"{TENANT}/attacker"] if m["id"] not in {b["id"] for b in before[f"{TENANT}/attacker"]}]
-    assert sorted(m["content"] for m in new) == sorted(f"Att: {t}" for t in texts)
+    assert sorted(m["content"] for m in new) == sorted(texts)  # stored as said
+    assert {m["speaker"] for m in new} == {"Att"}
     r = await env.call("POST", "/v1/users/attacker/search", {"query": SQL[0], "limit": 50, "recipe": "bm25"})
     assert r.status_code == 200 and "zq00000000b" not in r.text
 

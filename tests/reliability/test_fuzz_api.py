@@ -67,6 +67,7 @@ OPERATIONS = [
     "PATCH /v1/users/{user_id}/memories/{memory_id}",
     "DELETE /v1/users/{user_id}/memories/{memory_id}",
     "GET /v1/users/{user_id}/memories/{memory_id}/history",
+    "GET /v1/users/{user_id}/sessions/{session_id}/messages",
     "DELETE /v1/users/{user_id}",
     "GET /v1/users/{user_id}/jobs/{job_id}",
     "GET /v1/users",
@@ -81,6 +82,7 @@ NEGATIVE_OPERATIONS = [
     "POST /v1/users/{user_id}/context",
     "GET /v1/users/{user_id}/memories",
     "PATCH /v1/users/{user_id}/memories/{memory_id}",
+    "GET /v1/users/{user_id}/sessions/{session_id}/messages",
     "GET /v1/users",
     "GET /v1/jobs",
 ]
