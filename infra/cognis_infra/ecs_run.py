@@ -100,15 +100,14 @@ def run_task(
         if task.get("lastStatus") == "STOPPED":
             break
         if time.monotonic() > deadline:
-            ecs.stop_task(
-                cluster=props["cluster"], task=task_arn, reason=f"pulumi: no exit within {timeout_s:g} s"
-            )
+            ecs.stop_task(cluster=props["cluster"], task=task_arn, reason=f"pulumi: no exit within {timeout_s:g} s")
             raise EcsTaskFailed(
-                f"{task_arn} did not stop within {timeout_s:g} s (last status {task.get('lastStatus')}); "
-                "it was stopped"
+                f"{task_arn} did not stop within {timeout_s:g} s (last status {task.get('lastStatus')}); it was stopped"
             )
         time.sleep(poll_s)
-    container = next((c for c in task.get("containers", []) if c.get("name") == props["containerName"]), {})
+    container: dict[str, Any] = next(
+        (c for c in task.get("containers", []) if c.get("name") == props["containerName"]), {}
+    )
     exit_code = container.get("exitCode")
     if exit_code != 0:
         raise EcsTaskFailed(

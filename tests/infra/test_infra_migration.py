@@ -100,17 +100,24 @@ RUN_TASK_PARAMS = {
     "count": 1,
     "startedBy": "pulumi-migration",
     "networkConfiguration": {
-        "awsvpcConfiguration": {"subnets": ["subnet-1", "subnet-2"], "securityGroups": ["sg-1"],
-                                "assignPublicIp": "DISABLED"}  # fmt: skip
+        "awsvpcConfiguration": {
+            "subnets": ["subnet-1", "subnet-2"],
+            "securityGroups": ["sg-1"],
+            "assignPublicIp": "DISABLED",
+        }  # fmt: skip
     },
 }
 STARTED = {"tasks": [{"taskArn": TASK, "lastStatus": "PROVISIONING"}], "failures": []}
 #: RunTask's answer when Fargate has no capacity (a `failures` entry, not an error).
 NO_CAPACITY = {
     "tasks": [],
-    "failures": [{"arn": PROPS["taskDefinition"],
-                  "reason": "Capacity is unavailable at this time. Please try again later or in a different "
-                            "availability zone"}],  # fmt: skip
+    "failures": [
+        {
+            "arn": PROPS["taskDefinition"],
+            "reason": "Capacity is unavailable at this time. Please try again later or in a different "
+            "availability zone",
+        }
+    ],  # fmt: skip
 }
 DESCRIBE = {"cluster": PROPS["cluster"], "tasks": [TASK]}
 
