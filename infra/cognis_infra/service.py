@@ -432,7 +432,7 @@ class Service(CognisComponent):
             f"{name}-deployment",
             cluster=cluster.arn,
             service=service.name,
-            task_definition=service.task_definition,
+            task_definition=task_definition.arn,
             deployment_triggers=redeploy_triggers,
             region=ctx.region,
             opts=self.child_opts(depends_on=[service]),
