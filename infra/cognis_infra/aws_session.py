@@ -15,19 +15,26 @@ in the deploying process; Pulumi hands a dynamic provider the stack's configurat
    (``GetCallerIdentity``) is checked and a mismatch refused before any call that changes anything.
 
 The secrets stay in the stack configuration (encrypted there): they never become a resource's
-inputs or outputs, so the state holds none of them.
+inputs or outputs, so the state holds none of them. Provider settings that would change the
+identity but are not built here (:data:`UNSUPPORTED_KEYS`) are refused by name rather than ignored:
+ignoring one would act as another identity than the provider's.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 #: Session name when an assumed role names none (CloudTrail shows it as the caller).
 DEFAULT_SESSION_NAME = "cognis-pulumi-dynamic"
+
+#: Provider keys that change who acts but that the dynamic resources do not reproduce (set the
+#: equivalent environment variables boto3 reads instead: AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE,
+#: AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE).
+UNSUPPORTED_KEYS: tuple[str, ...] = ("assumeRoleWithWebIdentity", "sharedCredentialsFiles", "sharedConfigFiles")
 
 _DURATION_PART = re.compile(r"(\d+)(h|m|s)")
 
@@ -134,6 +141,13 @@ class AwsIdentity:
             value = config.get(f"aws:{key}")
             return None if value == "" else value
 
+        unsupported = [f"aws:{k}" for k in UNSUPPORTED_KEYS if get(k) not in (None, [], "[]")]
+        if unsupported:
+            raise ValueError(
+                f"{', '.join(unsupported)} is set, which the stack's dynamic resources (migration run, reranker "
+                "endpoint, deployment check) cannot reproduce; set the environment variables boto3 reads instead "
+                "(aws_session.UNSUPPORTED_KEYS)"
+            )
         roles = _structured(get("assumeRoles"))
         if roles is None and get("assumeRole") is not None:
             roles = [_structured(get("assumeRole"))]
@@ -204,18 +218,3 @@ def session_for(identity: AwsIdentity, region: str, *, sts: StsFactory = _sts) -
 def client_for(service: str, identity: AwsIdentity, region: str, *, sts: StsFactory = _sts) -> Any:
     """A boto3 client of ``service`` acting as ``identity`` in ``region``."""
     return session_for(identity, region, sts=sts).client(service, region_name=region)
-
-
-def identity_keys() -> Sequence[str]:
-    """The provider configuration keys the identity reads (docs and tests list them)."""
-    return (
-        "aws:profile",
-        "aws:accessKey",
-        "aws:secretKey",
-        "aws:token",
-        "aws:assumeRoles",
-        "aws:assumeRole",
-        "aws:allowedAccountIds",
-        "aws:forbiddenAccountIds",
-        "aws:stsRegion",
-    )

@@ -148,6 +148,8 @@ def test_identity_parsing():
     with pytest.raises(ValueError, match="duration"):
         AwsIdentity.from_config({"aws:assumeRoles": [{"roleArn": ROLE, "duration": "an hour"}]})
     assert "base-secret" not in repr(_configured(EcsTaskRunProvider).identity)
+    with pytest.raises(ValueError, match="aws:assumeRoleWithWebIdentity is set"):
+        AwsIdentity.from_config({"aws:assumeRoleWithWebIdentity": json.dumps({"roleArn": ROLE})})
 
 
 def test_no_credential_reaches_the_state(program):
