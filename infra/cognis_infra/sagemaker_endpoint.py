@@ -75,11 +75,13 @@ def _wait(sm: Any, name: str, *, poll_s: float, timeout_s: float) -> dict[str, A
         time.sleep(poll_s)
 
 
-def check_runs(described: dict[str, Any], config: str) -> None:
-    """Raise unless the endpoint runs ``config`` and reports no failure (a rolled-back update is
-    ``InService`` on the old configuration with a ``FailureReason``)."""
+def check_runs(described: dict[str, Any], config: str, *, updated: bool) -> None:
+    """Raise unless the endpoint runs ``config`` and, when this call updated it, reports no failure (a
+    rolled-back update is ``InService`` on the old configuration with a ``FailureReason``). The reason
+    stays until the next update, so an endpoint left on ``config`` by an earlier failed update toward
+    another configuration (the change was reverted) is not a failure."""
     running, reason = described.get("EndpointConfigName"), described.get("FailureReason")
-    if running != config or reason:
+    if running != config or (updated and reason):
         raise EndpointFailed(
             f"endpoint {described.get('EndpointName')} did not move to {config}: "
             f"{reason or 'no FailureReason given'}; it is {described.get('EndpointStatus')} on {running}, "
@@ -150,7 +152,7 @@ def apply_endpoint(
             previous = current.get("EndpointConfigName")
             sm.update_endpoint(EndpointName=name, EndpointConfigName=config, **UPDATE_FLAGS)
     done = _wait(sm, name, poll_s=poll_s, timeout_s=timeout_s)
-    check_runs(done, config)
+    check_runs(done, config, updated=previous is not None)
     if previous:
         retire_config(sm, previous, keep_models=_models_of(sm, config))
     return {"arn": done["EndpointArn"], "endpointConfigName": done["EndpointConfigName"]}

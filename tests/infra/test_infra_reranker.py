@@ -277,6 +277,19 @@ def test_a_failed_update_fails_and_keeps_the_configuration_in_use():
     assert "config-old" in str(failed.value) and "InService" in str(failed.value)
 
 
+def test_a_reverted_change_is_not_failed_by_the_earlier_failure_reason():
+    """After a failed update the endpoint keeps its FailureReason on the old configuration; a stack that goes back
+    to that configuration updates nothing and succeeds."""
+    from cognis_infra.sagemaker_endpoint import apply_endpoint
+
+    earlier = {**_described("config-old"), "FailureReason": "health check"}
+    client, stub = _sagemaker([("describe_endpoint", earlier, NAME), ("describe_endpoint", earlier, NAME)])
+    props = {"name": NAME["EndpointName"], "endpointConfigName": "config-old", "region": "eu-west-1"}
+    with stub:
+        assert apply_endpoint(props, client=client, poll_s=0)["endpointConfigName"] == "config-old"
+        stub.assert_no_pending_responses()
+
+
 def test_an_update_rollback_that_failed_too_fails():
     from cognis_infra.sagemaker_endpoint import EndpointFailed, apply_endpoint
 
