@@ -21,7 +21,8 @@ class AwsContext:
     zone_ids: tuple[str, ...] = ()
     #: ``com.amazonaws`` in the commercial partition (``cn.com.amazonaws`` in China): VPC endpoint service names.
     reverse_dns_prefix: str = "com.amazonaws"
-    #: The stack's ``aws:profile`` (boto3 in the dynamic resources uses it too); None: the default chain.
+    #: The stack's ``aws:profile``. The dynamic resources do not take it from here: they read the whole
+    #: provider identity (keys, profile, assumed roles, allowed accounts) themselves, aws_session.py.
     profile: str | None = None
 
     def arn(self, service: str, resource: str, *, region: str | None = None, account: str | None = None) -> str:

@@ -1,11 +1,16 @@
 """Run a one-off ECS task inside ``pulumi up`` and fail the update when it fails: the schema migration.
 
 ``EcsTaskRun`` is a Pulumi dynamic resource (its provider runs in the deploying process, with boto3
-and the deployer's AWS credentials: the default chain, or the stack's ``aws:profile``). Creating it
-runs the task once; any change of its inputs (a new task definition revision, i.e. a new image or
-new settings) runs it again; deleting it does nothing. A run succeeds only when the task stopped
-and its essential container exited 0; anything else raises with the stop reason and where its log
-is, so the ECS service that depends on it is not updated.
+acting as the stack's AWS provider identity: its keys, profile, assumed roles and allowed accounts,
+``aws_session.py``). Creating it runs the task once; any change of its inputs (a new task definition
+revision, i.e. a new image or new settings) runs it again; deleting it does nothing. A run succeeds
+only when the task stopped and its essential container exited 0; anything else raises with the stop
+reason and where its log is, so the ECS service that depends on it is not updated.
+
+RunTask reports placement problems in ``failures`` rather than as an error; those about capacity
+(Fargate's "Capacity is unavailable at this time", ``RESOURCE:*``) are retried with backoff a bounded
+number of times. A task that does not stop within the timeout is stopped (``StopTask``) before the
+run fails, so a hung migration does not keep running beside the next attempt.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
+from .aws_session import AwsIdentity, client_for
+
 #: Inputs whose change runs the task again (everything the run depends on).
 RUN_INPUTS: tuple[str, ...] = (
     "cluster",
@@ -24,52 +31,83 @@ RUN_INPUTS: tuple[str, ...] = (
     "subnets",
     "securityGroups",
     "region",
-    "profile",
 )
+
+#: RunTask ``failures[].reason`` values that mean "no capacity right now" (worth another attempt).
+CAPACITY_REASONS: tuple[str, ...] = ("RESOURCE:", "Capacity is unavailable")
 
 
 class EcsTaskFailed(RuntimeError):
     """The one-off task did not finish with exit code 0."""
 
 
-def ecs_client(region: str, profile: str | None = None) -> Any:
-    import boto3
-
-    session = boto3.Session(profile_name=profile, region_name=region) if profile else boto3.Session(region_name=region)
-    return session.client("ecs")
+def _capacity_failure(failures: list[dict[str, Any]]) -> bool:
+    return bool(failures) and all(any(r in (f.get("reason") or "") for r in CAPACITY_REASONS) for f in failures)
 
 
-def run_task(props: dict[str, Any], *, client: Any = None, poll_s: float = 6.0, timeout_s: float = 1800.0) -> dict:
-    """Start the task, wait until it stopped, and return ``{taskArn, exitCode}``; raise :class:`EcsTaskFailed`."""
-    ecs = client or ecs_client(props["region"], props.get("profile"))
-    started = ecs.run_task(
-        cluster=props["cluster"],
-        taskDefinition=props["taskDefinition"],
-        launchType="FARGATE",
-        count=1,
-        startedBy="pulumi-migration",
-        networkConfiguration={
-            "awsvpcConfiguration": {
-                "subnets": list(props["subnets"]),
-                "securityGroups": list(props["securityGroups"]),
-                "assignPublicIp": "DISABLED",
-            }
-        },
-    )
-    if started.get("failures") or not started.get("tasks"):
-        raise EcsTaskFailed(f"ECS could not start {props['taskDefinition']}: {started.get('failures')}")
-    task_arn = started["tasks"][0]["taskArn"]
+def start_task(ecs: Any, props: dict[str, Any], *, attempts: int = 5, backoff_s: float = 10.0) -> str:
+    """RunTask, retried with exponential backoff while ECS reports only capacity failures; the task ARN."""
+    for attempt in range(1, attempts + 1):
+        started = ecs.run_task(
+            cluster=props["cluster"],
+            taskDefinition=props["taskDefinition"],
+            launchType="FARGATE",
+            count=1,
+            startedBy="pulumi-migration",
+            networkConfiguration={
+                "awsvpcConfiguration": {
+                    "subnets": list(props["subnets"]),
+                    "securityGroups": list(props["securityGroups"]),
+                    "assignPublicIp": "DISABLED",
+                }
+            },
+        )
+        failures = started.get("failures") or []
+        if started.get("tasks") and not failures:
+            return str(started["tasks"][0]["taskArn"])
+        if not _capacity_failure(failures) or attempt == attempts:
+            raise EcsTaskFailed(
+                f"ECS could not start {props['taskDefinition']} (attempt {attempt} of {attempts}): {failures}"
+            )
+        time.sleep(backoff_s * 2 ** (attempt - 1))
+    raise AssertionError("unreachable")
+
+
+def _described(ecs: Any, cluster: str, task_arn: str) -> dict[str, Any]:
+    """The task as DescribeTasks reports it, found by its ARN; ``{}`` while ECS does not list it yet
+    (``failures`` with ``MISSING`` right after RunTask)."""
+    found = ecs.describe_tasks(cluster=cluster, tasks=[task_arn])
+    return next((t for t in found.get("tasks", []) if t.get("taskArn") == task_arn), {})
+
+
+def run_task(
+    props: dict[str, Any],
+    *,
+    client: Any = None,
+    identity: AwsIdentity | None = None,
+    poll_s: float = 6.0,
+    timeout_s: float = 1800.0,
+    attempts: int = 5,
+    backoff_s: float = 10.0,
+) -> dict:
+    """Start the task, wait until it stopped, and return ``{taskArn, exitCode}``; raise :class:`EcsTaskFailed`
+    (after stopping the task when it outlived ``timeout_s``)."""
+    ecs = client or client_for("ecs", identity or AwsIdentity(), props["region"])
+    task_arn = start_task(ecs, props, attempts=attempts, backoff_s=backoff_s)
     deadline = time.monotonic() + timeout_s
     while True:
-        task = ecs.describe_tasks(cluster=props["cluster"], tasks=[task_arn])["tasks"][0]
+        task = _described(ecs, props["cluster"], task_arn)
         if task.get("lastStatus") == "STOPPED":
             break
         if time.monotonic() > deadline:
+            ecs.stop_task(cluster=props["cluster"], task=task_arn, reason=f"pulumi: no exit within {timeout_s:g} s")
             raise EcsTaskFailed(
-                f"{task_arn} did not stop within {timeout_s:g} s (last status {task.get('lastStatus')})"
+                f"{task_arn} did not stop within {timeout_s:g} s (last status {task.get('lastStatus')}); it was stopped"
             )
         time.sleep(poll_s)
-    container = next((c for c in task.get("containers", []) if c.get("name") == props["containerName"]), {})
+    container: dict[str, Any] = next(
+        (c for c in task.get("containers", []) if c.get("name") == props["containerName"]), {}
+    )
     exit_code = container.get("exitCode")
     if exit_code != 0:
         raise EcsTaskFailed(
@@ -83,8 +121,14 @@ def run_task(props: dict[str, Any], *, client: Any = None, poll_s: float = 6.0, 
 class EcsTaskRunProvider(pulumi.dynamic.ResourceProvider):
     """Runs the task on create and whenever :data:`RUN_INPUTS` change."""
 
+    #: The stack's AWS provider identity, read in :meth:`configure` (aws_session.py).
+    identity: AwsIdentity = AwsIdentity()
+
+    def configure(self, req: pulumi.dynamic.ConfigureRequest) -> None:
+        self.identity = AwsIdentity.from_config(req.config)
+
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
-        result = run_task(props)
+        result = run_task(props, identity=self.identity)
         return pulumi.dynamic.CreateResult(id_=result["taskArn"], outs={**props, **result})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
@@ -92,7 +136,7 @@ class EcsTaskRunProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        return pulumi.dynamic.UpdateResult(outs={**news, **run_task(news)})
+        return pulumi.dynamic.UpdateResult(outs={**news, **run_task(news, identity=self.identity)})
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         return None  # a finished run leaves nothing behind
@@ -114,7 +158,6 @@ class EcsTaskRun(pulumi.dynamic.Resource):
         subnets: list[pulumi.Input[str]],
         security_groups: list[pulumi.Input[str]],
         region: str,
-        profile: str | None = None,
         log_stream_prefix: str = "",
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -128,7 +171,6 @@ class EcsTaskRun(pulumi.dynamic.Resource):
                 "subnets": subnets,
                 "securityGroups": security_groups,
                 "region": region,
-                "profile": profile,
                 "logStreamPrefix": log_stream_prefix,
                 "taskArn": None,
                 "exitCode": None,

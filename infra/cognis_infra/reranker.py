@@ -304,7 +304,8 @@ class Reranker(CognisComponent):
                 },
             ),
             tags=self.tags(f"{name}-model"),
-            opts=self.child_opts(depends_on=[role_policy]),
+            # Deleted by the endpoint once no endpoint runs on it (sagemaker_endpoint.py), not by Pulumi.
+            opts=self.child_opts(depends_on=[role_policy], retain_on_delete=True),
         )
         config = aws.sagemaker.EndpointConfiguration(
             f"{name}-config",
@@ -320,7 +321,9 @@ class Reranker(CognisComponent):
                 )
             ],
             tags=self.tags(f"{name}-config"),
-            opts=self.child_opts(),
+            # AWS: never delete a configuration a live endpoint uses. The endpoint deletes the one it left
+            # after an update that succeeded (sagemaker_endpoint.py); a failed update keeps it.
+            opts=self.child_opts(retain_on_delete=True),
         )
         # Updated with RetainAllVariantProperties, so a new configuration (model, image, counts) keeps the
         # running instance count (sagemaker_endpoint.py); replaced (a new name) when the instance type
@@ -330,7 +333,6 @@ class Reranker(CognisComponent):
             name=physical,
             endpoint_config_name=config.name,
             region=ctx.region,
-            profile=ctx.profile,
             tags=self.tags(physical),
             opts=self.child_opts(depends_on=[logs], delete_before_replace=False),
         )

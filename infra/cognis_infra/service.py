@@ -50,6 +50,7 @@ import pulumi_aws as aws
 
 from .base import CognisComponent
 from .containers import CONTAINER_NAME, LIVENESS_PATH, MIGRATION_CONTAINER_NAME, migration_container, task_containers
+from .ecs_deployment import EcsDeploymentCheck
 from .ecs_run import EcsTaskRun
 from .iam import assume_role_policy, document, statement
 from .naming import physical_name
@@ -170,7 +171,6 @@ class Service(CognisComponent):
             subnets=list(args.private_subnet_ids),
             security_groups=[args.service_security_group_id],
             region=ctx.region,
-            profile=ctx.profile,
             log_stream_prefix=MIGRATION_CONTAINER_NAME,
             opts=self.child_opts(depends_on=[task_policy, execution_policy, *args.database_instances]),
         )
@@ -384,6 +384,10 @@ class Service(CognisComponent):
         # --- the schema migration: a one-off task with its own roles, run before the service -----
         migration = self._migration(name, args, cluster, log_group)
 
+        redeploy_triggers = {
+            "apiKeysSecretVersion": api_keys_version.version_id,
+            "cacheAuthSecretVersion": args.redis_secret_version,
+        }
         service = aws.ecs.Service(
             f"{name}-service",
             cluster=cluster.arn,
@@ -412,10 +416,7 @@ class Service(CognisComponent):
             # ECS reads secrets when a task starts: a new secret version (a rotated API key or
             # cache token) rolls the tasks over in the same `pulumi up`.
             force_new_deployment=True,
-            triggers={
-                "apiKeysSecretVersion": api_keys_version.version_id,
-                "cacheAuthSecretVersion": args.redis_secret_version,
-            },
+            triggers=redeploy_triggers,
             tags=self.tags(f"{name}-service"),
             # Autoscaling owns the running count after creation. Tasks start only when the roles' policies
             # exist (image pull, secrets, database, Bedrock), the Aurora instances accept connections and the
@@ -424,6 +425,17 @@ class Service(CognisComponent):
                 depends_on=[listener, execution_policy, task_policy, migration, *args.database_instances],
                 ignore_changes=["desired_count"],
             ),
+        )
+        # The steady-state wait also ends when the circuit breaker's rollback is steady: this check fails
+        # the update unless the service runs the task definition just deployed (ecs_deployment.py).
+        EcsDeploymentCheck(
+            f"{name}-deployment",
+            cluster=cluster.arn,
+            service=service.name,
+            task_definition=task_definition.arn,
+            deployment_triggers=redeploy_triggers,
+            region=ctx.region,
+            opts=self.child_opts(depends_on=[service]),
         )
         scaling = aws.appautoscaling.Target(
             f"{name}-scaling",

@@ -230,6 +230,9 @@ def _computed(typ: str, name: str, inputs: dict) -> tuple[str, dict]:
     elif typ == "pulumi-python:dynamic:Resource" and "endpointConfigName" in inputs:  # SageMakerEndpoint
         rid = inputs["name"]
         out.update(arn=_arn("sagemaker", f"endpoint/{rid.lower()}"))
+    elif typ == "pulumi-python:dynamic:Resource" and "deploymentTriggers" in inputs:  # EcsDeploymentCheck
+        rid = f"{inputs.get('service', name)}-deployment"
+        out.update(deploymentId="ecs-svc/0123456789", rolloutState="COMPLETED")
     elif typ == "pulumi-python:dynamic:Resource" and "taskDefinition" in inputs:  # EcsTaskRun
         rid = _arn("ecs", f"task/{name}/0123456789abcdef")
         out.update(taskArn=rid, exitCode=0)

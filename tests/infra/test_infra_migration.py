@@ -89,32 +89,47 @@ PROPS = {
     "subnets": ["subnet-1", "subnet-2"],
     "securityGroups": ["sg-1"],
     "region": "eu-west-1",
-    "profile": None,
 }
 TASK = "arn:aws:ecs:eu-west-1:123456789012:task/cognis-test-api/0123456789abcdef"
 
 
-def _stubbed(exit_code: int | None, stop_code: str = "EssentialContainerExited"):
-    client = boto3.client("ecs", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="y")
-    stub = Stubber(client)
-    stub.add_response(
-        "run_task",
-        {"tasks": [{"taskArn": TASK, "lastStatus": "PROVISIONING"}], "failures": []},
+RUN_TASK_PARAMS = {
+    "cluster": PROPS["cluster"],
+    "taskDefinition": PROPS["taskDefinition"],
+    "launchType": "FARGATE",
+    "count": 1,
+    "startedBy": "pulumi-migration",
+    "networkConfiguration": {
+        "awsvpcConfiguration": {
+            "subnets": ["subnet-1", "subnet-2"],
+            "securityGroups": ["sg-1"],
+            "assignPublicIp": "DISABLED",
+        }  # fmt: skip
+    },
+}
+STARTED = {"tasks": [{"taskArn": TASK, "lastStatus": "PROVISIONING"}], "failures": []}
+#: RunTask's answer when Fargate has no capacity (a `failures` entry, not an error).
+NO_CAPACITY = {
+    "tasks": [],
+    "failures": [
         {
-            "cluster": PROPS["cluster"],
-            "taskDefinition": PROPS["taskDefinition"],
-            "launchType": "FARGATE",
-            "count": 1,
-            "startedBy": "pulumi-migration",
-            "networkConfiguration": {
-                "awsvpcConfiguration": {
-                    "subnets": ["subnet-1", "subnet-2"],
-                    "securityGroups": ["sg-1"],
-                    "assignPublicIp": "DISABLED",
-                }  # fmt: skip
-            },
-        },
-    )
+            "arn": PROPS["taskDefinition"],
+            "reason": "Capacity is unavailable at this time. Please try again later or in a different "
+            "availability zone",
+        }
+    ],  # fmt: skip
+}
+DESCRIBE = {"cluster": PROPS["cluster"], "tasks": [TASK]}
+
+
+def _ecs():
+    client = boto3.client("ecs", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="y")
+    return client, Stubber(client)
+
+
+def _stubbed(exit_code: int | None, stop_code: str = "EssentialContainerExited"):
+    client, stub = _ecs()
+    stub.add_response("run_task", STARTED, RUN_TASK_PARAMS)
     stub.add_response("describe_tasks", {"tasks": [{"taskArn": TASK, "lastStatus": "RUNNING"}]},
                       {"cluster": PROPS["cluster"], "tasks": [TASK]})  # fmt: skip
     container = {"name": "migrate", "exitCode": exit_code} if exit_code is not None else {"name": "migrate"}
@@ -157,3 +172,49 @@ def test_a_new_task_definition_runs_the_migration_again():
     assert newer.changes is True and not newer.replaces
     assert set(RUN_INPUTS) <= set(PROPS)
     json.dumps(PROPS)
+
+
+def _stopped(exit_code: int = 0) -> dict:
+    return {"tasks": [{"taskArn": TASK, "lastStatus": "STOPPED", "stopCode": "EssentialContainerExited",
+                       "containers": [{"name": "migrate", "exitCode": exit_code}]}]}  # fmt: skip
+
+
+def test_capacity_failures_are_retried_with_backoff_then_the_run_goes_on():
+    """RunTask reports "no Fargate capacity" in `failures`; the run tries again (bounded), and a task ECS does not
+    list yet (MISSING right after RunTask) is polled again, found by its ARN."""
+    client, stub = _ecs()
+    stub.add_response("run_task", NO_CAPACITY, RUN_TASK_PARAMS)
+    stub.add_response("run_task", {"tasks": [], "failures": [{"reason": "RESOURCE:MEMORY"}]}, RUN_TASK_PARAMS)
+    stub.add_response("run_task", STARTED, RUN_TASK_PARAMS)
+    stub.add_response("describe_tasks", {"tasks": [], "failures": [{"arn": TASK, "reason": "MISSING"}]}, DESCRIBE)
+    stub.add_response("describe_tasks", _stopped(0), DESCRIBE)
+    with stub:
+        assert run_task(PROPS, client=client, poll_s=0, backoff_s=0)["exitCode"] == 0
+        stub.assert_no_pending_responses()
+
+
+def test_capacity_retries_are_bounded_and_other_failures_are_not_retried():
+    client, stub = _ecs()
+    for _ in range(3):
+        stub.add_response("run_task", NO_CAPACITY, RUN_TASK_PARAMS)
+    with stub, pytest.raises(EcsTaskFailed, match="attempt 3 of 3.*Capacity is unavailable"):
+        run_task(PROPS, client=client, poll_s=0, backoff_s=0, attempts=3)
+    stub.assert_no_pending_responses()
+    client, stub = _ecs()
+    stub.add_response("run_task", {"tasks": [], "failures": [{"reason": "ATTRIBUTE"}]}, RUN_TASK_PARAMS)
+    with stub, pytest.raises(EcsTaskFailed, match="attempt 1 of 5.*ATTRIBUTE"):
+        run_task(PROPS, client=client, poll_s=0, backoff_s=0)
+
+
+def test_a_task_that_outlives_the_timeout_is_stopped():
+    client, stub = _ecs()
+    stub.add_response("run_task", STARTED, RUN_TASK_PARAMS)
+    stub.add_response("describe_tasks", {"tasks": [{"taskArn": TASK, "lastStatus": "RUNNING"}]}, DESCRIBE)
+    stub.add_response(
+        "stop_task",
+        {"task": {"taskArn": TASK, "lastStatus": "RUNNING", "desiredStatus": "STOPPED"}},
+        {"cluster": PROPS["cluster"], "task": TASK, "reason": "pulumi: no exit within 0 s"},
+    )
+    with stub, pytest.raises(EcsTaskFailed, match="did not stop within 0 s.*it was stopped"):
+        run_task(PROPS, client=client, poll_s=0, timeout_s=0)
+    stub.assert_no_pending_responses()

@@ -224,22 +224,110 @@ def _described(config, status="InService"):
     }
 
 
+def _config_of(model):
+    return {"EndpointConfigName": "c", "EndpointConfigArn": "arn:aws:sagemaker:eu-west-1:123456789012:endpoint-config/c",
+            "CreationTime": "2026-12-01T00:00:00Z",
+            "ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": model}]}  # fmt: skip
+
+
+NAME = {"EndpointName": "cognis-test-reranker-ml-g5-xlarge"}
+UPDATE = ("update_endpoint", {"EndpointArn": _described("x")["EndpointArn"]},
+          {**NAME, "EndpointConfigName": "config-new", "RetainAllVariantProperties": True})  # fmt: skip
+
+
 def test_a_new_configuration_is_rolled_out_with_retained_variant_properties():
+    """The update keeps the variant properties; once the endpoint runs the new configuration, the one it left
+    and that configuration's model are deleted (the model the new configuration uses stays)."""
     from cognis_infra.sagemaker_endpoint import apply_endpoint
 
-    name = {"EndpointName": "cognis-test-reranker-ml-g5-xlarge"}
     client, stub = _sagemaker([
-        ("describe_endpoint", _described("config-old"), name),
-        ("update_endpoint", {"EndpointArn": _described("x")["EndpointArn"]},
-         {**name, "EndpointConfigName": "config-new", "RetainAllVariantProperties": True}),
-        ("describe_endpoint", _described("config-new", "Updating"), name),
-        ("describe_endpoint", _described("config-new"), name),
+        ("describe_endpoint", _described("config-old"), NAME),
+        UPDATE,
+        ("describe_endpoint", _described("config-new", "Updating"), NAME),
+        ("describe_endpoint", _described("config-new"), NAME),
+        ("describe_endpoint_config", _config_of("model-new"), {"EndpointConfigName": "config-new"}),
+        ("describe_endpoint_config", _config_of("model-old"), {"EndpointConfigName": "config-old"}),
+        ("delete_model", {}, {"ModelName": "model-old"}),
+        ("delete_endpoint_config", {}, {"EndpointConfigName": "config-old"}),
     ])  # fmt: skip
-    props = {"name": name["EndpointName"], "endpointConfigName": "config-new", "region": "eu-west-1"}
+    props = {"name": NAME["EndpointName"], "endpointConfigName": "config-new", "region": "eu-west-1"}
     with stub:
         out = apply_endpoint(props, client=client, poll_s=0)
         stub.assert_no_pending_responses()
     assert out["endpointConfigName"] == "config-new"
+
+
+def test_a_failed_update_fails_and_keeps_the_configuration_in_use():
+    """SageMaker rolls a failed update back: the endpoint is InService again on the old configuration with a
+    FailureReason. That is a failed update (naming the reason), and nothing is deleted: any call beyond
+    the stubbed ones (DeleteEndpointConfig, DeleteModel) would fail the test."""
+    from cognis_infra.sagemaker_endpoint import EndpointFailed, apply_endpoint
+
+    reason = "The primary container for production variant AllTraffic did not pass the ping health check."
+    client, stub = _sagemaker([
+        ("describe_endpoint", _described("config-old"), NAME),
+        UPDATE,
+        ("describe_endpoint", _described("config-new", "Updating"), NAME),
+        ("describe_endpoint", {**_described("config-old"), "FailureReason": reason}, NAME),
+    ])  # fmt: skip
+    props = {"name": NAME["EndpointName"], "endpointConfigName": "config-new", "region": "eu-west-1"}
+    with stub, pytest.raises(EndpointFailed, match="ping health check") as failed:
+        apply_endpoint(props, client=client, poll_s=0)
+    stub.assert_no_pending_responses()
+    assert "config-old" in str(failed.value) and "InService" in str(failed.value)
+
+
+def test_a_reverted_change_is_not_failed_by_the_earlier_failure_reason():
+    """After a failed update the endpoint keeps its FailureReason on the old configuration; a stack that goes back
+    to that configuration updates nothing and succeeds."""
+    from cognis_infra.sagemaker_endpoint import apply_endpoint
+
+    earlier = {**_described("config-old"), "FailureReason": "health check"}
+    client, stub = _sagemaker([("describe_endpoint", earlier, NAME), ("describe_endpoint", earlier, NAME)])
+    props = {"name": NAME["EndpointName"], "endpointConfigName": "config-old", "region": "eu-west-1"}
+    with stub:
+        assert apply_endpoint(props, client=client, poll_s=0)["endpointConfigName"] == "config-old"
+        stub.assert_no_pending_responses()
+
+
+def test_an_update_rollback_that_failed_too_fails():
+    from cognis_infra.sagemaker_endpoint import EndpointFailed, apply_endpoint
+
+    client, stub = _sagemaker([
+        ("describe_endpoint", _described("config-old"), NAME),
+        UPDATE,
+        ("describe_endpoint", {**_described("config-new", "UpdateRollbackFailed"), "FailureReason": "mixed"}, NAME),
+    ])  # fmt: skip
+    props = {"name": NAME["EndpointName"], "endpointConfigName": "config-new", "region": "eu-west-1"}
+    with stub, pytest.raises(EndpointFailed, match="UpdateRollbackFailed: mixed"):
+        apply_endpoint(props, client=client, poll_s=0)
+
+
+def test_deleting_the_endpoint_keeps_a_model_another_endpoint_runs(program):
+    """Configurations and models are retained by Pulumi and deleted by the endpoint: after the endpoint is gone,
+    its configuration goes, and its model unless another endpoint's configuration (a replacement with another
+    instance type) uses it."""
+    from cognis_infra.sagemaker_endpoint import delete_endpoint
+
+    assert program.one(CONFIG).options["retainOnDelete"] is True
+    assert program.one(MODEL).options["retainOnDelete"] is True
+    other = {"EndpointName": "cognis-test-reranker-ml-g5-2xlarge"}
+    client, stub = _sagemaker([
+        ("describe_endpoint", _described("config-old"), NAME),
+        ("delete_endpoint", {}, NAME),
+        ("describe_endpoint", _described("config-old", "Deleting"), NAME),
+    ])  # fmt: skip
+    stub.add_client_error("describe_endpoint", "ValidationException", "Could not find endpoint", expected_params=NAME)
+    stub.add_response("list_endpoints", {"Endpoints": [
+        {**{k: v for k, v in _described("config-2x").items() if k != "EndpointConfigName"}, **other}]}, {})  # fmt: skip
+    stub.add_response("describe_endpoint", {**_described("config-2x"), **other}, other)
+    stub.add_response("describe_endpoint_config", _config_of("model-shared"), {"EndpointConfigName": "config-2x"})
+    stub.add_response("describe_endpoint_config", _config_of("model-shared"), {"EndpointConfigName": "config-old"})
+    stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": "config-old"})
+    props = {"name": NAME["EndpointName"], "endpointConfigName": "config-old", "region": "eu-west-1"}
+    with stub:
+        delete_endpoint(props, client=client, poll_s=0)
+        stub.assert_no_pending_responses()
 
 
 def test_a_new_endpoint_is_created_and_an_unchanged_one_left_alone():

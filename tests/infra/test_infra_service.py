@@ -458,3 +458,99 @@ def test_the_first_tenant_rule_is_the_services_id_rule():
     from cognis_memory.validation import ID_PATTERN
 
     assert TENANT_ID.pattern == ID_PATTERN.pattern
+
+
+# --- the deployment check: a rollback by the circuit breaker fails the update (ECS protocol level) -------------
+
+CLUSTER = "arn:aws:ecs:eu-west-1:123456789012:cluster/cognis-test-api"
+NEW_TD = "arn:aws:ecs:eu-west-1:123456789012:task-definition/cognis-test-api:8"
+OLD_TD = "arn:aws:ecs:eu-west-1:123456789012:task-definition/cognis-test-api:7"
+CHECK = {"cluster": CLUSTER, "service": "cognis-test-api", "taskDefinition": NEW_TD, "region": "eu-west-1",
+         "deploymentTriggers": {"apiKeysSecretVersion": "v1", "cacheAuthSecretVersion": "v1"}}  # fmt: skip
+
+
+def _ecs_check(deployments, service_deployments):
+    import boto3
+    from botocore.stub import Stubber
+
+    client = boto3.client("ecs", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="y")
+    stub = Stubber(client)
+    for primary_list, latest in zip(deployments, service_deployments, strict=True):
+        stub.add_response("describe_services", {"services": [{"serviceName": "cognis-test-api",
+                          "serviceArn": f"{CLUSTER}/cognis-test-api".replace(":cluster/", ":service/"),
+                          "deployments": primary_list}], "failures": []},
+                          {"cluster": CLUSTER, "services": ["cognis-test-api"]})  # fmt: skip
+        stub.add_response("list_service_deployments", {"serviceDeployments": latest},
+                          {"cluster": CLUSTER, "service": "cognis-test-api"})  # fmt: skip
+    return client, stub
+
+
+def _deployment(td, status="PRIMARY", rollout="COMPLETED", reason="ECS deployment completed."):
+    return {"id": f"ecs-svc/{td[-1]}", "status": status, "taskDefinition": td, "rolloutState": rollout,
+            "rolloutStateReason": reason}  # fmt: skip
+
+
+def _service_deployment(status, reason="", at="2026-12-07T08:00:00Z"):
+    return {"serviceDeploymentArn": f"arn:aws:ecs:eu-west-1:123456789012:service-deployment/x/{status}",
+            "status": status, "statusReason": reason, "createdAt": at}  # fmt: skip
+
+
+def test_a_deployment_rolled_back_by_the_circuit_breaker_fails_the_update():
+    """After the rollback the service is steady (the provider's wait succeeded) on the old task definition;
+    the check fails, naming what ECS says."""
+    from cognis_infra.ecs_deployment import EcsDeploymentFailed, check_deployment
+
+    rolled_back = "Service deployment rolled back because the circuit breaker threshold was exceeded."
+    client, stub = _ecs_check(
+        [[_deployment(OLD_TD)]],
+        [[_service_deployment("SUCCESSFUL", at="2026-12-06T08:00:00Z"), _service_deployment("ROLLBACK_SUCCESSFUL",
+                                                                                             rolled_back)]],
+    )  # fmt: skip
+    with stub, pytest.raises(EcsDeploymentFailed, match="circuit breaker") as failed:
+        check_deployment(CHECK, client=client, poll_s=0)
+    assert OLD_TD in str(failed.value) and "ROLLBACK_SUCCESSFUL" in str(failed.value)
+
+
+def test_a_rolled_back_redeploy_of_the_same_task_definition_fails_too():
+    """A secret rotation redeploys the same task definition: only the service deployment says it was undone."""
+    from cognis_infra.ecs_deployment import EcsDeploymentFailed, check_deployment
+
+    client, stub = _ecs_check([[_deployment(NEW_TD)]], [[_service_deployment("ROLLBACK_SUCCESSFUL", "tasks failed")]])
+    with stub, pytest.raises(EcsDeploymentFailed, match="ROLLBACK_SUCCESSFUL: tasks failed"):
+        check_deployment(CHECK, client=client, poll_s=0)
+
+
+def test_a_first_deployment_that_failed_without_a_rollback_target_fails():
+    from cognis_infra.ecs_deployment import EcsDeploymentFailed, check_deployment
+
+    client, stub = _ecs_check([[_deployment(NEW_TD, rollout="FAILED", reason="tasks failed to start")]], [[]])
+    with stub, pytest.raises(EcsDeploymentFailed, match="FAILED: tasks failed to start"):
+        check_deployment(CHECK, client=client, poll_s=0)
+
+
+def test_a_completed_deployment_passes_after_waiting_for_it_to_settle():
+    from cognis_infra.ecs_deployment import check_deployment
+
+    client, stub = _ecs_check(
+        [[_deployment(NEW_TD, rollout="IN_PROGRESS"), _deployment(OLD_TD, status="ACTIVE")], [_deployment(NEW_TD)]],
+        [[_service_deployment("IN_PROGRESS")], [_service_deployment("SUCCESSFUL")]],
+    )
+    with stub:
+        assert check_deployment(CHECK, client=client, poll_s=0) == {"deploymentId": "ecs-svc/8",
+                                                                    "rolloutState": "COMPLETED"}  # fmt: skip
+        stub.assert_no_pending_responses()
+
+
+def test_the_check_follows_the_service_and_its_redeploy_triggers(program):
+    check = program.named("api-deployment")
+    service = program.one("aws:ecs/service:Service")
+    assert check.type == "pulumi-python:dynamic:Resource"
+    assert check["taskDefinition"] == service["taskDefinition"]
+    assert check["service"] == service.outputs["name"] and check["cluster"] == service["cluster"]
+    assert check["deploymentTriggers"] == service["triggers"]
+    assert any(d.endswith("::api-service") for d in check.options["dependencies"])
+    from cognis_infra.ecs_deployment import CHECK_INPUTS, EcsDeploymentCheckProvider
+
+    assert set(CHECK_INPUTS) <= set(CHECK)
+    again = EcsDeploymentCheckProvider().diff("id", dict(CHECK), {**CHECK, "deploymentTriggers": {"x": "v2"}})
+    assert again.changes is True and not again.replaces
