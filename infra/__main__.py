@@ -211,6 +211,7 @@ observability = Observability(
         tags=tags,
         opensearch_volume_gb=cfg.search.volume_size_gb,
         opensearch_dedicated_masters=cfg.search.dedicated_master_type is not None,
+        opensearch_node_count=cfg.search.node_count,
         redis_member_clusters=cache.member_clusters,
         redis_node_count=cache.node_count,
     ),

@@ -72,6 +72,11 @@ class SearchSettings:
         return self.zone_count > 1
 
     @property
+    def node_count(self) -> int:
+        """Nodes of the domain as the ``Nodes`` metric counts them: data nodes and dedicated masters."""
+        return self.instance_count + (self.dedicated_master_count if self.dedicated_master_type else 0)
+
+    @property
     def auto_tune(self) -> bool:
         """Auto-Tune is not available on t2/t3 instance types."""
         return not self.instance_type.startswith(("t2.", "t3."))
