@@ -48,7 +48,16 @@ def test_ecr_repository_is_immutable_scanned_and_kms_encrypted(program):
     assert repo["encryptionConfigurations"] == [{"encryptionType": "KMS"}]
     assert repo["forceDelete"] is False
     lifecycle = parse_json(program.one("aws:ecr/lifecyclePolicy:LifecyclePolicy")["policy"])
-    assert [r["action"]["type"] for r in lifecycle["rules"]] == ["expire", "expire"]
+    assert [r["action"]["type"] for r in lifecycle["rules"]] == ["expire"]
+
+
+def test_the_lifecycle_policy_never_expires_a_tagged_image(program):
+    """Every image a task definition runs (current, rolled back to, an older cognis:imageTag) is tagged; a
+    "keep the last N" rule over tagged images expired the one a rolled-back service still ran once N newer
+    builds were pushed. Only untagged images expire (fact 69)."""
+    lifecycle = parse_json(program.one("aws:ecr/lifecyclePolicy:LifecyclePolicy")["policy"])
+    for rule in lifecycle["rules"]:
+        assert rule["selection"]["tagStatus"] == "untagged", rule
 
 
 def test_task_definition_is_fargate_1_vcpu_2_gb(program):
