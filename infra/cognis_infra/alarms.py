@@ -302,7 +302,7 @@ def opensearch_alarms(alarm: AlarmMaker, args: ObservabilityArgs) -> None:
     if args.opensearch_dedicated_masters:
         alarm(
             "opensearch-master-cpu",
-            "OpenSearch dedicated master CPU at or above 50 % for 15 minutes",
+            "OpenSearch dedicated master CPU at or above 50 % in 3 consecutive 15-minute periods",
             treat_missing_data="notBreaching",
             namespace="AWS/ES",
             metric_name="MasterCPUUtilization",
