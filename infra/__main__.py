@@ -12,7 +12,7 @@ import pulumi
 
 from cognis_infra import config, context
 from cognis_infra.cache import Cache, CacheArgs
-from cognis_infra.database import Database, DatabaseArgs
+from cognis_infra.database import INSTANCE_CLASS, Database, DatabaseArgs
 from cognis_infra.encryption import Encryption, EncryptionArgs
 from cognis_infra.endpoint_policies import EndpointResources, attach_endpoint_policies
 from cognis_infra.naming import physical_name
@@ -24,12 +24,22 @@ from cognis_infra.search import Search, SearchArgs
 from cognis_infra.service import Service
 from cognis_infra.service_args import EMBEDDING_MODELS, ServiceArgs
 from cognis_infra.service_identity import ServiceIdentity, ServiceIdentityArgs
+from cognis_infra.zone_offerings import needs_for
 
 #: The checkout this program is in: the Docker build context (handed to the build as a relative path).
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 cfg = config.load(build_context=CHECKOUT)
-ctx = context.lookup(cfg.network.az_count, cfg.availability_zone_ids, profile=pulumi.Config("aws").get("profile"))
+#: The instance types the zones must offer (zone_offerings.py): the cache's, OpenSearch's, Aurora's.
+zone_needs = needs_for(
+    cfg.cache.node_type,
+    (cfg.search.instance_type, cfg.search.dedicated_master_type),
+    INSTANCE_CLASS,
+    cfg.database.engine_version,
+)
+ctx = context.lookup(
+    cfg.network.az_count, cfg.availability_zone_ids, profile=pulumi.Config("aws").get("profile"), needs=zone_needs
+)
 tags = cfg.tags
 prefix = cfg.prefix
 
@@ -211,6 +221,7 @@ observability = Observability(
         tags=tags,
         opensearch_volume_gb=cfg.search.volume_size_gb,
         opensearch_dedicated_masters=cfg.search.dedicated_master_type is not None,
+        opensearch_node_count=cfg.search.node_count,
         redis_member_clusters=cache.member_clusters,
         redis_node_count=cache.node_count,
     ),

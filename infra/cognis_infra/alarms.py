@@ -17,6 +17,7 @@ from .observability_args import (
     CACHE_EVICTIONS_PER_5MIN,
     CACHE_MEMORY_PERCENT,
     OPENSEARCH_FREE_STORAGE_FRACTION,
+    OPENSEARCH_OLD_GEN_PERCENT,
     ObservabilityArgs,
 )
 from .telemetry import READINESS_METRIC, names
@@ -167,33 +168,68 @@ def api_alarms(alarm: AlarmMaker, args: ObservabilityArgs) -> None:
 
 
 def opensearch_alarms(alarm: AlarmMaker, args: ObservabilityArgs) -> None:
-    """OpenSearch's: CPU, JVM memory pressure, red and yellow status, free storage, blocked writes, snapshots, dedicated masters."""
+    """OpenSearch's: CPU, JVM memory pressure (whole heap and old generation), nodes missing for a day, red and
+    yellow status, free storage, blocked writes, snapshots, dedicated masters."""
     s, ctx = args.settings, args.context
     es_dims = {"DomainName": args.opensearch_domain_name, "ClientId": ctx.account_id}
+    # CPU and JVM memory pressure as AWS recommends them (fact 38): CPU at or above the threshold (80 %) in
+    # 3 consecutive 15-minute periods, JVM memory pressure at or above it (95 %) in 3 consecutive minutes,
+    # and the old generation's share of the heap at or above 80 % in 3 consecutive minutes.
     alarm(
         "opensearch-cpu",
-        f"OpenSearch CPU above {s.opensearch_cpu_percent:g} % for 15 minutes",
+        f"OpenSearch CPU at or above {s.opensearch_cpu_percent:g} % in 3 consecutive 15-minute periods",
         treat_missing_data="notBreaching",
         namespace="AWS/ES",
         metric_name="CPUUtilization",
         dimensions=es_dims,
         statistic="Maximum",
-        period=300,
+        period=900,
         evaluation_periods=3,
+        comparison_operator="GreaterThanOrEqualToThreshold",
         threshold=s.opensearch_cpu_percent,
     )
     alarm(
         "opensearch-jvm-pressure",
-        f"OpenSearch JVM memory pressure above {s.opensearch_jvm_pressure_percent:g} % for 15 minutes",
+        f"OpenSearch JVM memory pressure at or above {s.opensearch_jvm_pressure_percent:g} % for 3 minutes",
         treat_missing_data="notBreaching",
         namespace="AWS/ES",
         metric_name="JVMMemoryPressure",
         dimensions=es_dims,
         statistic="Maximum",
-        period=300,
+        period=60,
         evaluation_periods=3,
+        comparison_operator="GreaterThanOrEqualToThreshold",
         threshold=s.opensearch_jvm_pressure_percent,
     )
+    alarm(
+        "opensearch-old-gen-jvm-pressure",
+        f"OpenSearch old-generation JVM memory pressure at or above {OPENSEARCH_OLD_GEN_PERCENT:g} % for 3 minutes",
+        treat_missing_data="notBreaching",
+        namespace="AWS/ES",
+        metric_name="OldGenJVMMemoryPressure",
+        dimensions=es_dims,
+        statistic="Maximum",
+        period=60,
+        evaluation_periods=3,
+        comparison_operator="GreaterThanOrEqualToThreshold",
+        threshold=OPENSEARCH_OLD_GEN_PERCENT,
+    )
+    # A node unreachable for a whole day: the fewest nodes seen in one day below the domain's node count
+    # (data nodes and dedicated masters). Missing data for a day means the domain reports nothing: breach.
+    if args.opensearch_node_count:
+        alarm(
+            "opensearch-nodes",
+            f"OpenSearch had fewer than {args.opensearch_node_count} nodes for a day (a node is unreachable)",
+            treat_missing_data="breaching",
+            namespace="AWS/ES",
+            metric_name="Nodes",
+            dimensions=es_dims,
+            statistic="Minimum",
+            period=86400,
+            evaluation_periods=1,
+            comparison_operator="LessThanThreshold",
+            threshold=args.opensearch_node_count,
+        )
     alarm(
         "opensearch-red",
         "OpenSearch cluster status red (a primary shard is unassigned)",
@@ -209,7 +245,7 @@ def opensearch_alarms(alarm: AlarmMaker, args: ObservabilityArgs) -> None:
     )
     # The rest of AWS's recommended OpenSearch alarms (fact 38): yellow status, free storage (25 % of a
     # node's volume, in MiB, minimum over the nodes), blocked index writes, failed automated snapshots,
-    # and the dedicated masters' CPU and JVM memory pressure.
+    # and the dedicated masters' CPU and JVM memory pressure (whole heap and old generation).
     alarm(
         "opensearch-yellow",
         "OpenSearch cluster status yellow for 5 minutes (a replica shard is unassigned)",
@@ -266,7 +302,7 @@ def opensearch_alarms(alarm: AlarmMaker, args: ObservabilityArgs) -> None:
     if args.opensearch_dedicated_masters:
         alarm(
             "opensearch-master-cpu",
-            "OpenSearch dedicated master CPU at or above 50 % for 15 minutes",
+            "OpenSearch dedicated master CPU at or above 50 % in 3 consecutive 15-minute periods",
             treat_missing_data="notBreaching",
             namespace="AWS/ES",
             metric_name="MasterCPUUtilization",
@@ -289,6 +325,20 @@ def opensearch_alarms(alarm: AlarmMaker, args: ObservabilityArgs) -> None:
             evaluation_periods=3,
             comparison_operator="GreaterThanOrEqualToThreshold",
             threshold=95,
+        )
+        alarm(
+            "opensearch-master-old-gen-jvm-pressure",
+            f"OpenSearch dedicated master old-generation JVM memory pressure at or above "
+            f"{OPENSEARCH_OLD_GEN_PERCENT:g} % for 3 minutes",
+            treat_missing_data="notBreaching",
+            namespace="AWS/ES",
+            metric_name="MasterOldGenJVMMemoryPressure",
+            dimensions=es_dims,
+            statistic="Maximum",
+            period=60,
+            evaluation_periods=3,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=OPENSEARCH_OLD_GEN_PERCENT,
         )
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi_aws as aws
+
+from .zone_offerings import ZoneNeeds, lacking_types
 
 
 @dataclass(frozen=True)
@@ -40,12 +42,23 @@ class AwsContext:
 
 
 def choose_zones(
-    names: Sequence[str], zone_ids: Sequence[str], az_count: int, wanted: Sequence[str] = ()
+    names: Sequence[str],
+    zone_ids: Sequence[str],
+    az_count: int,
+    wanted: Sequence[str] = (),
+    lacking: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(names, zone ids)`` of the AZs to use: ``wanted`` zone ids in that order, else the first
-    ``az_count`` zone ids in sorted order. AZ *names* map to different physical zones in every
-    account; zone ids do not, so the choice is the same zones whoever deploys."""
+    ``az_count`` zone ids in sorted order among those that lack none of the configured instance types
+    (``lacking``: zone id -> the types it does not offer, ``zone_offerings.lacking_types``). AZ *names* map
+    to different physical zones in every account; zone ids do not, so the choice is the same zones
+    whoever deploys."""
     by_id = dict(zip(zone_ids, names, strict=True))
+    lacking = {z: list(types) for z, types in (lacking or {}).items() if types}
+
+    def gaps(zones: Sequence[str]) -> str:
+        return "; ".join(f"{z} lacks {', '.join(lacking[z])}" for z in zones if z in lacking)
+
     if wanted:
         unknown = [z for z in wanted if z not in by_id]
         if unknown:
@@ -55,21 +68,28 @@ def choose_zones(
             )
         if len(wanted) != az_count:
             raise ValueError(f"cognis:availabilityZoneIds lists {len(wanted)} zones; cognis:azCount is {az_count}")
+        if any(z in lacking for z in wanted):
+            raise ValueError(f"cognis:availabilityZoneIds names zones without the configured types: {gaps(wanted)}")
         chosen = list(wanted)
     else:
-        if len(by_id) < az_count:
+        usable = [z for z in sorted(by_id) if z not in lacking]
+        if len(usable) < az_count:
             raise ValueError(
-                f"the region has {len(by_id)} available AZs ({', '.join(sorted(by_id))}); "
-                f"cognis:azCount asks for {az_count}"
+                f"the region has {len(usable)} available AZs that offer the configured instance types "
+                f"({', '.join(usable) or 'none'}; {gaps(sorted(by_id)) or 'all zones'}); cognis:azCount asks for "
+                f"{az_count}: choose other instance types or a smaller cognis:azCount"
             )
-        chosen = sorted(by_id)[:az_count]
+        chosen = usable[:az_count]
     return tuple(by_id[z] for z in chosen), tuple(chosen)
 
 
-def lookup(az_count: int, zone_ids: Sequence[str] = (), profile: str | None = None) -> AwsContext:
+def lookup(
+    az_count: int, zone_ids: Sequence[str] = (), profile: str | None = None, needs: ZoneNeeds | None = None
+) -> AwsContext:
     """Ask the provider for region, account, partition and the AZs to use.
 
-    Only AZs that need no opt-in are used (Local Zones and Wavelength Zones are skipped).
+    Only AZs that need no opt-in are used (Local Zones and Wavelength Zones are skipped), and, with
+    ``needs``, only AZs that offer the configured instance types (``zone_offerings``).
     """
     found = aws.get_region()
     region = getattr(found, "region", None) or found.name  # pulumi-aws 7 / 6
@@ -79,7 +99,8 @@ def lookup(az_count: int, zone_ids: Sequence[str] = (), profile: str | None = No
         state="available",
         filters=[{"name": "opt-in-status", "values": ["opt-in-not-required"]}],
     )
-    names, ids = choose_zones(zones.names, zones.zone_ids, az_count, zone_ids)
+    lacking = lacking_types(needs, dict(zip(zones.zone_ids, zones.names, strict=True))) if needs else {}
+    names, ids = choose_zones(zones.names, zones.zone_ids, az_count, zone_ids, lacking)
     return AwsContext(
         region=region,
         account_id=identity.account_id,

@@ -13,11 +13,14 @@
   with it, creates the application role ``cognis_app`` and grants it data privileges only; the
   API tasks sign in as that role with IAM authentication tokens
   (``iam_database_authentication_enabled``) and cannot read the master secret;
-* a cluster parameter group that forces TLS (``rds.force_ssl = 1``) and logs slow
-  statements without their bind parameters (``log_parameter_max_length = 0``: no memory text in
-  CloudWatch);
+* a cluster parameter group that forces TLS (``rds.force_ssl = 1``) and logs no statements
+  (``log_min_duration_statement = -1``): a logged statement carries its bind parameters, the memory
+  text, unless ``log_parameter_max_length`` is 0, which Aurora's documentation does not list as a
+  parameter it accepts (docs/deploy.md fact 67);
 * a major version change of a running cluster is refused before anything is touched unless
-  ``cognis:auroraAllowMajorVersionUpgrade`` is set for that update (``check_engine_change``).
+  ``cognis:auroraAllowMajorVersionUpgrade`` is set for that update (``check_engine_change``); an
+  update that changes the engine version applies it immediately (``engine_changes``), so the
+  migration that follows runs on the new engine.
 
 The pgvector schema (``CREATE EXTENSION vector``, tables, HNSW indexes) is applied by the
 migration task in every ``pulumi up`` that changes the image: there is no manual step and no bastion.
@@ -55,7 +58,9 @@ class DatabaseSettings:
     master_username: str = "cognis_admin"
     app_user: str = APP_USER
     deletion_protection: bool = True
-    slow_statement_ms: int = 1000
+    #: Log statements slower than this, ms; -1 (the default) logs none. A value >= 0 also sets LOG_PARAMETERS,
+    #: which Aurora's documentation does not list (fact 67): an update that Aurora refuses fails naming them.
+    slow_statement_ms: int = -1
     log_retention_days: int = 30
     #: Let this update move the running cluster to another major version (docs/deploy.md, "Aurora major
     #: version upgrade"); without it the program refuses a major change before anything is touched.
@@ -96,10 +101,18 @@ class DatabaseArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
-#: Slow statements are logged with their text only: PostgreSQL writes a statement's bind parameters (the
-#: memory text the service sends) next to it unless log_parameter_max_length is 0, and those lines are
-#: exported to CloudWatch. The statement text itself carries only placeholders ($1, $2, ...).
+#: What a group that logs statements must also set so that no bind parameter (the memory text the service
+#: sends) is written next to a statement: PostgreSQL writes them unless log_parameter_max_length is 0.
 LOG_PARAMETERS: dict[str, str] = {"log_parameter_max_length": "0", "log_parameter_max_length_on_error": "0"}
+
+
+def log_parameters(slow_statement_ms: int) -> dict[str, str]:
+    """The parameter group's logging parameters: no statement logged by default (-1); slow statements, when
+    asked for, only with LOG_PARAMETERS."""
+    if slow_statement_ms < 0:
+        return {"log_min_duration_statement": "-1"}
+    return {"log_min_duration_statement": str(slow_statement_ms), **LOG_PARAMETERS}
+
 
 UPGRADE_PROCEDURE = "docs/deploy.md, 'Aurora major version upgrade'"
 
@@ -122,6 +135,17 @@ def check_engine_change(settings: DatabaseSettings, running_version: str | None,
             f"AllowMajorVersionUpgrade. Follow {UPGRADE_PROCEDURE} (snapshot, pgvector on the new line, "
             "cognis:auroraAllowMajorVersionUpgrade true for that one update)"
         )
+
+
+def engine_changes(settings: DatabaseSettings, running_version: str | None) -> bool:
+    """Whether this update moves the running cluster to another engine version: another major line, or a
+    full version (``"17.6"``) other than the running one. A bare major line (``"17"``) on that line is no
+    change: Aurora applies its minors in the maintenance window."""
+    if not running_version:
+        return False
+    if settings.major_version != running_version.split(".")[0]:
+        return True
+    return "." in settings.engine_version and settings.engine_version != running_version
 
 
 def running_engine_version(cluster_identifier: str) -> str | None:
@@ -153,7 +177,8 @@ class Database(CognisComponent):
     def __init__(self, name: str, args: DatabaseArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("cognis:database:Database", name, args.tags, opts)
         s = args.settings
-        check_engine_change(s, running_engine_version(args.cluster_identifier), args.cluster_identifier)
+        running = running_engine_version(args.cluster_identifier)
+        check_engine_change(s, running, args.cluster_identifier)
 
         subnet_group = aws.rds.SubnetGroup(
             f"{name}-subnets",
@@ -165,13 +190,14 @@ class Database(CognisComponent):
         params = aws.rds.ClusterParameterGroup(
             f"{name}-params",
             family=s.parameter_group_family,
+            # (the description is kept as created: changing it replaces the group)
             description="cognis-memory: TLS only, slow statement log without parameters",
             parameters=[
                 aws.rds.ClusterParameterGroupParameterArgs(name="rds.force_ssl", value="1"),
-                aws.rds.ClusterParameterGroupParameterArgs(
-                    name="log_min_duration_statement", value=str(s.slow_statement_ms)
+                *(
+                    aws.rds.ClusterParameterGroupParameterArgs(name=k, value=v)
+                    for k, v in log_parameters(s.slow_statement_ms).items()
                 ),
-                *(aws.rds.ClusterParameterGroupParameterArgs(name=k, value=v) for k, v in LOG_PARAMETERS.items()),
             ],
             tags=self.tags(f"{name}-params"),
             opts=self.child_opts(),
@@ -190,6 +216,11 @@ class Database(CognisComponent):
             engine_mode="provisioned",  # Serverless v2 runs on provisioned clusters
             engine_version=s.engine_version,
             allow_major_version_upgrade=s.allow_major_version_upgrade,
+            # An engine change waits for the maintenance window unless applied immediately (fact 60). Applied
+            # now, the provider waits until no modification is pending, so the instances, and the migration
+            # run that waits for them, see the new engine: ALTER EXTENSION vector UPDATE runs on it. Only
+            # for that update: other changes keep their usual timing.
+            apply_immediately=engine_changes(s, running),
             database_name=s.database_name,
             master_username=s.master_username,
             manage_master_user_password=True,

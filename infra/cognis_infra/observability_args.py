@@ -14,6 +14,8 @@ from .context import AwsContext
 RESERVED_EMAIL_DOMAINS: tuple[str, ...] = ("example.com", "example.org", "example.net", "example", "test", "invalid")
 #: AWS's recommended OpenSearch free-storage threshold: 25 % of each node's storage (fact 38).
 OPENSEARCH_FREE_STORAGE_FRACTION = 0.25
+#: AWS's recommended OpenSearch old-generation JVM memory pressure threshold, percent (fact 38).
+OPENSEARCH_OLD_GEN_PERCENT = 80.0
 #: Aurora Serverless v2: about 2 GiB of memory per ACU (fact 48); alarm below 10 % of the ceiling's memory.
 AURORA_GIB_PER_ACU = 2
 AURORA_FREEABLE_MEMORY_FRACTION = 0.10
@@ -31,7 +33,7 @@ class ObservabilitySettings:
     retrieval_p99_ms: float = 1000.0
     error_rate_percent: float = 1.0
     opensearch_cpu_percent: float = 80.0
-    opensearch_jvm_pressure_percent: float = 85.0
+    opensearch_jvm_pressure_percent: float = 95.0
     aurora_acu_fraction: float = 0.9
     reranker_p95_ms: float = 500.0
     reranker_errors_per_5min: int = 5
@@ -74,6 +76,8 @@ class ObservabilityArgs:
     opensearch_volume_gb: int = 100
     #: The domain runs dedicated master nodes (their CPU and JVM alarms).
     opensearch_dedicated_masters: bool = False
+    #: Nodes of the domain (data nodes and dedicated masters); fewer for a day alarms (0: no such alarm).
+    opensearch_node_count: int = 0
     #: The cache's member clusters (one per node; ElastiCache reports per node) and how many there are.
     redis_member_clusters: pulumi.Input[Sequence[str]] | None = None
     redis_node_count: int = 0

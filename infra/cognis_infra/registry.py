@@ -14,6 +14,18 @@ to the program's working directory, so ``pulumi up`` from another checkout or fr
 same tag and the same inputs, and does not build or push again. An unchanged tree keeps its tag
 and is not pushed again, a changed one gets a new tag.
 
+A tag already in the repository is therefore an image of the same inputs: the program looks the tag
+up before it declares the build and, when it is there, runs that image (``repo:tag@<its digest>``)
+instead of building and pushing again. A push that succeeded in an update whose state was never
+saved is thus picked up by the next ``pulumi up``; before, that update rebuilt (a build is not
+byte-identical) and ECR refused the new image under the immutable tag. The build resource is
+``retain_on_delete``: leaving it out of the program then only drops it from the state.
+
+The lifecycle policy never expires a tagged image: every image a task definition runs (the
+current one, the one the circuit breaker rolls back to, an older one set with ``cognis:imageTag``)
+is tagged, and ECR cannot tell which of them a task definition still names. Only untagged images
+expire (docs/deploy.md, "Images in the repository").
+
 Teams whose CI builds images set ``cognis:image`` (any URI) or ``cognis:imageTag`` (a tag in
 this repository, e.g. from ``scripts/build_and_push_image.sh``) and no build runs.
 """
@@ -83,13 +95,13 @@ class RegistryArgs:
     repository_name: str
     #: Build the image here; None when the image comes from elsewhere.
     build: ImageBuild | None = None
-    #: Tagged images kept; older ones expire (untagged ones after a day).
-    keep_images: int = 30
     protect: bool = True
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
-def lifecycle_policy(keep_images: int) -> str:
+def lifecycle_policy() -> str:
+    """Expire untagged images after a day; never a tagged one (fact 69): a tag count or age cannot know which
+    images the current and the rolled-back task definitions still run."""
     return json.dumps(
         {
             "rules": [
@@ -103,16 +115,19 @@ def lifecycle_policy(keep_images: int) -> str:
                         "countNumber": 1,
                     },
                     "action": {"type": "expire"},
-                },
-                {
-                    "rulePriority": 2,
-                    "description": f"Keep the last {keep_images} images",
-                    "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": keep_images},
-                    "action": {"type": "expire"},
-                },
+                }
             ]
         }
     )
+
+
+def pushed_digest(repository_name: str, tag: str) -> str | None:
+    """The digest ECR holds under ``tag`` in the repository, or None (no such repository or tag yet).
+    Provider look-ups, before anything is declared, like the Aurora engine look-up."""
+    if repository_name not in (aws.ecr.get_repositories().names or []):
+        return None
+    images = aws.ecr.get_images(repository_name=repository_name).image_ids or []
+    return next((i.image_digest for i in images if i.image_tag == tag), None)
 
 
 # --- build context digest -------------------------------------------------------------------------
@@ -230,16 +245,19 @@ class Registry(CognisComponent):
             tags=self.tags(args.repository_name),
             opts=self.child_opts(protect=args.protect),
         )
-        aws.ecr.LifecyclePolicy(
-            f"{name}-api", repository=repo.name, policy=lifecycle_policy(args.keep_images), opts=self.child_opts()
-        )
+        aws.ecr.LifecyclePolicy(f"{name}-api", repository=repo.name, policy=lifecycle_policy(), opts=self.child_opts())
         self.image_ref = None
-        if args.build is not None:
-            b = args.build
+        b = args.build
+        tag = b.tag() if b is not None else None
+        # An immutable tag that exists holds an image of the same build inputs (the tag is their digest): run it.
+        existing = pushed_digest(args.repository_name, tag) if tag is not None else None
+        if tag is not None and existing:
+            self.image_ref = pulumi.Output.concat(repo.repository_url, ":", tag, "@", existing)
+        elif b is not None and tag is not None:
             token = aws.ecr.get_authorization_token_output(registry_id=repo.registry_id)
             image = docker_build.Image(
                 f"{name}-image",
-                tags=[pulumi.Output.concat(repo.repository_url, ":", b.tag())],
+                tags=[pulumi.Output.concat(repo.repository_url, ":", tag)],
                 context=docker_build.BuildContextArgs(location=b.location(b.context)),
                 dockerfile=docker_build.DockerfileArgs(location=b.location(b.context / b.dockerfile)),
                 target=b.target,
@@ -255,7 +273,8 @@ class Registry(CognisComponent):
                         password=pulumi.Output.secret(token.password),
                     )
                 ],
-                opts=self.child_opts(),
+                # Dropped from the program once its tag is found in the repository: forget it, delete nothing.
+                opts=self.child_opts(retain_on_delete=True),
             )
             self.image_ref = image.ref
         self.repository_url = repo.repository_url

@@ -16,6 +16,7 @@ port 443 from the API tasks only.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,11 @@ class SearchSettings:
         return self.zone_count > 1
 
     @property
+    def node_count(self) -> int:
+        """Nodes of the domain as the ``Nodes`` metric counts them: data nodes and dedicated masters."""
+        return self.instance_count + (self.dedicated_master_count if self.dedicated_master_type else 0)
+
+    @property
     def auto_tune(self) -> bool:
         """Auto-Tune is not available on t2/t3 instance types."""
         return not self.instance_type.startswith(("t2.", "t3."))
@@ -91,11 +97,24 @@ class SearchArgs:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
+#: OpenSearch domain names: 3-28 characters of ``[a-z][a-z0-9-]+`` (fact 61).
+DOMAIN_NAME_MAX = 28
+DOMAIN_NAME = re.compile(r"[a-z][a-z0-9-]{2,27}")
+
+
 def domain_name_for(stack: str, prefix: str = "cognis") -> str:
-    """A valid OpenSearch domain name (3-28 chars, lower case, starts with a letter)."""
+    """A valid OpenSearch domain name for a stack (3-28 characters, lower case, starts with a letter).
+
+    A name that fits is ``<prefix>-<stack>``; a longer one is cut and ends in ``-`` + 6 hex digits of the
+    full name's SHA-256, so two long stack names that share their first characters still get different
+    domains, and different CloudWatch Logs resource policies (named after the domain, account-wide)."""
     raw = re.sub(r"[^a-z0-9-]+", "-", f"{prefix}-{stack}".lower()).strip("-")
-    name = raw[:28].rstrip("-")
-    if len(name) < 3 or not name[0].isalpha():
+    if len(raw) <= DOMAIN_NAME_MAX:
+        name = raw
+    else:
+        digest = hashlib.sha256(raw.encode()).hexdigest()[:6]
+        name = f"{raw[: DOMAIN_NAME_MAX - len(digest) - 1].rstrip('-')}-{digest}"
+    if not DOMAIN_NAME.fullmatch(name):
         raise ValueError(f"cannot derive an OpenSearch domain name from stack {stack!r}")
     return name
 

@@ -5,7 +5,8 @@
 * ``Service`` grants those roles exactly what they use, and runs the containers:
 
   - task role: ``bedrock:InvokeModel*`` on the configured model ids (foundation models and,
-    for cross-region inference profiles, the profile), ``sagemaker:InvokeEndpoint`` on the
+    for cross-region inference profiles, the profile, and the models behind it only through
+    it), ``sagemaker:InvokeEndpoint`` on the
     stack's reranker endpoints (the name pattern, so a replaced endpoint stays callable while
     tasks roll over), ``bedrock:GetFoundationModel`` on the models (the start-up lifecycle
     check), ``rds-db:connect`` as the database's application role, and the OpenSearch HTTP
@@ -57,6 +58,7 @@ from .naming import physical_name
 from .search import DATA_PLANE_ACTIONS
 from .service_args import (
     ServiceArgs,
+    bedrock_invoke_statements,
     bedrock_model_arns,
     bedrock_resource_arns,
     check_certificate_location,
@@ -212,11 +214,7 @@ class Service(CognisComponent):
         self.model_id = model_id
         self.bedrock_invoke_arns = sorted({arn for m in models for arn in bedrock_resource_arns(m, ctx)})
         task_statements = [
-            statement(
-                "InvokeBedrockModels",
-                ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
-                self.bedrock_invoke_arns,
-            ),
+            *bedrock_invoke_statements(models, ctx),
             # The start-up lifecycle check (GetFoundationModel: Active, Legacy, end of life) of each model.
             statement(
                 "ReadModelLifecycle",

@@ -12,6 +12,7 @@ import pulumi
 
 from . import bedrock_models
 from .context import AwsContext
+from .iam import statement
 from .service_identity import ServiceIdentity
 
 #: Bedrock cross-region inference profile prefixes ("us.anthropic.claude-..."): the runtime's own list.
@@ -166,19 +167,49 @@ def bedrock_resource_arns(model_id: str, ctx: AwsContext) -> list[str]:
     cross-region inference profile id (``us.anthropic.claude-...``) needs the profile
     and the foundation model in every region the profile may route to.
     """
+    profile, models = _profile_and_models(model_id, ctx)
+    return [profile, *models] if profile else models
+
+
+def _profile_and_models(model_id: str, ctx: AwsContext) -> tuple[str | None, list[str]]:
     if model_id.startswith("arn:"):
-        return [model_id]
+        return None, [model_id]
     prefix, _, base = model_id.partition(".")
     p = ctx.partition
     if prefix in INFERENCE_PROFILE_PREFIXES and base:
-        arns = [
-            ctx.arn("bedrock", f"inference-profile/{model_id}"),
-            f"arn:{p}:bedrock:*::foundation-model/{base}",
-        ]
+        models = [f"arn:{p}:bedrock:*::foundation-model/{base}"]
         if prefix == "global":
-            arns.append(f"arn:{p}:bedrock:::foundation-model/{base}")
-        return arns
-    return [f"arn:{p}:bedrock:{ctx.region}::foundation-model/{model_id}"]
+            models.append(f"arn:{p}:bedrock:::foundation-model/{base}")
+        return ctx.arn("bedrock", f"inference-profile/{model_id}"), models
+    return None, [f"arn:{p}:bedrock:{ctx.region}::foundation-model/{model_id}"]
+
+
+def bedrock_invoke_statements(model_ids: Sequence[str], ctx: AwsContext) -> list[dict]:
+    """The task role's Bedrock invoke statements: the inference profiles and plain foundation models as they
+    are, and the foundation models behind a profile (in any Region it routes to) only when the request comes
+    through that profile (``bedrock:InferenceProfileArn``, fact 65), so the role cannot call them directly in
+    a Region outside the profile's geography."""
+    actions = ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
+    direct: set[str] = set()
+    through: dict[str, set[str]] = {}
+    for model_id in model_ids:
+        profile, models = _profile_and_models(model_id, ctx)
+        if profile:
+            direct.add(profile)
+            through.setdefault(profile, set()).update(models)
+        else:
+            direct.update(models)
+    statements = [statement("InvokeBedrockModels", actions, sorted(direct))]
+    for i, (profile, models) in enumerate(sorted(through.items())):
+        statements.append(
+            statement(
+                f"InvokeModelsThroughProfile{i}",
+                actions,
+                sorted(models),
+                condition={"StringEquals": {"bedrock:InferenceProfileArn": profile}},
+            )
+        )
+    return statements
 
 
 @dataclass

@@ -265,10 +265,18 @@ class CognisMocks(pulumi.runtime.Mocks):
     """Answers provider functions and records every registered resource."""
 
     def __init__(
-        self, endpoint_gaps: dict[str, str] | None = None, running_clusters: dict[str, str] | None = None
+        self,
+        endpoint_gaps: dict[str, str] | None = None,
+        running_clusters: dict[str, str] | None = None,
+        registry_images: dict[str, dict[str, str]] | None = None,
+        type_gaps: dict[str, set[str]] | None = None,
     ) -> None:
+        #: Zone id -> EC2 instance types / RDS instance classes the mocked zone does not offer (none lack any).
+        self.type_gaps = dict(type_gaps or {})
         #: Aurora clusters that exist already (identifier -> engine version): none, a first deployment.
         self.running_clusters = dict(running_clusters or {})
+        #: ECR repositories that exist already (name -> {tag: digest}): none, a first deployment.
+        self.registry_images = dict(registry_images or {})
         self.resources: list[Res] = []
         self.calls: list[tuple[str, dict]] = []
         self.pending_options: dict[tuple[str, str], dict] = {}
@@ -323,6 +331,22 @@ class CognisMocks(pulumi.runtime.Mocks):
             cid = args.args["clusterIdentifier"]
             return {"id": cid, "clusterIdentifier": cid, "engine": "aurora-postgresql",
                     "engineVersion": self.running_clusters[cid]}  # fmt: skip
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            (wanted,) = [f["values"] for f in args.args["filters"] if f["name"] == "instance-type"]
+            offers = [(z, t) for z in ZONE_IDS for t in wanted if t not in self.type_gaps.get(z, set())]
+            return {"id": REGION, "locations": [z for z, _ in offers], "instanceTypes": [t for _, t in offers],
+                    "locationTypes": ["availability-zone-id"] * len(offers)}  # fmt: skip
+        if args.token == "aws:rds/getOrderableDbInstance:getOrderableDbInstance":
+            cls = args.args["instanceClass"]
+            zones = [az for az, z in zip(AZS, ZONE_IDS, strict=True) if cls not in self.type_gaps.get(z, set())]
+            return {"id": cls, "engine": args.args["engine"], "instanceClass": cls, "availabilityZones": zones,
+                    "engineVersion": args.args.get("engineVersion") or "17.5"}  # fmt: skip
+        if args.token == "aws:ecr/getRepositories:getRepositories":
+            return {"id": REGION, "names": sorted(self.registry_images)}
+        if args.token == "aws:ecr/getImages:getImages":
+            repo = args.args["repositoryName"]
+            images = [{"imageTag": t, "imageDigest": d} for t, d in self.registry_images[repo].items()]
+            return {"id": repo, "repositoryName": repo, "imageIds": images}
         if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
             return {
                 "id": REGION,
@@ -354,13 +378,17 @@ def run_program(
     base: dict[str, Any] | None = None,
     running_clusters: dict[str, str] | None = None,
     main: Path | None = None,
+    registry_images: dict[str, dict[str, str]] | None = None,
+    type_gaps: dict[str, set[str]] | None = None,
 ) -> ProgramRun:
     """Run ``infra/__main__.py`` (or another checkout's ``main``) under fresh mocks with ``base`` (default
-    ``BASE_CONFIG``) + ``overrides``; ``running_clusters`` are Aurora clusters that already exist."""
+    ``BASE_CONFIG``) + ``overrides``; ``running_clusters`` are Aurora clusters that already exist,
+    ``registry_images`` ECR repositories that already exist with their tags, ``type_gaps`` the instance types
+    a zone id does not offer."""
     config = {**(BASE_CONFIG if base is None else base), **(overrides or {})}
     for key in drop:
         config.pop(key, None)
-    mocks = CognisMocks(endpoint_gaps, running_clusters)
+    mocks = CognisMocks(endpoint_gaps, running_clusters, registry_images, type_gaps)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=OptionsRecordingMonitor(mocks))
     pulumi.runtime.set_all_config(_config_values(config), [f"cognis:{k}" for k in SECRET_KEYS if k in config])
 

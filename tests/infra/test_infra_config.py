@@ -19,9 +19,11 @@ PROJECT_FILE = REPO / "Pulumi.yaml"
 SECRETS = {"apiKey": API_KEY, "cacheAuthToken": CACHE_TOKEN}
 
 
-def _expect_failure(overrides: dict[str, Any] | None = None, drop: tuple[str, ...] = (), match: str = "") -> None:
+def _expect_failure(
+    overrides: dict[str, Any] | None = None, drop: tuple[str, ...] = (), match: str = "", **run: Any
+) -> None:
     with pytest.raises(Exception) as info:
-        run_program(overrides, drop=drop)
+        run_program(overrides, drop=drop, **run)
     assert re.search(match, str(info.value)), str(info.value)
 
 
@@ -98,6 +100,49 @@ def test_zones_are_chosen_by_zone_id(program):
     )
     assert [s["availabilityZone"] for s in zones] == ["eu-west-1a", "eu-west-1c"]
     _expect_failure({"availabilityZoneIds": ["euw1-az9", "euw1-az1", "euw1-az2"]}, match="euw1-az9")
+
+
+def _private_zones(run):
+    subnets = sorted((s for s in run.of_type("aws:ec2/subnet:Subnet") if s["tags"]["Tier"] == "private"),
+                     key=lambda s: s.name)  # fmt: skip
+    return [s["availabilityZone"] for s in subnets]
+
+
+TWO_ZONES = {"azCount": 2, "natGateways": 1, "opensearchInstanceCount": 2}
+
+
+@pytest.mark.parametrize(
+    "gaps",
+    [
+        {"euw1-az1": {"r6g.large"}},  # OpenSearch's r6g.large.search (its EC2 type)
+        {"euw1-az1": {"t4g.medium"}},  # ElastiCache's cache.t4g.medium
+        {"euw1-az1": {"db.serverless"}},  # Aurora Serverless v2 (RDS's orderable zones)
+    ],
+)
+def test_a_zone_lacking_a_configured_type_is_skipped(gaps):
+    """The first zone id (euw1-az1 = eu-west-1b) lacks a type the stack places there: the zones are the next
+    two that offer everything (euw1-az2 = eu-west-1c, euw1-az3 = eu-west-1a), not the first two."""
+    assert _private_zones(run_program(TWO_ZONES)) == ["eu-west-1b", "eu-west-1c"]
+    run = run_program(TWO_ZONES, type_gaps=gaps)
+    assert _private_zones(run) == ["eu-west-1c", "eu-west-1a"]
+    offerings = [a for t, a in run.calls if t == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"]
+    assert {a["locationType"] for a in offerings} == {"availability-zone-id"}
+    asked = {v for a in offerings for f in a["filters"] for v in f["values"]}
+    assert asked == {"r6g.large", "t4g.medium"}
+    (orderable,) = [a for t, a in run.calls if t == "aws:rds/getOrderableDbInstance:getOrderableDbInstance"]
+    assert (orderable["engine"], orderable["instanceClass"]) == ("aurora-postgresql", "db.serverless")
+
+
+def test_a_type_ec2_offers_nowhere_is_not_checked():
+    """A service-only type (EC2 offers its name in no zone of the Region) says nothing about zones: skipped."""
+    gaps = {z: {"r6g.large"} for z in ("euw1-az1", "euw1-az2", "euw1-az3")}
+    assert _private_zones(run_program(TWO_ZONES, type_gaps=gaps)) == ["eu-west-1b", "eu-west-1c"]
+
+
+def test_a_pinned_zone_or_too_few_zones_without_the_types_stop_the_preview():
+    _expect_failure({**TWO_ZONES, "availabilityZoneIds": ["euw1-az1", "euw1-az2"]}, match="euw1-az1 lacks r6g.large",
+                    type_gaps={"euw1-az1": {"r6g.large"}})  # fmt: skip
+    _expect_failure({}, match="2 available AZs that offer", type_gaps={"euw1-az3": {"t4g.medium"}})
 
 
 # --- the config schema in Pulumi.yaml ---------------------------------------------------------------

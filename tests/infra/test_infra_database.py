@@ -148,12 +148,19 @@ def test_component_exposes_the_managed_secret_arn():
     assert out["endpoint"].startswith("cognis-unit-aurora.") and out["port"] == 5432
 
 
-def test_slow_statements_are_logged_without_their_bind_parameters(program):
-    """log_min_duration_statement stays; the parameters (memory text) never reach the exported log."""
+def test_no_statement_text_reaches_the_log(program):
+    """The group logs no statement (log_min_duration_statement -1, a parameter Aurora documents) and sets no
+    parameter Aurora's parameter pages do not list (log_parameter_max_length*, fact 67)."""
     params = program.one("aws:rds/clusterParameterGroup:ClusterParameterGroup")
     values = {p["name"]: p["value"] for p in params["parameters"]}
-    assert values["log_min_duration_statement"] == "1000"
-    assert values["log_parameter_max_length"] == "0" and values["log_parameter_max_length_on_error"] == "0"
+    assert values == {"rds.force_ssl": "1", "log_min_duration_statement": "-1"}
+
+
+def test_slow_statement_logging_comes_only_with_the_bind_parameter_settings():
+    from cognis_infra.database import LOG_PARAMETERS, log_parameters
+
+    assert log_parameters(-1) == {"log_min_duration_statement": "-1"}
+    assert log_parameters(1000) == {"log_min_duration_statement": "1000", **LOG_PARAMETERS}
 
 
 def test_a_major_upgrade_of_a_running_cluster_is_refused_without_the_flag():
@@ -174,6 +181,42 @@ def test_a_major_upgrade_is_allowed_deliberately():
     assert run.one("aws:rds/clusterParameterGroup:ClusterParameterGroup")["family"] == "aurora-postgresql17"
     lookups = [a for t, a in run.calls if t == "aws:rds/getCluster:getCluster"]
     assert lookups == [{"clusterIdentifier": "cognis-test-aurora"}]
+
+
+def _urn_names(res):
+    return {d.rsplit("::", 1)[-1] for d in res.options["dependencies"]}
+
+
+def test_an_engine_change_is_applied_in_the_update_before_the_migration_runs():
+    """Without ApplyImmediately the new engine waits for the maintenance window (fact 60) and the migration's
+    ALTER EXTENSION vector UPDATE runs on the old one. The upgrade update applies it now; the migration run
+    waits for the instances, which wait for the cluster's update."""
+    run = run_program({"auroraAllowMajorVersionUpgrade": True}, running_clusters={"cognis-test-aurora": "16.6"})
+    cluster = run.one(CLUSTER)
+    assert cluster["applyImmediately"] is True
+    instances = run.of_type("aws:rds/clusterInstance:ClusterInstance")
+    assert instances and all("database-cluster" in _urn_names(i) for i in instances)
+    migration = [r for r in run.of_type("pulumi-python:dynamic:Resource") if "taskDefinition" in r.inputs]
+    assert len(migration) == 1
+    assert {i.name for i in instances} <= _urn_names(migration[0])
+
+
+@pytest.mark.parametrize(
+    "configured, running, applies_now",
+    [("17", "17.5", False), ("17.6", "17.5", True), ("17.5", "17.5", False), ("17", "16.6", True)],
+)
+def test_only_an_engine_change_is_applied_immediately(configured, running, applies_now):
+    from cognis_infra.database import DatabaseSettings, engine_changes
+
+    settings = DatabaseSettings(engine_version=configured, allow_major_version_upgrade=True)
+    assert engine_changes(settings, running) is applies_now
+    assert engine_changes(settings, None) is False  # a new cluster
+
+
+def test_an_update_without_engine_change_keeps_the_maintenance_window(program):
+    assert program.one(CLUSTER)["applyImmediately"] is False
+    same = run_program(running_clusters={"cognis-test-aurora": "17.5"})
+    assert same.one(CLUSTER)["applyImmediately"] is False
 
 
 def test_a_first_deployment_looks_up_no_cluster(program):

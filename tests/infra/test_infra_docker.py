@@ -274,6 +274,27 @@ def test_pulumi_up_builds_and_pushes_the_image_the_task_runs(program):
     assert pull["Resource"] == [repo.outputs["arn"]]
 
 
+def test_a_tag_already_in_the_repository_is_run_not_pushed_again(program):
+    """A push that succeeded in an update whose state was not saved leaves the tag in ECR; the next build is
+    not byte-identical and ECR refuses it under the immutable tag. The tag is the digest of the build inputs,
+    so a tag found in the repository is the same build: the program runs it (pinned by ECR's digest) and
+    declares no build. Without the tag the build is declared, retained on delete (dropping it later from the
+    program only forgets it)."""
+    from tests.infra.infra_harness import run_program
+
+    image = program.one(IMAGE)
+    assert image.options["retainOnDelete"] is True
+    tag = image["tags"][0].rsplit(":", 1)[1]
+    digest = "sha256:" + "cd34" * 16
+    run = run_program(registry_images={"cognis-test-api": {"src-0000000000000000": "sha256:" + "0" * 64, tag: digest}})
+    assert not run.of_type(IMAGE)
+    repo = run.one("aws:ecr/repository:Repository").outputs["repositoryUrl"]
+    assert _task_image(run) == run.exports["apiImage"] == f"{repo}:{tag}@{digest}"
+    # another tag in the repository (an older build) does not stand in for this one
+    other = run_program(registry_images={"cognis-test-api": {"src-0000000000000000": "sha256:" + "0" * 64}})
+    assert other.one(IMAGE)["tags"] == image["tags"]
+
+
 def test_an_image_setting_replaces_the_build():
     from tests.infra.infra_harness import run_program
 

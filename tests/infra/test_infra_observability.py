@@ -43,6 +43,9 @@ def test_expected_alarms_exist(alarms):
         "aurora-freeable-memory",
         "cache-memory",
         "cache-evictions",
+        # AWS's recommended old-generation JVM and nodes-missing-for-a-day alarms (issue 32, item 9)
+        "opensearch-old-gen-jvm-pressure",
+        "opensearch-nodes",
     }
 
 
@@ -163,6 +166,8 @@ MISSING_DATA = {
     "aurora-freeable-memory": "notBreaching",
     "cache-memory": "notBreaching",
     "cache-evictions": "notBreaching",
+    "opensearch-old-gen-jvm-pressure": "notBreaching",
+    "opensearch-nodes": "breaching",
 }
 
 
@@ -180,8 +185,8 @@ def test_percentile_alarms_ignore_periods_with_too_few_samples(alarms):
 @pytest.mark.parametrize(
     "key, metric, threshold, op",
     [
-        ("opensearch-cpu", "CPUUtilization", 80, "GreaterThanThreshold"),
-        ("opensearch-jvm-pressure", "JVMMemoryPressure", 85, "GreaterThanThreshold"),
+        ("opensearch-cpu", "CPUUtilization", 80, "GreaterThanOrEqualToThreshold"),
+        ("opensearch-jvm-pressure", "JVMMemoryPressure", 95, "GreaterThanOrEqualToThreshold"),
         ("opensearch-red", "ClusterStatus.red", 1, "GreaterThanOrEqualToThreshold"),
     ],
 )
@@ -362,6 +367,13 @@ def test_readiness_widget_plots_the_probe_and_running_tasks(program, dashboard):
          300, 1),
         ("opensearch-snapshot-failure", "AutomatedSnapshotFailure", "Maximum", 1, "GreaterThanOrEqualToThreshold",
          60, 1),
+        # CPU >= 80 % for 15 minutes 3 times, JVM >= 95 % and old generation >= 80 % for 1 minute 3 times,
+        # fewer nodes than the domain's 3 data nodes for one day
+        ("opensearch-cpu", "CPUUtilization", "Maximum", 80, "GreaterThanOrEqualToThreshold", 900, 3),
+        ("opensearch-jvm-pressure", "JVMMemoryPressure", "Maximum", 95, "GreaterThanOrEqualToThreshold", 60, 3),
+        ("opensearch-old-gen-jvm-pressure", "OldGenJVMMemoryPressure", "Maximum", 80, "GreaterThanOrEqualToThreshold",
+         60, 3),
+        ("opensearch-nodes", "Nodes", "Minimum", 3, "LessThanThreshold", 86400, 1),
     ],
 )  # fmt: skip
 def test_recommended_opensearch_alarms(alarms, key, metric, stat, threshold, op, period, periods):
@@ -380,6 +392,11 @@ def test_dedicated_master_alarms_come_with_dedicated_masters(alarms):
     assert masters["opensearch-master-cpu"]["threshold"] == 50
     assert masters["opensearch-master-jvm-pressure"]["metricName"] == "MasterJVMMemoryPressure"
     assert masters["opensearch-master-jvm-pressure"]["threshold"] == 95
+    old_gen = masters["opensearch-master-old-gen-jvm-pressure"]
+    assert (old_gen["metricName"], old_gen["threshold"], old_gen["period"], old_gen["evaluationPeriods"]) == (
+        "MasterOldGenJVMMemoryPressure", 80, 60, 3)  # fmt: skip
+    # The Nodes metric counts dedicated masters too: 3 data nodes + 3 masters
+    assert masters["opensearch-nodes"]["threshold"] == 6
 
 
 def test_aurora_memory_alarm_scales_with_the_acu_ceiling(alarms):

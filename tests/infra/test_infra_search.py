@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pulumi
 import pytest
 
 from cognis_infra.context import AwsContext
 from cognis_infra.search import Search, SearchArgs, SearchSettings, domain_name_for
-from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_component
+from tests.infra.infra_harness import ACCOUNT, REGION, parse_json, run_component, run_program
 
 DOMAIN = "aws:opensearch/domain:Domain"
 
@@ -102,6 +104,22 @@ def test_domain_name_rules():
     assert domain_name_for("prod") == "cognis-prod"
     assert domain_name_for("My_Stack.Name") == "cognis-my-stack-name"
     assert len(domain_name_for("a" * 60)) == 28
+
+
+def test_long_stack_names_get_different_domains_and_log_policies():
+    """Two long stack names that share their first 28 characters: a cut without a hash gave both the same
+    domain name, so the second stack's account-wide log resource policy (named after the domain) replaced
+    the first's. Each name stays within OpenSearch's rules (3-28 characters, [a-z][a-z0-9-]+)."""
+    a, b = domain_name_for("customer-memory-production-eu-1"), domain_name_for("customer-memory-production-eu-2")
+    assert a != b
+    for name in (a, b, domain_name_for("x" * 200), domain_name_for("prod--" + "-" * 40 + "z")):
+        assert 3 <= len(name) <= 28 and re.fullmatch(r"[a-z][a-z0-9-]+", name) and not name.endswith("-"), name
+    assert domain_name_for("customer-memory-production-eu-1") == a  # the same stack keeps its domain
+    policies = {
+        stack: run_program(stack=stack).one("aws:cloudwatch/logResourcePolicy:LogResourcePolicy")["policyName"]
+        for stack in ("customer-memory-production-eu-1", "customer-memory-production-eu-2")
+    }
+    assert len(set(policies.values())) == 2, policies
 
 
 def test_instance_count_must_fill_the_zones():

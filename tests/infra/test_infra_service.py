@@ -48,7 +48,16 @@ def test_ecr_repository_is_immutable_scanned_and_kms_encrypted(program):
     assert repo["encryptionConfigurations"] == [{"encryptionType": "KMS"}]
     assert repo["forceDelete"] is False
     lifecycle = parse_json(program.one("aws:ecr/lifecyclePolicy:LifecyclePolicy")["policy"])
-    assert [r["action"]["type"] for r in lifecycle["rules"]] == ["expire", "expire"]
+    assert [r["action"]["type"] for r in lifecycle["rules"]] == ["expire"]
+
+
+def test_the_lifecycle_policy_never_expires_a_tagged_image(program):
+    """Every image a task definition runs (current, rolled back to, an older cognis:imageTag) is tagged; a
+    "keep the last N" rule over tagged images expired the one a rolled-back service still ran once N newer
+    builds were pushed. Only untagged images expire (fact 69)."""
+    lifecycle = parse_json(program.one("aws:ecr/lifecyclePolicy:LifecyclePolicy")["policy"])
+    for rule in lifecycle["rules"]:
+        assert rule["selection"]["tagStatus"] == "untagged", rule
 
 
 def test_task_definition_is_fargate_1_vcpu_2_gb(program):
@@ -95,7 +104,7 @@ def test_environment_points_at_the_other_components(program, env):
         "COGNIS_RERANKER": "sagemaker",
         "COGNIS_SAGEMAKER_ENDPOINT": endpoint["name"],
         "COGNIS_LLM": "bedrock",
-        "COGNIS_BEDROCK_MODEL_ID": "global.amazon.nova-2-lite-v1:0",  # eu-west-1: the global profile
+        "COGNIS_BEDROCK_MODEL_ID": "eu.amazon.nova-2-lite-v1:0",  # eu-west-1: the EU profile
         "COGNIS_AWS_REGION": REGION,
         "COGNIS_METRICS_NAMESPACE": "CognisMemory",
         "COGNIS_SERVICE_NAME": "cognis-test",
@@ -263,13 +272,22 @@ def test_task_role_is_scoped_to_named_resources(program):
     roles = {r.name: r for r in program.of_type("aws:iam/role:Role")}
     assert _by_name(program, "aws:iam/rolePolicy:RolePolicy", "api-task")["role"] == roles["identity-task"].id
     assert stmts["InvokeBedrockModels"]["Action"] == ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
-    # The default model outside the US: Nova 2 Lite through the global inference profile, which needs the
-    # profile and the foundation model in every Region it routes to (and the Region-less global ARN).
-    assert stmts["InvokeBedrockModels"]["Resource"] == [
-        "arn:aws:bedrock:*::foundation-model/amazon.nova-2-lite-v1:0",
-        "arn:aws:bedrock:::foundation-model/amazon.nova-2-lite-v1:0",
-        f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/global.amazon.nova-2-lite-v1:0",
-    ]
+    # The default model in an EU Region: Nova 2 Lite through the EU inference profile (fact 64); the foundation
+    # model in the Regions the profile routes to, only through that profile (bedrock:InferenceProfileArn).
+    profile = f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/eu.amazon.nova-2-lite-v1:0"
+    assert stmts["InvokeBedrockModels"]["Resource"] == [profile]
+    assert "Condition" not in stmts["InvokeBedrockModels"]
+    assert stmts["InvokeModelsThroughProfile0"] == {
+        "Sid": "InvokeModelsThroughProfile0",
+        "Effect": "Allow",
+        "Action": ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
+        "Resource": ["arn:aws:bedrock:*::foundation-model/amazon.nova-2-lite-v1:0"],
+        "Condition": {"StringEquals": {"bedrock:InferenceProfileArn": profile}},
+    }
+    # No statement lets the role call a foundation model directly, in any Region, without the condition.
+    for st in stmts.values():
+        if any(":foundation-model/" in r for r in st["Resource"]) and "bedrock:InvokeModel" in st["Action"]:
+            assert st.get("Condition", {}).get("StringEquals", {}).get("bedrock:InferenceProfileArn") == profile
     assert stmts["ReadModelLifecycle"] == {
         "Sid": "ReadModelLifecycle",
         "Effect": "Allow",
@@ -371,12 +389,18 @@ def test_extra_bedrock_models_are_granted():
         }
     )
     stmts = _policy(run, "api-task")
-    resources = stmts["InvokeBedrockModels"]["Resource"]
-    assert (
-        f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/eu.anthropic.claude-haiku-4-5-20251001-v1:0" in resources
-    )
-    assert "arn:aws:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0" in resources
-    assert f"arn:aws:bedrock:{REGION}::foundation-model/amazon.titan-embed-text-v2:0" in resources
+    profile = f"arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/eu.anthropic.claude-haiku-4-5-20251001-v1:0"
+    # the profile and the plain foundation model directly; the model behind the profile only through it
+    assert stmts["InvokeBedrockModels"]["Resource"] == [
+        profile,
+        f"arn:aws:bedrock:{REGION}::foundation-model/amazon.titan-embed-text-v2:0",
+    ]
+    assert stmts["InvokeModelsThroughProfile0"]["Resource"] == [
+        "arn:aws:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0"
+    ]
+    assert stmts["InvokeModelsThroughProfile0"]["Condition"] == {
+        "StringEquals": {"bedrock:InferenceProfileArn": profile}
+    }
     assert stmts["ReadModelLifecycle"]["Resource"] == [
         f"arn:aws:bedrock:{REGION}::foundation-model/amazon.titan-embed-text-v2:0",
         f"arn:aws:bedrock:{REGION}::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
@@ -388,7 +412,8 @@ def test_extra_bedrock_models_are_granted():
 
 def test_the_default_model_is_the_runtimes_and_active():
     """One default for the runtime and the stack (providers/bedrock_models.py, linked into the infra package):
-    Amazon Nova 2 Lite through the US profile in US Regions and the global one elsewhere; the schema says ""."""
+    Amazon Nova 2 Lite through the US profile in US Regions, the EU one in EU Regions and the global one
+    elsewhere; the schema says ""."""
     import yaml
 
     from cognis_infra import bedrock_models as infra_models
@@ -404,9 +429,12 @@ def test_the_default_model_is_the_runtimes_and_active():
     ).resolve()
     assert bedrock_models.DEFAULT_FOUNDATION_MODEL == "amazon.nova-2-lite-v1:0"
     assert bedrock_models.default_model_id("us-east-1") == "us.amazon.nova-2-lite-v1:0"
-    assert bedrock_models.default_model_id("eu-west-1") == "global.amazon.nova-2-lite-v1:0"
+    assert bedrock_models.default_model_id("eu-west-1") == "eu.amazon.nova-2-lite-v1:0"
+    assert bedrock_models.default_model_id("ap-northeast-1") == "global.amazon.nova-2-lite-v1:0"  # no jp./apac.
+    assert bedrock_models.default_model_id("us-gov-west-1") == "global.amazon.nova-2-lite-v1:0"
     assert Settings(aws_region="us-west-2").llm.bedrock_model_id == "us.amazon.nova-2-lite-v1:0"
-    assert Settings(aws_region="eu-central-1").llm.bedrock_model_id == "global.amazon.nova-2-lite-v1:0"
+    assert Settings(aws_region="eu-central-1").llm.bedrock_model_id == "eu.amazon.nova-2-lite-v1:0"
+    assert Settings(aws_region="sa-east-1").llm.bedrock_model_id == "global.amazon.nova-2-lite-v1:0"
     schema = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
     assert schema["cognis:bedrockModelId"]["default"] == ""  # = the runtime's default for the stack's Region
     assert "claude-3-5-haiku" not in (REPO / "Pulumi.yaml").read_text()

@@ -45,7 +45,8 @@ def _check(response: dict | None = None, error: str | None = None, model_id: str
 
 def test_the_default_is_an_active_model_through_its_inference_profile():
     assert default_model_id("us-east-1") == PROFILE
-    assert default_model_id("eu-west-1") == "global.amazon.nova-2-lite-v1:0"
+    assert default_model_id("eu-west-1") == "eu.amazon.nova-2-lite-v1:0"
+    assert default_model_id("ap-southeast-2") == "global.amazon.nova-2-lite-v1:0"
     assert foundation_model_id(PROFILE) == BASE  # the profile is checked as its foundation model
     assert foundation_model_id("arn:aws:bedrock:us-east-1:1:inference-profile/us.amazon.nova-2-lite-v1:0") == BASE
     check, stub = _check(_model("ACTIVE"))

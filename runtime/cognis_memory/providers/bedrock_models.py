@@ -5,9 +5,11 @@ Standard library only: ``infra/cognis_infra/bedrock_models.py`` is a symbolic li
 
 Default: Amazon Nova 2 Lite, Active on Bedrock, an Amazon model (no AWS Marketplace subscription and
 no first-use form, unlike third-party models), offered only through cross-Region inference profiles:
-``us.amazon.nova-2-lite-v1:0`` (US geography) and ``global.amazon.nova-2-lite-v1:0`` (any commercial
-Region). :func:`default_model_id` picks the US profile in US Regions, so the text of a US stack stays
-in the US, and the global profile elsewhere; set ``COGNIS_BEDROCK_MODEL_ID`` /
+``us.amazon.nova-2-lite-v1:0`` (US geography), ``eu.amazon.nova-2-lite-v1:0`` (EU geography) and
+``global.amazon.nova-2-lite-v1:0`` (any commercial Region). :func:`default_model_id` picks the profile
+of the Region's geography where the model has one, so the text of a US or EU stack stays in its
+geography (and within an SCP that denies other Regions), and the global profile elsewhere (no APAC or
+Japan profile of this model was found); set ``COGNIS_BEDROCK_MODEL_ID`` /
 ``cognis:bedrockModelId`` for another model or profile. docs/deploy.md ("Bedrock model") has the
 sources and the reasons.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 #: The default extraction model (the foundation model behind the inference profiles below).
 DEFAULT_FOUNDATION_MODEL = "amazon.nova-2-lite-v1:0"
 #: Geographies of the default model's inference profiles; "global" routes to any commercial Region.
-DEFAULT_MODEL_GEOGRAPHIES: tuple[str, ...] = ("us", "global")
+DEFAULT_MODEL_GEOGRAPHIES: tuple[str, ...] = ("us", "eu", "global")
 
 #: Prefixes of system-defined cross-Region inference profile ids (``us.anthropic.claude-...``).
 INFERENCE_PROFILE_PREFIXES: tuple[str, ...] = ("us", "eu", "apac", "us-gov", "ca", "jp", "au", "global")
@@ -44,8 +46,11 @@ def region_geography(region: str | None) -> str | None:
 
 
 def default_model_id(region: str | None) -> str:
-    """The default model id for a Region: the US profile in a US Region, else the global profile."""
-    geography = "us" if region_geography(region) == "us" else "global"
+    """The default model id for a Region: the profile of the Region's geography where the default model has
+    one (``us.`` in a US Region, ``eu.`` in an EU one), else the global profile."""
+    geography = region_geography(region)
+    if geography not in DEFAULT_MODEL_GEOGRAPHIES:
+        geography = "global"
     return f"{geography}.{DEFAULT_FOUNDATION_MODEL}"
 
 
