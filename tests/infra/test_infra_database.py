@@ -196,7 +196,7 @@ def test_an_engine_change_is_applied_in_the_update_before_the_migration_runs():
     assert cluster["applyImmediately"] is True
     instances = run.of_type("aws:rds/clusterInstance:ClusterInstance")
     assert instances and all("database-cluster" in _urn_names(i) for i in instances)
-    migration = [r for r in run.of_type("pulumi-python:dynamic:Resource") if "taskDefinition" in r.inputs]
+    migration = [r for r in run.of_type("pulumi-python:dynamic:Resource") if r.name.endswith("-migrate")]
     assert len(migration) == 1
     assert {i.name for i in instances} <= _urn_names(migration[0])
 
