@@ -29,9 +29,6 @@ from cognis_memory.stores.roles import (
 from cognis_memory.stores.values import ApiKeyRecord, PagePosition, SearchFilter
 from tests.stores.helpers import Harness, admits, brute_force, make_memory, new_owner, short_of, unit
 
-pytestmark = pytest.mark.integration
-
-
 #: Every field of Memory that must come back exactly; the rest are compared in their own way where they are read:
 #: the id (the order of the fetched ids), created_at (to the millisecond) and the vectors (to float32 rounding).
 EXACT_FIELDS = tuple(
