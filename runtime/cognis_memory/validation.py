@@ -25,9 +25,8 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, ClassVar
 
-from .domain import Category, Message, Owner, Scope, as_utc
+from .domain import RESERVED_METADATA_KEYS, Category, Message, Owner, Scope, as_utc
 from .errors import InvalidInputError
-from .ingest.pipeline import RESERVED_METADATA_KEYS
 from .message_body import MessageBody
 from .retrieval.config import RetrievalConfig, get_recipe
 from .search_filter import FILTER_NAMES, ColumnFilter, Match, MemoryFilter, SearchFilter
