@@ -16,6 +16,7 @@ import asyncio
 import json
 import sqlite3
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -139,6 +140,9 @@ class StoreKindHarness(Protocol):
     """How the suites build and look into one store kind. ``options`` are the kind's own builder options
     (``vector_space`` is accepted by every kind)."""
 
+    #: the server fixtures :meth:`new` asks for; a kind with none runs under ``-m "not integration"``
+    servers: tuple[str, ...]
+
     def new(
         self, request: pytest.FixtureRequest, tmp_dir: Path, dim: int, dim_short: int, **options: Any
     ) -> StoreHandle:
@@ -164,6 +168,8 @@ class StoreKindHarness(Protocol):
 
 
 class EmbeddedHarness:
+    servers: tuple[str, ...] = ()
+
     def new(
         self, request: pytest.FixtureRequest, tmp_dir: Path, dim: int, dim_short: int, **options: Any
     ) -> StoreHandle:
@@ -199,6 +205,8 @@ class EmbeddedHarness:
 
 
 class DualHarness:
+    servers: tuple[str, ...] = ("postgres_server", "opensearch_server")
+
     def new(
         self, request: pytest.FixtureRequest, tmp_dir: Path, dim: int, dim_short: int, **options: Any
     ) -> StoreHandle:
@@ -237,6 +245,8 @@ class DualHarness:
 
 
 class OpenSearchHarness:
+    servers: tuple[str, ...] = ("opensearch_server",)
+
     def new(
         self, request: pytest.FixtureRequest, tmp_dir: Path, dim: int, dim_short: int, **options: Any
     ) -> StoreHandle:
@@ -282,3 +292,9 @@ KINDS: dict[str, StoreKindHarness] = {
     "dual": DualHarness(),
     "opensearch": OpenSearchHarness(),
 }
+
+
+def kind_params(kinds: Iterable[str]) -> list[Any]:
+    """``kinds`` as pytest parameters, each kind whose harness needs a server marked ``integration``, so that
+    ``-m "not integration"`` runs a suite's cases on the embedded store and leaves the others out."""
+    return [pytest.param(kind, marks=pytest.mark.integration) if KINDS[kind].servers else kind for kind in kinds]

@@ -1,5 +1,6 @@
 """The README's configuration table and commands stay true to the code."""
 
+import re
 from pathlib import Path
 
 from cognis_dev.config_table import rows
@@ -24,3 +25,26 @@ def test_readme_commands_exist() -> None:
         assert f"bash {script}" in readme and (ROOT / script).is_file()
     ci = (ROOT / ".ci" / "run").read_text()
     assert "scripts/test.sh" in ci
+
+
+def _named_paths(text: str) -> list[str]:
+    """Every file or folder a document names in backticks (``stores/records.py``, ``tests/x.py::test_y``);
+    placeholders (``stores/<kind>.py``) and commands (anything with a space) are not paths."""
+    words = re.findall(r"`([^`\s<>]+)`", text)
+    return [w for w in words if re.fullmatch(r"[\w.\-/]+(::\w+)?", w) and ("/" in w or w.endswith(FILE_ENDINGS))]
+
+
+FILE_ENDINGS = (".py", ".md", ".sh", ".toml", ".json")
+
+
+def test_contributing_names_only_files_and_tests_that_exist() -> None:
+    """CONTRIBUTING.md's map stays true: a renamed module or test fails here, naming the stale path.
+    Paths are read from the repository root, else from the runtime package (as the document says)."""
+    named = _named_paths((ROOT / "CONTRIBUTING.md").read_text())
+    assert len(named) > 40, "the path check found almost nothing to check"
+    for name in named:
+        path, _, test = name.partition("::")
+        found = [base / path for base in (ROOT, ROOT / "runtime" / "cognis_memory") if (base / path).exists()]
+        assert found, f"CONTRIBUTING.md names {path}, which does not exist"
+        if test:
+            assert re.search(rf"^(async )?def {test}\(", found[0].read_text(), re.M), f"{name} does not exist"

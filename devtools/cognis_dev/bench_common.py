@@ -292,8 +292,8 @@ def setting(settings: Any, flat: str) -> Any:
 
 
 def message_body() -> Any:
-    """The class a submitted message is built with in the runtime on the path: ``MessageBody`` (issue 24, one
-    message shape), or ``MessageIn`` in a baseline runtime from before it (the same fields, given by name), run
+    """The class a submitted message is built with in the runtime on the path: ``MessageBody``, or
+    ``MessageIn`` in a baseline runtime from before it (the same fields, given by name), run
     with the benchmarks' --compare-with / --baseline-ref or by an older checkout's script."""
     import cognis_memory.service as service
 

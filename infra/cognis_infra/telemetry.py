@@ -4,7 +4,7 @@
 source tree, one file with two import names. The runtime emits its metrics with it; the stack's
 alarms and dashboard read the same names here, without importing the runtime package or
 installing its dependencies in the Pulumi virtualenv (the file imports nothing). See
-docs/design-notes.md ("Code structure (issue 13)", "Infra packages").
+docs/design-notes.md ("Infra packages").
 """
 
 from __future__ import annotations

@@ -104,6 +104,13 @@ class Message:
     raw_memory_id: str | None = None
 
 
+#: Metadata keys a caller's message metadata may not use: those the service writes into a raw memory's
+#: metadata (``role``, a long message's ``part``/``parts``), and ``scope`` and ``raw_memory_id``, which
+#: stores written before kept in a message's metadata (they are the message's own fields now, and the
+#: migrations move them there): a caller can neither forge them nor have them taken for the service's.
+RESERVED_METADATA_KEYS = frozenset({"scope", "raw_memory_id", "role", "part", "parts"})
+
+
 @dataclass(slots=True)
 class Memory:
     """One version of one memory. ``id`` is this version's own id; ``chain_id`` is the memory's id, the same
@@ -176,6 +183,18 @@ class Memory:
             replaces_id=self.id,
             created_at=utcnow(),
         )
+
+
+#: The metadata key under which a fact's version lists the messages that stated what it replaced: written by
+#: ingest when a later message updates the fact (:mod:`cognis_memory.ingest.supersession`), read by
+#: retrieval's current-state stage (:mod:`cognis_memory.retrieval.current_state`).
+SUPERSEDED_SOURCES = "superseded_sources"
+
+
+def superseded_sources(memory: Memory) -> list[str]:
+    """Message ids that stated earlier, replaced versions of this fact (empty for raw memories)."""
+    value = memory.metadata.get(SUPERSEDED_SOURCES) if isinstance(memory.metadata, dict) else None
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 @dataclass(slots=True)

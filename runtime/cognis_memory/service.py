@@ -42,6 +42,7 @@ from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycl
 from .retrieval.cached import CachedRetrieval
 from .retrieval.config import RetrievalConfig, get_recipe, with_knobs
 from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
+from .search_filter import MemoryFilter
 from .search_text import search_text
 from .stores.roles import StoreBackend, StoreBundle, as_bundle
 from .stores.values import ApiKeyRecord, PagePosition, UserSummary
@@ -70,7 +71,7 @@ PENDING_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
 WRITE_ATTEMPTS = 3
 
 
-__all__ = ["MAX_PROMPT_BLOCK_TOKENS", "FilterRequest", "MemoryService", "MessageBody"]
+__all__ = ["MAX_PROMPT_BLOCK_TOKENS", "FilterRequest", "MemoryFilter", "MemoryService", "MessageBody"]
 
 
 class MemoryService:
@@ -284,7 +285,7 @@ class MemoryService:
         query: str,
         *,
         limit: int = 10,
-        filter: FilterRequest | None = None,
+        filter: MemoryFilter | FilterRequest | None = None,
         include_history: bool = False,
         explain: bool = False,
         now: datetime | None = None,
@@ -294,7 +295,7 @@ class MemoryService:
         client_request_id: str | None = None,
     ) -> SearchResponse:
         """The memories of the user most relevant to ``query``; ``filter`` narrows what the search may see
-        (checked here: :func:`~cognis_memory.validation.check_filter`)."""
+        (checked here: :func:`~cognis_memory.validation.check_filter`; ``FilterRequest`` is its deprecated form)."""
         owner = check_owner(tenant_id, user_id)
         check_query("query", query)
         check_int("limit", limit, 1, 100)

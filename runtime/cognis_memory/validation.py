@@ -19,19 +19,18 @@ import json
 import math
 import re
 import unicodedata
+import warnings
 from collections.abc import Sequence
-from dataclasses import fields
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, ClassVar
 
-from .domain import Category, Message, Owner, Scope, as_utc
+from .domain import RESERVED_METADATA_KEYS, Category, Message, Owner, Scope, as_utc
 from .errors import InvalidInputError
-from .ingest.pipeline import RESERVED_METADATA_KEYS
 from .message_body import MessageBody
 from .retrieval.config import RetrievalConfig, get_recipe
-from .stores.records import MEMORY_FILTERS, Column, ColumnFilter, Match
-from .stores.values import SearchFilter
+from .search_filter import FILTER_NAMES, ColumnFilter, Match, MemoryFilter, SearchFilter
+from .stores.records import MEMORY_FILTERS, Column
 
 MIN_TIME = datetime(1900, 1, 1, tzinfo=UTC)
 MAX_TIME = datetime(2200, 1, 1, tzinfo=UTC)
@@ -239,19 +238,21 @@ def check_messages(
 
 
 class FilterRequest:
-    """A search's filter as a caller gives it, unchecked (:func:`check_filter` checks it): any of
-    :class:`~cognis_memory.stores.values.SearchFilter`'s fields but the owner, by name, with the caller's
-    values (a list for a set, enum members or their values); a field left out or None does not filter.
-    ``FilterRequest(session_id="s-42", kinds=["fact"])``: the session's CONTEXT memories and every USER
-    memory, extracted facts only.
-    """
+    """Deprecated: give a :class:`~cognis_memory.search_filter.MemoryFilter` instead. A search's filter
+    by name (any field of ``MemoryFilter``), with the caller's values (a list for a set, enum members or
+    their values); a field left out or None does not filter. :func:`check_filter` takes either."""
 
     __slots__ = ("values",)
 
-    #: every filter a search takes (the fields of ``SearchFilter`` but the owner)
-    NAMES: ClassVar[tuple[str, ...]] = tuple(f.name for f in fields(SearchFilter) if f.name != "owner")
+    #: every filter a search takes (the fields of ``MemoryFilter``)
+    NAMES: ClassVar[tuple[str, ...]] = FILTER_NAMES
 
     def __init__(self, **values: Any) -> None:
+        warnings.warn(
+            "FilterRequest is deprecated; pass filter=MemoryFilter(...) (cognis_memory.search_filter)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         self.values: dict[str, Any] = {name: v for name, v in values.items() if v is not None}
 
     def __repr__(self) -> str:
@@ -267,13 +268,17 @@ def _check_column_filter(c: Column, f: ColumnFilter, value: Any) -> Any:
     return value
 
 
-def check_filter(owner: Owner, request: FilterRequest | None = None) -> SearchFilter:
+def check_filter(owner: Owner, request: MemoryFilter | FilterRequest | None = None) -> SearchFilter:
     """What a search may see, from the caller's filter: the session and time rules, and each column
-    filter of the record (:data:`~cognis_memory.stores.records.MEMORY_FILTERS`) by its rule."""
-    given = request.values if request is not None else {}
-    unknown = sorted(set(given) - set(FilterRequest.NAMES))
-    if unknown:
-        raise InvalidInputError(unknown[0], f"unknown filter; the filters are {', '.join(FilterRequest.NAMES)}")
+    filter of the record (:data:`~cognis_memory.stores.records.MEMORY_FILTERS`) by its rule. Enum values
+    may be given as their strings and a set as any collection; the result holds members and frozensets."""
+    if isinstance(request, FilterRequest):
+        given = request.values
+        unknown = sorted(set(given) - set(FILTER_NAMES))
+        if unknown:
+            raise InvalidInputError(unknown[0], f"unknown filter; the filters are {', '.join(FILTER_NAMES)}")
+    else:
+        given = {n: v for n in FILTER_NAMES if (v := getattr(request, n, None)) is not None}
     session_id = given.get("session_id")
     check_id("session_id", session_id, required=False)
     columns = {f.name: _check_column_filter(c, f, given[f.name]) for c, f in MEMORY_FILTERS if f.name in given}

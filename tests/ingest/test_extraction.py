@@ -16,7 +16,7 @@ import pytest
 
 from cognis_memory.domain import JobStatus, MemoryKind, Owner, Scope
 from cognis_memory.providers.llms import OpenAICompatibleLLM
-from cognis_memory.service import FilterRequest, MessageBody
+from cognis_memory.service import MemoryFilter, MessageBody
 from tests.llm_server import Reply, ScriptedLLMServer
 
 TS = datetime(2024, 3, 10, 10, tzinfo=UTC)
@@ -128,7 +128,7 @@ async def test_add_then_update_writes_a_version_chain(make_service, llm_server) 
     raw = {m.content for m in await svc.stores.memories.list_memories(owner) if m.kind is MemoryKind.RAW}
     assert raw == {"I moved to Berlin last month", "I moved to Lisbon!"}
     # history queries return the chain
-    res = await svc.search("acme", "dana", "where did Dana live before?", filter=FilterRequest(kinds=["fact"]))
+    res = await svc.search("acme", "dana", "where did Dana live before?", filter=MemoryFilter(kinds=["fact"]))
     assert res.analysis.history
     hit = next(h for h in res.hits if h.memory.id == new.id)
     assert [m.content for m in hit.history] == ["Dana lives in Berlin"]
@@ -154,7 +154,7 @@ async def test_update_then_delete_and_repeated_fact_is_none(make_service, llm_se
         (1, False, False),
         (2, False, True),
     ]
-    res = await svc.search("acme", "dana", "Does Dana have a dog named Pixel?", filter=FilterRequest(kinds=["fact"]))
+    res = await svc.search("acme", "dana", "Does Dana have a dog named Pixel?", filter=MemoryFilter(kinds=["fact"]))
     assert all("Pixel" not in h.memory.content for h in res.hits)
 
 
@@ -551,5 +551,5 @@ async def test_a_user_fact_replacing_a_session_fact_is_seen_by_every_session(mak
     assert (lisbon.content, lisbon.scope, lisbon.session_id, lisbon.version) == (
         "Dana lives in Lisbon", Scope.USER, "home", 2
     )  # fmt: skip
-    seen = await svc.search("acme", "dana", "Where does Dana live?", filter=FilterRequest(session_id="elsewhere"))
+    seen = await svc.search("acme", "dana", "Where does Dana live?", filter=MemoryFilter(session_id="elsewhere"))
     assert "Dana lives in Lisbon" in [h.memory.content for h in seen.hits]

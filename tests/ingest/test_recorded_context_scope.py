@@ -18,7 +18,7 @@ from pathlib import Path
 from cognis_dev.llm_recording import ReplayLLM
 
 from cognis_memory.domain import JobStatus, MemoryKind, Owner, Scope
-from cognis_memory.service import FilterRequest, MemoryService, MessageBody
+from cognis_memory.service import MemoryFilter, MemoryService, MessageBody
 
 RECORDING = Path(__file__).parent / "recorded" / "qwen2.5-coder-1.5b-context-scope.jsonl.gz"
 OWNER = Owner("demo", "ines")
@@ -40,7 +40,7 @@ async def send(svc: MemoryService) -> str:
 
 async def _seen_from(svc: MemoryService, session_id: str) -> list[str]:
     found = await svc.search(
-        OWNER.tenant_id, OWNER.user_id, "What luggage is Ines packing?", filter=FilterRequest(session_id=session_id)
+        OWNER.tenant_id, OWNER.user_id, "What luggage is Ines packing?", filter=MemoryFilter(session_id=session_id)
     )
     return [h.memory.content for h in found.hits]
 

@@ -16,8 +16,9 @@ import httpx
 from cognis_memory.api.app import create_app
 from cognis_memory.domain import Owner, Scope
 from cognis_memory.errors import ConflictError, NotFoundError
+from cognis_memory.search_filter import FILTER_NAMES
 from cognis_memory.serialization import memory_to_dict
-from cognis_memory.service import FilterRequest, MemoryService, MessageBody
+from cognis_memory.service import MemoryFilter, MemoryService, MessageBody
 from tests.reliability.helpers import seg
 
 
@@ -93,9 +94,9 @@ class ServiceExecutor:
 
     async def search(self, owner: Owner, body: dict[str, Any], *, cached: bool) -> dict[str, Any]:
         svc = self.cached if cached else self.plain
-        filters = {name: body[name] for name in FilterRequest.NAMES if name in body}  # as the route splits the body
+        filters = {name: body[name] for name in FILTER_NAMES if name in body}  # as the route splits the body
         options = {name: value for name, value in body.items() if name not in filters}
-        res = await svc.search(owner.tenant_id, owner.user_id, filter=FilterRequest(**filters), **options)
+        res = await svc.search(owner.tenant_id, owner.user_id, filter=MemoryFilter(**filters), **options)
         return {
             "results": [_hit(h) for h in res.hits],
             "degraded": res.degraded,

@@ -17,8 +17,9 @@ from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
 from cognis_memory.retrieval.conversation_context import neighbour_scores
 from cognis_memory.retrieval.speakers import SpeakerDirectory
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.service import MessageBody
-from cognis_memory.stores.values import ScoredMemory, SearchFilter
+from cognis_memory.stores.values import ScoredMemory
 
 T = "acme"
 JAN = datetime(2023, 1, 10, 12, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The search-result cache key is derived from the whole filter (issue 24, item 2): two searches that may see
+"""The search-result cache key is derived from the whole filter: two searches that may see
 different memories never share a cached answer, including through a filter field added later."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from cognis_memory.retrieval import cached
 from cognis_memory.retrieval.cached import search_cache_key
 from cognis_memory.retrieval.config import RECIPES
 from cognis_memory.retrieval.search_types import SearchHit, SearchQuery, SearchResponse
-from cognis_memory.stores.records import MEMORY_FILTERS, Column, ColumnFilter, Match
-from cognis_memory.stores.values import SearchFilter
+from cognis_memory.search_filter import ColumnFilter, Match, SearchFilter
+from cognis_memory.stores.records import MEMORY_FILTERS, Column
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
 BASE = SearchFilter(owner=Owner("t", "u"))

@@ -9,8 +9,8 @@ from cognis_memory.domain import Owner
 from cognis_memory.retrieval.config import RETRIEVAL_STAGES
 from cognis_memory.retrieval.pipeline import CANDIDATE_STAGES, RetrievalPipeline, SearchQuery, stage_names
 from cognis_memory.retrieval.stages import PHASES, RetrievalStage, SearchState, StageResources, load_stages
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.service import MessageBody
-from cognis_memory.stores.values import SearchFilter
 from cognis_memory.telemetry.recorder import StageRecorder
 
 HERE = "tests.retrieval.test_stage_registry"

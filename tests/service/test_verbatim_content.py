@@ -12,9 +12,9 @@ import pytest_asyncio
 
 from cognis_memory.config import Settings
 from cognis_memory.domain import MemoryKind, Owner
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.search_text import search_text
 from cognis_memory.service import MessageBody
-from cognis_memory.stores.values import SearchFilter
 from tests.reliability.helpers import make_service
 from tests.store_kinds import KINDS
 

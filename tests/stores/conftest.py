@@ -1,6 +1,7 @@
 """Fixtures of the store tests: every store kind on real backends, fresh namespaces, data helpers.
 
-* ``harness`` (session scope, parametrized ``embedded`` / ``dual`` / ``opensearch``): one open
+* ``harness`` (session scope, parametrized ``embedded`` / ``dual`` / ``opensearch``, the kinds that need
+  a server marked ``integration``: ``-m "not integration"`` runs the embedded store's cases alone): one open
   store per kind, shared by the contract tests; each test uses fresh tenant ids (uuid), so the
   tests do not see each other's data.
 * ``fresh_harness`` (function scope, same parameters): a store in a namespace of its own (new
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from tests.store_kinds import KINDS
+from tests.store_kinds import KINDS, kind_params
 from tests.stores.helpers import DIM, DIM_SHORT, STORE_KINDS, Harness
 
 
@@ -34,14 +35,14 @@ async def build_harness(request: pytest.FixtureRequest, kind: str, tmp: Path) ->
     return Harness(kind, handle.store.roles(), partial(kind_harness.owner_counts, handle), [handle.store.close])
 
 
-@pytest_asyncio.fixture(scope="session", params=STORE_KINDS)
+@pytest_asyncio.fixture(scope="session", params=kind_params(STORE_KINDS))
 async def harness(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Harness]:
     h = await build_harness(request, request.param, tmp_path_factory.mktemp(f"store-{request.param}"))
     yield h
     await h.close()
 
 
-@pytest_asyncio.fixture(params=STORE_KINDS)
+@pytest_asyncio.fixture(params=kind_params(STORE_KINDS))
 async def fresh_harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     h = await build_harness(request, request.param, tmp_path)
     yield h

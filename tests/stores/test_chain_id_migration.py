@@ -22,6 +22,7 @@ import pytest
 
 from cognis_memory.domain import Category, Memory, Owner
 from cognis_memory.errors import NotFoundError
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.embedded import connect
 from cognis_memory.stores.filters import owner_token
 from cognis_memory.stores.migrations import postgres as pg_migrations
@@ -31,7 +32,6 @@ from cognis_memory.stores.opensearch.documents import memory_fields, owner_key
 from cognis_memory.stores.opensearch.indices import MEMORY_LAYOUT, MEMORY_LAYOUT_KEY
 from cognis_memory.stores.postgres.connection import register_vector_types
 from cognis_memory.stores.records import MEMORY_RECORD, POSTGRES, SQLITE, insert_statement, memory_to_row
-from cognis_memory.stores.values import SearchFilter
 from tests.reliability.helpers import DIM_SHORT, make_service
 from tests.store_kinds import build_dual, build_embedded, build_opensearch, unique_prefix
 

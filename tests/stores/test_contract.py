@@ -3,7 +3,7 @@ OpenSearch) and OpenSearch-only, all on real backends.
 
 Each test makes fresh tenant ids, so the session-scoped stores can be shared. Expected results
 come from references written independently of the stores: the filter rules of the
-``SearchFilter`` docstring (:func:`tests.stores.helpers.admits`) and numpy brute force.
+``MemoryFilter`` docstring (:func:`tests.stores.helpers.admits`) and numpy brute force.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import pytest
 
 from cognis_memory.domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, Scope
 from cognis_memory.errors import ConflictError, NotFoundError
+from cognis_memory.search_filter import FILTER_NAMES, SearchFilter
+from cognis_memory.stores.records import MEMORY_FILTERS
 from cognis_memory.stores.roles import (
     ApiKeyStore,
     JobQueue,
@@ -26,11 +28,8 @@ from cognis_memory.stores.roles import (
     StoreLifecycle,
     VectorSearch,
 )
-from cognis_memory.stores.values import ApiKeyRecord, PagePosition, SearchFilter
+from cognis_memory.stores.values import ApiKeyRecord, PagePosition
 from tests.stores.helpers import Harness, admits, brute_force, make_memory, new_owner, short_of, unit
-
-pytestmark = pytest.mark.integration
-
 
 #: Every field of Memory that must come back exactly; the rest are compared in their own way where they are read:
 #: the id (the order of the fetched ids), created_at (to the millisecond) and the vectors (to float32 rounding).
@@ -246,6 +245,24 @@ async def test_every_filter_matches_the_documented_semantics(harness: Harness, r
     sizes = {name: sum(admits(SearchFilter(o, **kw), m) for m in current) for name, kw in FILTER_CASES.items()}  # type: ignore[arg-type]
     assert sizes["none"] == 8 and sizes["no_scope_at_all"] == 0 and 0 < sizes["combined"] < sizes["session_s1"] < 8
     assert sizes["time_to_inclusive_boundary"] == sizes["time_to_one_microsecond_before"] + 1
+
+
+def test_every_filter_has_a_contract_case_of_its_own(rng: np.random.Generator) -> None:
+    """Every filter a search takes (each column the record marks filterable, and the session and time rules)
+    has a case above that sets it alone and admits some but not all of the corpus, so every backend is
+    checked on it: a filterable column added to the record without its case here fails, naming it."""
+    o = new_owner()
+    corpus = _filter_corpus(o, rng)
+    filters = sorted({f.name for _, f in MEMORY_FILTERS} | set(FILTER_NAMES))
+
+    def discriminates(kw: dict[str, object]) -> bool:
+        return 0 < sum(admits(SearchFilter(o, **kw), m) for m in corpus) < len(corpus)  # type: ignore[arg-type]
+
+    uncovered = [n for n in filters if not any(set(kw) == {n} and discriminates(kw) for kw in FILTER_CASES.values())]
+    assert not uncovered, (
+        f"no case of FILTER_CASES filters on {uncovered} alone and admits some but not all of _filter_corpus: "
+        "add one (and corpus memories that differ in that field)"
+    )
 
 
 # -- keyword search -----------------------------------------------------------------------------------

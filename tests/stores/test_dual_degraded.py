@@ -14,11 +14,11 @@ from cognis_dev.fixtures import start_or_skip
 
 from cognis_memory.domain import Owner
 from cognis_memory.errors import DependencyUnavailableError
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.opensearch import IndexOp, OpenSearchKeywordIndex, doc_version_current, memory_fields
 from cognis_memory.stores.postgres import PostgresStore
 from cognis_memory.stores.reconcile import reconcile
-from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import (
     DIM,
     DIM_SHORT,

@@ -17,11 +17,11 @@ from cognis_memory.caching.redis_cache import RedisCache
 from cognis_memory.caching.result_cache import NullCache
 from cognis_memory.config import Settings
 from cognis_memory.domain import Owner
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.connections import opensearch_client, postgres_dsn
 from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.opensearch import OpenSearchStore
 from cognis_memory.stores.settings import OpenSearchSettings, PostgresSettings
-from cognis_memory.stores.values import SearchFilter
 from cognis_memory.wiring import build_cache, build_store
 from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix
 

@@ -1,24 +1,26 @@
-"""Every backend's translation of a SearchFilter sits in stores/filters.py (issue 24, item 2), and every one
-of them translates every filter field: a field added to SearchFilter and forgotten by one backend fails here
-(which rows each translation admits is the contract suite's part, tests/stores/test_contract.py). The column
-filters come from the record (``Column(..., filter=...)``), so the record, SearchFilter, the request check
-and the request bodies are checked against each other here too."""
+"""Every backend's translation of a SearchFilter sits in stores/filters.py, and every one of them translates
+every filter field: a field added to MemoryFilter and forgotten by one backend fails here (which rows each
+translation admits is the contract suite's part, tests/stores/test_contract.py, which also requires a case per
+filter). The column filters come from the record (``Column(..., filter=...)``), so the record, MemoryFilter,
+the request check, the request bodies and the route's filter are checked against each other here too."""
 
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pytest
 
+from cognis_memory.api.routes.search import search_filter
 from cognis_memory.api.schemas import ContextBody, SearchBody
 from cognis_memory.domain import Scope
 from cognis_memory.errors import InvalidInputError
+from cognis_memory.search_filter import FILTER_NAMES, ColumnFilter, MemoryFilter, SearchFilter, any_of, equals
 from cognis_memory.stores import filters
 from cognis_memory.stores.numpy_index import UserVectorIndex
-from cognis_memory.stores.records import MEMORY_FILTERS, Column, ColumnFilter, any_of, equals
-from cognis_memory.stores.values import SearchFilter
+from cognis_memory.stores.records import MEMORY_FILTERS, Column
 from cognis_memory.validation import FilterRequest, check_filter
 from tests.retrieval.test_search_cache_key import BASE, OTHER
 
@@ -39,7 +41,7 @@ TRANSLATIONS = {
 
 
 def test_the_fields_checked_are_all_of_the_filters() -> None:
-    assert {f.name for f in fields(SearchFilter)} - {"owner"} == set(OTHER)
+    assert {f.name for f in fields(SearchFilter)} - {"owner"} == set(OTHER) == set(FILTER_NAMES)
 
 
 @pytest.mark.parametrize("backend", sorted(TRANSLATIONS))
@@ -67,23 +69,51 @@ def test_the_search_and_context_bodies_take_every_filter() -> None:
     """The routes build the filter from the body's fields of these names: a filter the body lacks could
     never be asked for over HTTP."""
     for body in (SearchBody, ContextBody):
-        assert set(FilterRequest.NAMES) <= set(body.model_fields), body.__name__
+        assert set(FILTER_NAMES) <= set(body.model_fields), body.__name__
 
 
 def _as_requested(value: Any) -> Any:
-    """A filter value as a caller gives it: a set as a list of the enum values, the rest as it is."""
+    """A filter value as a Python caller may give it: a set as a list of the enum values, the rest as it is."""
     return sorted(v.value for v in value) if isinstance(value, frozenset) else value
+
+
+def _as_json(value: Any) -> Any:
+    """A filter value as a request body gives it: a set as a list of the enum values, a time in ISO 8601."""
+    return value.isoformat() if isinstance(value, datetime) else _as_requested(value)
+
+
+@pytest.mark.parametrize("body", [SearchBody, ContextBody])
+@pytest.mark.parametrize("name", sorted(OTHER))
+def test_the_route_builds_the_filter_from_every_filter_field_of_the_body(body: Any, name: str) -> None:
+    """A filter field the route's :func:`search_filter` forgets would be accepted over HTTP and ignored."""
+    request = body.model_validate({"query": "q", name: _as_json(OTHER[name])})
+    assert search_filter(request) == MemoryFilter(**{name: OTHER[name]})
+    assert search_filter(body.model_validate({"query": "q"})) == MemoryFilter()
 
 
 @pytest.mark.parametrize("name", sorted(OTHER))
 def test_the_request_check_passes_every_filter_through(name: str) -> None:
-    checked = check_filter(BASE.owner, FilterRequest(**{name: _as_requested(OTHER[name])}))
+    checked = check_filter(BASE.owner, MemoryFilter(**{name: _as_requested(OTHER[name])}))
     assert checked == replace(BASE, **{name: OTHER[name]})
 
 
-def test_an_unknown_filter_is_refused_naming_it() -> None:
+def test_an_empty_set_stays_a_filter_that_admits_nothing() -> None:
+    assert check_filter(BASE.owner, MemoryFilter(scopes=frozenset())) == replace(BASE, scopes=frozenset())
+    assert search_filter(SearchBody.model_validate({"query": "q", "scopes": []})) == MemoryFilter(scopes=frozenset())
+
+
+@pytest.mark.parametrize("name", sorted(OTHER))
+def test_the_deprecated_filter_request_still_passes_every_filter_through(name: str) -> None:
+    with pytest.warns(DeprecationWarning, match="FilterRequest"):
+        request = FilterRequest(**{name: _as_requested(OTHER[name])})
+    assert check_filter(BASE.owner, request) == replace(BASE, **{name: OTHER[name]})
+
+
+def test_an_unknown_filter_of_the_deprecated_request_is_refused_naming_it() -> None:
+    with pytest.warns(DeprecationWarning):
+        request = FilterRequest(colour="red")
     with pytest.raises(InvalidInputError) as exc:
-        check_filter(BASE.owner, FilterRequest(colour="red"))
+        check_filter(BASE.owner, request)
     assert exc.value.field == "colour"
 
 

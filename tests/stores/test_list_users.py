@@ -8,13 +8,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-import pytest
 
 from cognis_memory.domain import Owner
 from cognis_memory.stores.values import UserSummary
 from tests.stores.helpers import Harness, make_memory
-
-pytestmark = pytest.mark.integration
 
 T0 = datetime(2025, 3, 1, 12, tzinfo=UTC)
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from cognis_memory.domain import Message
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.stores.embedded.memories import list_memories_sql as sqlite_memories_sql
 from cognis_memory.stores.embedded.messages import session_messages_sql as sqlite_messages_sql
@@ -20,7 +21,6 @@ from cognis_memory.stores.opensearch import OpenSearchStore
 from cognis_memory.stores.opensearch.indices import SAID_US, TS_US, memory_document
 from cognis_memory.stores.postgres.memories import list_memories_sql as pg_memories_sql
 from cognis_memory.stores.postgres.messages import session_messages_sql as pg_messages_sql
-from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner, new_prefix, os_client
 
 pytestmark = pytest.mark.integration

@@ -28,7 +28,7 @@ import pytest
 
 from cognis_memory.domain import Message, Owner, Scope, new_id
 from cognis_memory.message_body import MessageBody
-from cognis_memory.service import FilterRequest
+from cognis_memory.service import MemoryFilter
 from cognis_memory.stores.embedded import connect
 from cognis_memory.stores.migrations import postgres as pg_migrations
 from cognis_memory.stores.migrations import sqlite as sqlite_migrations
@@ -158,7 +158,7 @@ async def check_behaviour(store: Any, embedder: Any, owner: Owner) -> None:
 
         async def found(query: str, **kw: Any) -> list[str]:
             hits = (
-                await svc.search(owner.tenant_id, owner.user_id, query, recipe="bm25", filter=FilterRequest(**kw))
+                await svc.search(owner.tenant_id, owner.user_id, query, recipe="bm25", filter=MemoryFilter(**kw))
             ).hits
             return [h.memory.id for h in hits]
 

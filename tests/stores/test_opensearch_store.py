@@ -13,9 +13,9 @@ import pytest_asyncio
 
 from cognis_memory.domain import Job, Message
 from cognis_memory.errors import ConflictError
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.opensearch import OpenSearchStore, owner_key
 from cognis_memory.stores.opensearch.memories import OpenSearchMemories
-from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner, new_prefix, os_client, short_of
 
 pytestmark = pytest.mark.integration

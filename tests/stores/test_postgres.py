@@ -13,6 +13,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from cognis_memory.domain import Category, Job, Memory, Owner
 from cognis_memory.errors import DependencyUnavailableError
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.migrations.postgres import MIGRATIONS, SchemaMismatchError
 from cognis_memory.stores.postgres import PostgresStore
 from cognis_memory.stores.roles import (
@@ -24,7 +25,6 @@ from cognis_memory.stores.roles import (
     StoreLifecycle,
     VectorSearch,
 )
-from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import brute_force, create_database, unit
 
 pytestmark = pytest.mark.integration

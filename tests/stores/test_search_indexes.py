@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from cognis_memory.domain import MemoryKind, Owner
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores import keyword_index
 from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.stores.keyword_index import FtsStatistics, FtsTokenizer, UserKeywordIndex
-from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, make_memory, short_of, unit
 
 WORDS = (

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 import pytest
 
 from cognis_memory.domain import Category, Memory, MemoryKind, Owner
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.opensearch import OpenSearchKeywordIndex
 from cognis_memory.stores.opensearch.documents import MEMORY_FIELDS, SEARCH_TEXT
 from cognis_memory.stores.opensearch.keyword_index import IndexOp, doc_version_current
-from cognis_memory.stores.values import SearchFilter
 from tests.store_kinds import os_client, unique_prefix
 
 pytestmark = pytest.mark.integration

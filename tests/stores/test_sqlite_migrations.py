@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from cognis_memory.domain import Category, Owner, Scope
+from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.embedded import EmbeddedStore, connect
 from cognis_memory.stores.filters import owner_token
 from cognis_memory.stores.migrations.record_columns import missing_columns
@@ -33,7 +34,6 @@ from cognis_memory.stores.migrations.sqlite import (
     table_columns,
 )
 from cognis_memory.stores.records import SQLITE, insert_statement, memory_to_row, row_values
-from cognis_memory.stores.values import SearchFilter
 from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner
 
 # The schema script of embedded.py before migrations existed (as of c0480d7, the `_SCHEMA` it ran on every

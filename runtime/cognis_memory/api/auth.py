@@ -2,7 +2,8 @@
 
 Authentication happens first, in :class:`ApiKeyAuth`, from the request's headers alone: a
 request under ``/v1/`` without a known key is answered 401 before a byte of its body is read or
-parsed (a keyless 16 MB body used to be read in full, and broken JSON without a key got 422).
+parsed, so a client without a key cannot make the server read a 16 MB body, and broken JSON without a
+key is a 401, not a 422.
 The key record is left on the request's state.
 
 Authorization is explicit per route: every route declares :data:`ReadKey` or :data:`WriteKey`.

@@ -120,10 +120,6 @@ class RequestContext:
             )
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 class RequestBody:
     """Reads the request body within ``max_bytes`` and checks JSON nesting, then replays it to the app."""
 

@@ -108,7 +108,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from ..api.schemas import SearchOut
-    from ..service import FilterRequest
+    from ..search_filter import MemoryFilter
 
     async def run(svc):
         res = await svc.search(
@@ -116,7 +116,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             args.user,
             args.query,
             limit=args.limit,
-            filter=FilterRequest(session_id=args.session),
+            filter=MemoryFilter(session_id=args.session),
             include_history=args.history,
             explain=args.explain,
             now=parse_time("now", args.now),

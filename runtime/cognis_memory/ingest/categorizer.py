@@ -7,8 +7,6 @@ text names a category's vocabulary explicitly. The result is deterministic for a
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ..domain import Category
@@ -42,7 +40,6 @@ _KEYWORDS: dict[Category, tuple[str, ...]] = {
     Category.TECHNICAL_SKILLS: ("python", "javascript", "programming", "kubernetes", "sql", "coding"),
     Category.COMMUNICATION_STYLE: ("bullet points", "short answers", "formal tone", "reply in"),
 }
-_WORDS = re.compile(r"[a-z']+(?: [a-z']+)?")
 
 
 class EmbeddingCategorizer:
@@ -63,9 +60,6 @@ class EmbeddingCategorizer:
             full, _ = await self._encoder.encode_async([CATEGORY_DESCRIPTIONS[c] for c in self._categories])
             self._prototypes = full
         return self._prototypes
-
-    async def categorize(self, text: str, embedding: np.ndarray) -> Category:
-        return (await self.categorize_many([text], embedding[None, :]))[0]
 
     async def categorize_many(self, texts: list[str], embeddings: np.ndarray) -> list[Category]:
         prototypes = await self.prototypes()

@@ -49,9 +49,9 @@ from ..domain import Category, Memory, MemoryKind, Owner, Scope
 from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder
 from ..providers.base import LLM, LLMOutputError
+from ..search_filter import SearchFilter
 from ..search_text import fact_text, search_text
 from ..stores.roles import VectorSearch
-from ..stores.values import SearchFilter
 from .answer_repair import AnswerReport, FactDraft, ask, read_decisions, read_facts
 from .answers import Action, Decisions, ExtractedFacts
 from .categorizer import EmbeddingCategorizer

@@ -58,13 +58,6 @@ from .parts import part_id
 from .resolution import ResolvedMessage, resolve_parts
 from .supersession import mark_superseded
 
-#: Metadata keys a caller's message metadata may not use: those the service writes into a raw memory's
-#: metadata (``role``, a long message's ``part``/``parts``), and ``scope`` and ``raw_memory_id``, which
-#: stores written before kept in a message's metadata (they are the message's own fields now, and the
-#: migrations move them there): a caller can neither forge them nor have them taken for the service's.
-RESERVED_METADATA_KEYS = frozenset({"scope", "raw_memory_id", "role", "part", "parts"})
-
-
 #: ``Job.result`` key of the messages whose extraction a job has already applied (a later session failed).
 EXTRACTED_MESSAGE_IDS = "extracted_message_ids"
 

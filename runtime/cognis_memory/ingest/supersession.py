@@ -6,8 +6,9 @@ what an extraction LLM concluded from that evidence, and each cites it through
 "I moved to Lisbon"), the new version keeps citing every message (its full provenance), and
 this module records which of them stated what is no longer true: the sources of the replaced
 version that are not part of the new evidence, under ``metadata["superseded_sources"]`` of the
-new version. The new version's ``message_time`` becomes the time of the new evidence (when the
-fact was last stated), not the time of the first statement.
+new version (the key and its reader, :func:`~cognis_memory.domain.superseded_sources`, are the
+domain's, since retrieval reads them too). The new version's ``message_time`` becomes the time of
+the new evidence (when the fact was last stated), not the time of the first statement.
 
 Retrieval reads the link (``retrieval/current_state.py``): for a present-state query a raw
 memory whose message is superseded evidence of a current fact among the candidates ranks
@@ -22,15 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..domain import Memory
-
-SUPERSEDED_SOURCES = "superseded_sources"
-
-
-def superseded_sources(memory: Memory) -> list[str]:
-    """Message ids that stated earlier, replaced versions of this fact (empty for raw memories)."""
-    value = memory.metadata.get(SUPERSEDED_SOURCES) if isinstance(memory.metadata, dict) else None
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+from ..domain import SUPERSEDED_SOURCES, Memory, superseded_sources
 
 
 def mark_superseded(

@@ -22,7 +22,8 @@ direction is reversed: the oldest predecessor comes first, the later statement b
 Nothing is removed; only the order changes.
 
 With an extraction LLM, facts and the raw messages they came from are linked explicitly
-(:mod:`cognis_memory.ingest.supersession`): a raw memory whose message stated a value that a
+(written by :mod:`cognis_memory.ingest.supersession`, read with
+:func:`cognis_memory.domain.superseded_sources`): a raw memory whose message stated a value that a
 current fact among the candidates has replaced is superseded by that fact, whatever their
 similarity and rank, so a stale message never ranks above the fact that replaced it. That link
 needs no reading of the query: it holds for every query that is not about the past (a question
@@ -39,8 +40,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..domain import Memory, MemoryKind
-from ..ingest.supersession import superseded_sources
+from ..domain import Memory, MemoryKind, superseded_sources
 from .stages import RetrievalStage, SearchState
 
 

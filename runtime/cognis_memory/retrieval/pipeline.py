@@ -28,8 +28,9 @@ from ..encoding.batching import Priority
 from ..encoding.encoder import MatryoshkaEncoder, normalise_rows
 from ..errors import DependencyUnavailableError
 from ..providers.base import Reranker
+from ..search_filter import SearchFilter
 from ..stores.roles import KeywordSearch, MemoryVersions, VectorSearch
-from ..stores.values import ScoredMemory, SearchFilter, VectorSearchResult
+from ..stores.values import ScoredMemory, VectorSearchResult
 from ..telemetry.recorder import StageRecorder
 from .config import RETRIEVAL_STAGES, RetrievalConfig
 from .fusion import tie_order, weighted_rrf

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..domain import Memory, Owner
-from ..stores.values import SearchFilter
+from ..search_filter import SearchFilter
 from .query_analysis import QueryAnalysis
 
 if TYPE_CHECKING:

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 from ..domain import Memory, Owner
 from ..errors import DependencyUnavailableError
+from ..search_filter import SearchFilter
 from ..stores.roles import KeywordSearch
-from ..stores.values import SearchFilter
 from ..timeexpr import TimeSpan
 from .query_analysis import find_names, name_candidates
 from .stages import RetrievalStage, SearchState

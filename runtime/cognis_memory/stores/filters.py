@@ -1,8 +1,8 @@
-"""The translation of a :class:`~.values.SearchFilter` for every backend, side by side: SQLite and
+"""The translation of a :class:`~cognis_memory.search_filter.SearchFilter` for every backend, side by side: SQLite and
 PostgreSQL SQL, OpenSearch's query DSL, the numpy mask of the embedded store's in-memory vector
 index, and the search-result cache key.
 
-The rules are the ``SearchFilter`` docstring's (and docs/stores.md, "Filter semantics"); the
+The rules are the ``MemoryFilter`` docstring's (and docs/stores.md, "Filter semantics"); the
 contract suite checks every backend against a reference written from it. Two kinds of rule:
 
 * the column filters, one per memory column the record marks filterable
@@ -25,8 +25,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..domain import Owner, Scope
+from ..search_filter import SearchFilter
 from .records import MEMORY_FILTERS, MEMORY_RECORD, Column, Match, epoch_us
-from .values import SearchFilter
 
 
 # -- SQLite (embedded store) -----------------------------------------------------------------------

@@ -29,9 +29,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..domain import Memory
+from ..search_filter import SearchFilter
 from .filters import ENUM_CODES, MASKED_RECORD, numpy_mask
 from .records import Column
-from .values import SearchFilter
 
 _faiss: Any
 try:

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Scope
+from ..search_filter import ColumnFilter, Match, any_of, equals
 
 
 class Row(Protocol):
@@ -209,37 +210,8 @@ POSTGRES = StoredValues(
 
 
 # -- the records: one column list each, read and written by kind -----------------------------------------
-class Match(StrEnum):
-    """How a search filter on one memory column (:class:`ColumnFilter`) admits a memory."""
-
-    #: the filter is a set of members of the (enum) column's enum: a memory is admitted when its value is one
-    #: of them (an empty set admits none)
-    ANY_OF = "any_of"
-    #: the filter is one id: a memory is admitted when the (text) column holds it (a memory without one never is)
-    EQUALS = "equals"
-
-
 #: the column kind each match is made for (what every translation and the request check are written for)
 MATCH_KINDS = {Match.ANY_OF: "enum", Match.EQUALS: "text"}
-
-
-@dataclass(frozen=True, slots=True)
-class ColumnFilter:
-    """A search filter on one memory column: ``name`` is its field in
-    :class:`~cognis_memory.stores.values.SearchFilter` and in the search request (``scopes`` filters
-    the column ``scope``). Every backend's translation, the embedded store's vector index and the
-    request check follow from it (:mod:`.filters`, :mod:`.numpy_index`, :func:`~cognis_memory.validation.check_filter`)."""
-
-    name: str
-    match: Match
-
-
-def any_of(name: str) -> ColumnFilter:
-    return ColumnFilter(name, Match.ANY_OF)
-
-
-def equals(name: str) -> ColumnFilter:
-    return ColumnFilter(name, Match.EQUALS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +309,8 @@ MESSAGE_COLUMNS = tuple(c.name for c in MESSAGE_RECORD)
 JOB_COLUMNS = tuple(c.name for c in JOB_RECORD)
 #: the memory fields of the dual store's keyword index (before the derived effective time)
 SEARCHED_MEMORY_RECORD = tuple(c for c in MEMORY_RECORD if c.searched)
-#: the memory columns a search filters on by themselves, each with its :class:`ColumnFilter` (the owner,
+#: the memory columns a search filters on by themselves, each with its
+#: :class:`~cognis_memory.search_filter.ColumnFilter` (the owner,
 #: ``is_current``, the session's CONTEXT visibility and the effective time range are rules of their own)
 MEMORY_FILTERS: tuple[tuple[Column, ColumnFilter], ...] = tuple(
     (c, c.filter) for c in MEMORY_RECORD if c.filter is not None

@@ -16,31 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..domain import Category, Memory, MemoryKind, Owner, Scope
+from ..domain import Memory
 
-
-@dataclass(slots=True, frozen=True)
-class SearchFilter:
-    """What a search may see. ``owner`` is mandatory; everything else narrows it.
-
-    ``scopes``, ``categories``, ``kinds`` and ``agent_id`` are column filters: each is declared on its
-    column in :data:`~.records.MEMORY_RECORD` (``filter=any_of(...)``: the memory's value is one of
-    the set, an empty set admits nothing; ``filter=equals(...)``: the memory holds that value, one
-    without a value is excluded), and every translation follows from there (:mod:`.filters`).
-    ``session_id``: CONTEXT-scope memories are visible only when they belong to this session
-    (USER-scope memories are unaffected); ``None`` means CONTEXT memories of every session.
-    ``time_from``/``time_to`` apply to the effective time (event time, else message time);
-    memories without any time are excluded when a range is given.
-    """
-
-    owner: Owner
-    scopes: frozenset[Scope] | None = None
-    session_id: str | None = None
-    categories: frozenset[Category] | None = None
-    kinds: frozenset[MemoryKind] | None = None
-    agent_id: str | None = None
-    time_from: datetime | None = None
-    time_to: datetime | None = None
+# The filter a search passes to the stores is declared below both retrieval and the stores; it stays
+# importable from here, where callers of earlier releases import it.
+from ..search_filter import SearchFilter as SearchFilter
 
 
 @dataclass(slots=True)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 from fastapi import APIRouter
 
-from ...validation import FilterRequest
+from ...search_filter import MemoryFilter
 from ..auth import ReadKey
 from ..deps import RequestIds, Service
 from ..schemas import (
@@ -21,15 +21,24 @@ from ..schemas import (
 
 router = APIRouter(tags=["search"])
 
-
-def _filter(body: RetrievalOptions) -> FilterRequest:
-    """The body's filter fields as the one filter the service takes."""
-    return FilterRequest(**body.model_dump(include=set(FilterRequest.NAMES)))
+T = TypeVar("T")
 
 
-def _options(body: RetrievalOptions, *besides: str) -> dict[str, Any]:
-    """The body's other fields (its options), but ``besides``."""
-    return body.model_dump(exclude={*FilterRequest.NAMES, *besides})
+def _set(values: list[T] | None) -> frozenset[T] | None:
+    return None if values is None else frozenset(values)
+
+
+def search_filter(body: RetrievalOptions) -> MemoryFilter:
+    """The body's filter fields as the search's filter (the service checks it)."""
+    return MemoryFilter(
+        scopes=_set(body.scopes),
+        session_id=body.session_id,
+        categories=_set(body.categories),
+        kinds=_set(body.kinds),
+        agent_id=body.agent_id,
+        time_from=body.time_from,
+        time_to=body.time_to,
+    )
 
 
 @router.post("/v1/users/{user_id}/search", response_model=SearchOut, summary="Search memories")
@@ -38,10 +47,14 @@ async def search(user_id: str, body: SearchBody, key: ReadKey, service: Service,
         key.tenant_id,
         user_id,
         body.query,
-        filter=_filter(body),
+        limit=body.limit,
+        filter=search_filter(body),
+        include_history=body.include_history,
+        explain=body.explain,
+        now=body.now,
+        recipe=body.recipe,
         request_id=ids.request_id,
         client_request_id=ids.client_request_id,
-        **_options(body, "query"),
     )
     return SearchOut.of(res, explain=body.explain)
 
@@ -57,10 +70,15 @@ async def context(user_id: str, body: ContextBody, key: ReadKey, service: Servic
         user_id,
         body.query,
         message=body.message,
-        filter=_filter(body),
+        max_tokens=body.max_tokens,
+        with_ids=body.with_ids,
+        limit=body.limit,
+        filter=search_filter(body),
+        include_history=body.include_history,
+        now=body.now,
+        recipe=body.recipe,
         request_id=ids.request_id,
         client_request_id=ids.client_request_id,
-        **_options(body, "query", "message"),
     )
     return ContextOut(
         text=block.text,

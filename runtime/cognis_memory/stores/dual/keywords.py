@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from ...search_filter import SearchFilter
 from ..opensearch.keyword_index import OpenSearchKeywordIndex
 from ..postgres import PostgresMemories
-from ..values import ScoredMemory, SearchFilter
+from ..values import ScoredMemory
 
 
 class HydratedKeywordSearch:

@@ -40,7 +40,7 @@ from .connection import connect
 #: Rows read per step when a user's vector or keyword index is loaded. Small steps keep the short-lived
 #: buffers of a step (the rows' blobs and tuples: about 4 MB at 2,048 rows) from fragmenting the heap:
 #: at 16,384 rows (about 33 MB a step) 35-40 MiB per 100k memories stayed resident after the load, even
-#: after a heap trim (docs/benchmarks.md, "Search cost at scale", round 4).
+#: after a heap trim (measured in docs/benchmarks.md, "Search cost at scale").
 _LOAD_CHUNK = 2048
 #: how much lower the priority of a background index build is than the process's (a nice increment)
 BACKGROUND_NICE = 10

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from ...domain import Owner
+from ...search_filter import SearchFilter
 from ..ann_index import build_prefix_ann
 from ..filters import MASKED_RECORD, owner_token, sqlite_filter
 from ..keyword_index import UserKeywordIndex, idf
@@ -17,7 +18,7 @@ from ..records import (
     SQLITE,
     memory_from_row,
 )
-from ..values import ScoredMemory, SearchFilter, VectorSearchResult
+from ..values import ScoredMemory, VectorSearchResult
 from .base import (
     _LOAD_CHUNK,
     _MEMORY_COLUMNS,

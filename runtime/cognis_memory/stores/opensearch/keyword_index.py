@@ -10,7 +10,7 @@ Index design (one alias ``<prefix>-keyword`` over ``<prefix>-keyword-000001``):
   the writer counts as "already newer") and cannot resurrect a superseded or deleted memory.
   Deletes leave tombstones for ``index.gc_deletes`` (1 h here), far longer than any retry.
 * Every filter is a ``bool.filter`` clause: ``term`` on tenant_id AND user_id AND
-  ``is_current: true``, plus the :class:`~cognis_memory.stores.values.SearchFilter` narrowing.
+  ``is_current: true``, plus the :class:`~cognis_memory.search_filter.SearchFilter` narrowing.
   User text only ever reaches a ``match`` query (analysed as plain words; never
   ``query_string``/``simple_query_string``), so no query syntax can be injected.
 * ``search_text`` (:func:`~cognis_memory.search_text.search_text`: the content with its speaker and
@@ -33,8 +33,8 @@ from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
 
 from ...domain import Memory, Owner
+from ...search_filter import SearchFilter
 from ..filters import opensearch_filter
-from ..values import SearchFilter
 from .client import OpenSearchRunner, Refresh, delete_matching, ensure_index, index_settings
 from .documents import MEMORY_FIELDS, match_clause, match_text, memory_fields
 

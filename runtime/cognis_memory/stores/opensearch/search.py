@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from ...search_filter import SearchFilter
 from ..filters import opensearch_filter
 from ..records import OPENSEARCH, memory_from_row
-from ..values import ScoredMemory, SearchFilter, VectorSearchResult
+from ..values import ScoredMemory, VectorSearchResult
 from .documents import knn_score, match_clause, match_text
 from .memories import OpenSearchMemories
 

@@ -15,9 +15,10 @@ import time
 import numpy as np
 from psycopg.rows import dict_row
 
+from ...search_filter import SearchFilter
 from ..filters import postgres_filter
 from ..records import MEMORY_COLUMNS, POSTGRES, memory_from_row
-from ..values import ScoredMemory, SearchFilter, VectorSearchResult
+from ..values import ScoredMemory, VectorSearchResult
 from .connection import PostgresDatabase
 
 _COLS_M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)

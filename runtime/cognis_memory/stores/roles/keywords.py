@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from ..values import ScoredMemory, SearchFilter
+from ...search_filter import SearchFilter
+from ..values import ScoredMemory
 
 
 @runtime_checkable

@@ -6,7 +6,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..values import SearchFilter, VectorSearchResult
+from ...search_filter import SearchFilter
+from ..values import VectorSearchResult
 
 
 @runtime_checkable
