@@ -20,7 +20,8 @@ from .encoding.encoder import MatryoshkaEncoder
 from .providers import factory as provider_factory
 from .providers.base import LLM, Embedder, Reranker
 from .providers.model_lifecycle import BedrockModelLifecycleCheck
-from .stores.registry import STORES, StoreContext, StoreKind
+from .stores.context import StoreContext
+from .stores.registry import STORES, StoreKind
 from .stores.roles import StoreBundle
 
 
