@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_core import InitErrorDetails
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 ENV_PREFIX = "COGNIS_"
@@ -30,11 +31,29 @@ def env_name(flat: str) -> str:
 
 def registered(family: str, kinds: Mapping[str, object]) -> AfterValidator:
     """A validator that takes a value only when the registry of ``family`` (stores/registry.py,
-    providers/registry.py, providers/embedding_models.py) has it: ``Annotated[str, registered(...)]``."""
+    providers/embedding_models.py) has it: ``Annotated[str, registered(...)]``."""
 
     def check(value: str) -> str:
         if value not in kinds:
             raise ValueError(f"unknown {family} kind {value!r}; the kinds are {', '.join(kinds)}")
+        return value
+
+    return AfterValidator(check)
+
+
+def registered_kind(family: str, kinds: Collection[str]) -> AfterValidator:
+    """A validator of a component's settings that takes them only when ``kinds`` has their ``kind``:
+    ``Annotated[EmbedderSettings, registered_kind("embedder", [...])]``, for a registry that stands above
+    the component's settings (it loads the classes that read them) and that the settings cannot import.
+    The error names the component and the flat name of its ``kind``, as a check of the field would."""
+
+    def check(value: ComponentSettings) -> ComponentSettings:
+        kind = getattr(value, "kind")  # noqa: B009  # every component with a registry has one; ComponentSettings has not
+        if kind not in kinds:
+            alias = type(value).model_fields["kind"].alias or "kind"
+            error = ValueError(f"unknown {family} kind {kind!r}; the kinds are {', '.join(kinds)}")
+            detail = InitErrorDetails(type="value_error", loc=(alias,), input=kind, ctx={"error": error})
+            raise ValidationError.from_exception_data(type(value).__name__, [detail])
         return value
 
     return AfterValidator(check)

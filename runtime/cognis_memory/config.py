@@ -34,11 +34,13 @@ from .component_settings import (
     flat_fields,
     nest,
     registered,
+    registered_kind,
 )
 from .encoding.settings import EncoderSettings
 from .ingest.settings import IngestSettings, JobSettings
 from .providers.bedrock_models import default_model_id
-from .providers.settings import EmbedderSettings, LLMSettings, RerankerSettings
+from .providers.registry import EMBEDDERS, LLMS, RERANKERS
+from .providers.settings import NONE, EmbedderSettings, LLMSettings, RerankerSettings
 from .retrieval.settings import RetrievalSettings
 from .stores.registry import STORES
 from .stores.settings import EmbeddedStoreSettings, OpenSearchSettings, PostgresSettings
@@ -60,10 +62,14 @@ class Settings(BaseSettings):
     postgres: PostgresSettings = Field(default_factory=PostgresSettings)
     opensearch: OpenSearchSettings = Field(default_factory=OpenSearchSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
-    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    embedder: Annotated[EmbedderSettings, registered_kind("embedder", EMBEDDERS)] = Field(
+        default_factory=EmbedderSettings
+    )
     encoder: EncoderSettings = Field(default_factory=EncoderSettings)
-    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
-    llm: LLMSettings = Field(default_factory=LLMSettings)
+    reranker: Annotated[RerankerSettings, registered_kind("reranker", [NONE, *RERANKERS])] = Field(
+        default_factory=RerankerSettings
+    )
+    llm: Annotated[LLMSettings, registered_kind("llm", [NONE, *LLMS])] = Field(default_factory=LLMSettings)
     aws_region: str | None = Field(None, description="AWS region for Bedrock, SageMaker, Secrets Manager, OpenSearch.")
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)

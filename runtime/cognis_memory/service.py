@@ -26,25 +26,22 @@ from typing import Any
 
 from . import wiring
 from .api_keys import LEGACY_LIST_KEY_NAME, MAX_KEY_LENGTH, hash_api_key, parse_api_key_list
-from .caching.result_cache import Cache, NullCache
+from .caching.result_cache import Cache
 from .config import Settings
 from .domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, utcnow
 from .encoding.batching import Priority
 from .errors import ConflictError, InvalidInputError, NotFoundError
-from .ingest.categorizer import EmbeddingCategorizer
-from .ingest.pipeline import IngestPipeline, IngestResult, extraction_metrics
-from .ingest.worker import JobWorker
+from .ingest.pipeline import IngestResult, extraction_metrics
 from .message_body import MessageBody
 from .paging import Listing, decode_cursor, encode_cursor
 from .prompt_block import PromptBlock, build_prompt_block
 from .providers.base import LLM, Embedder, Reranker
 from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycle, log_lifecycle
-from .retrieval.cached import CachedRetrieval
-from .retrieval.config import RetrievalConfig, get_recipe, with_knobs
-from .retrieval.pipeline import RetrievalPipeline, SearchQuery, SearchResponse
+from .retrieval.config import RetrievalConfig
+from .retrieval.pipeline import SearchQuery, SearchResponse
 from .search_filter import MemoryFilter
 from .search_text import search_text
-from .stores.roles import StoreBackend, StoreBundle, as_bundle
+from .stores.roles import StoreBackend, StoreBundle
 from .stores.values import ApiKeyRecord, PagePosition, UserSummary
 from .telemetry import names
 from .telemetry.emitter import Telemetry
@@ -56,12 +53,12 @@ from .validation import (
     check_messages,
     check_owner,
     check_query,
-    check_recipe,
     check_time,
     check_update,
     context_query,
     enum_value,
 )
+from .wiring import ServiceComponents
 
 MAX_PROMPT_BLOCK_TOKENS = 32000
 #: the job listing's filter for every job whose facts are still to come
@@ -75,17 +72,23 @@ __all__ = ["MAX_PROMPT_BLOCK_TOKENS", "FilterRequest", "MemoryFilter", "MemorySe
 
 
 class MemoryService:
-    """Builds and owns the pipelines, the store, the cache and the worker.
+    """Every operation of the API over the components it is handed (:class:`~.wiring.ServiceComponents`: the
+    store, the cache, the pipelines, the worker), which :mod:`.wiring` builds from the settings.
 
-    ``store`` is a :class:`~cognis_memory.stores.roles.StoreBundle` (what :func:`~.wiring.build_store` returns) or a
-    backend object with ``roles()`` (``EmbeddedStore(...)``); each pipeline gets only the roles it uses."""
+    ``MemoryService.from_settings(...)`` builds everything the settings name. A caller that has its own store
+    and embedder (tests, benchmarks, an application that opens its store itself) hands them over instead of
+    ``components``: ``MemoryService(settings, store=..., embedder=...)``, with an optional ``cache``, ``llm``,
+    ``reranker``, ``telemetry``, ``retrieval_config`` and ``model_check``, and :func:`~.wiring.build_components`
+    builds the rest. ``store`` is a :class:`~cognis_memory.stores.roles.StoreBundle` (what
+    :func:`~.wiring.build_store` returns) or a backend object with ``roles()`` (``EmbeddedStore(...)``)."""
 
     def __init__(
         self,
         settings: Settings,
+        components: ServiceComponents | None = None,
         *,
-        store: StoreBundle | StoreBackend,
-        embedder: Embedder,
+        store: StoreBundle | StoreBackend | None = None,
+        embedder: Embedder | None = None,
         cache: Cache | None = None,
         llm: LLM | None = None,
         reranker: Reranker | None = None,
@@ -93,53 +96,39 @@ class MemoryService:
         retrieval_config: RetrievalConfig | None = None,
         model_check: BedrockModelLifecycleCheck | None = None,
     ) -> None:
+        parts = (store, embedder, cache, llm, reranker, telemetry, retrieval_config, model_check)
+        if components is None:
+            if store is None or embedder is None:
+                raise TypeError("MemoryService needs its components, or a store and an embedder to build them on")
+            components = wiring.build_components(
+                settings,
+                store=store,
+                embedder=embedder,
+                cache=cache,
+                llm=llm,
+                reranker=reranker,
+                telemetry=telemetry,
+                retrieval_config=retrieval_config,
+                model_check=model_check,
+            )
+        elif any(part is not None for part in parts):
+            raise TypeError("MemoryService takes its components, or the parts to build them from, not both")
         self.settings = settings
         #: asked once at start (never fails the start); its answer is ``llm_model`` and part of ``/ready``
-        self._model_check = model_check
+        self._model_check = components.model_check
         self.llm_model: ModelLifecycle | None = None
-        self.stores = stores = as_bundle(store)
-        self.cache = cache or NullCache()
-        self._owns_telemetry = telemetry is None  # then its trace exporter is flushed and stopped on close
-        self.telemetry = telemetry or Telemetry.from_settings(settings.telemetry)
-        self.encoder = wiring.build_encoder(settings, embedder)
+        self.stores = components.stores
+        self.cache = components.cache
+        self._owns_telemetry = components.owns_telemetry  # then its trace exporter is flushed and stopped on close
+        self.telemetry = components.telemetry
+        self.encoder = components.encoder
         #: named recipes with the settings' recipe_overrides applied, by name (built on first use)
         self._recipes: dict[str, RetrievalConfig] = {}
-        self.retrieval_config = retrieval_config or self.recipe(settings.retrieval.recipe)
-        self.ingest = IngestPipeline(
-            self.encoder,
-            messages=stores.messages,
-            memories=stores.memories,
-            jobs=stores.jobs,
-            vectors=stores.vectors,
-            cache=self.cache,
-            categorizer=EmbeddingCategorizer(self.encoder),
-            llm=llm,
-            job_max_attempts=settings.jobs.max_attempts,
-            memory_max_bytes=settings.ingest.memory_max_bytes,
-            # longer than a synchronous extraction can take (two questions, each asked at most twice)
-            sync_grace_s=max(settings.jobs.lease_s, 4 * settings.llm.timeout_s + 10),
-            update_min_similarity=settings.resolved_update_min_similarity,
-        )
-        self.retrieval = RetrievalPipeline(
-            self.encoder,
-            vectors=stores.vectors,
-            keywords=stores.keywords,
-            memories=stores.memories,
-            cache=self.cache,
-            config=self.retrieval_config,
-            reranker=reranker,
-            reranker_timeout_s=settings.reranker.timeout_ms / 1000,
-        )
-        self.cached_retrieval = CachedRetrieval(self.retrieval, self.cache)
-        self.worker = JobWorker(
-            self.ingest,
-            self.telemetry,
-            backoff_s=settings.jobs.backoff_s,
-            max_backoff_s=settings.jobs.max_backoff_s,
-            max_wait_s=settings.jobs.max_wait_s,
-            lease_s=settings.jobs.lease_s,
-            concurrency=settings.jobs.worker_concurrency,
-        )
+        self.retrieval_config = components.retrieval_config
+        self.ingest = components.ingest
+        self.retrieval = components.retrieval
+        self.cached_retrieval = components.cached_retrieval
+        self.worker = components.worker
         self._listed_keys = self._bootstrap_api_keys()
         self._started = False
 
@@ -150,18 +139,7 @@ class MemoryService:
     ) -> MemoryService:
         """Build every component named by the settings (argument > environment > default), through :mod:`.wiring`."""
         settings = settings.replace(**overrides) if settings else Settings(**overrides)
-        embedder = wiring.build_embedder(settings)
-        dim = settings.encoder.dim_full or embedder.dim
-        return cls(
-            settings,
-            store=wiring.build_store(settings, dim=dim, dim_short=settings.encoder.dim_short),
-            embedder=embedder,
-            cache=wiring.build_cache(settings),
-            llm=wiring.build_llm(settings),
-            reranker=wiring.build_reranker(settings),
-            telemetry=telemetry,
-            model_check=wiring.build_model_check(settings),
-        )
+        return cls(settings, wiring.components_from_settings(settings, telemetry=telemetry))
 
     async def start(self, *, run_worker: bool | None = None) -> MemoryService:
         if self._started:
@@ -274,8 +252,7 @@ class MemoryService:
         :class:`InvalidInputError` naming ``recipe``)."""
         cfg = self._recipes.get(name)
         if cfg is None:
-            base = check_recipe(name) or get_recipe(name)  # the blank name: unknown, named
-            cfg = self._recipes[name] = with_knobs(base, self.settings.resolved_recipe_overrides)
+            cfg = self._recipes[name] = wiring.named_recipe(self.settings, name)
         return cfg
 
     async def search(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cognis_memory.config import Settings
-from cognis_memory.providers import default_model
+from cognis_memory.providers import default_model, factory
 from cognis_memory.providers.base import LLM, Embedder, Reranker
 from cognis_memory.providers.llms import BedrockConverseLLM, OpenAICompatibleLLM
 from cognis_memory.providers.onnx_embedder import OnnxEmbedder
@@ -77,7 +77,7 @@ def test_sagemaker_reranker_from_the_environment(monkeypatch: pytest.MonkeyPatch
 
 def test_unknown_reranker_kind() -> None:
     with pytest.raises(ValueError, match="reranker must be one of none, local, sagemaker"):
-        build_reranker(Settings(reranker=RerankerSettings.model_construct(kind="cohere")))
+        factory.build_reranker(RerankerSettings.model_construct(kind="cohere"), device="cpu", aws_region=None)
 
 
 # --- LLMs ------------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def test_openai_llm_without_key() -> None:
 
 def test_unknown_llm_kind() -> None:
     with pytest.raises(ValueError, match="llm must be one of none, bedrock, openai"):
-        build_llm(Settings(llm=LLMSettings.model_construct(kind="anthropic")))
+        factory.build_llm(LLMSettings.model_construct(kind="anthropic"), aws_region=None)
 
 
 # --- embedder --------------------------------------------------------------------------------
@@ -174,29 +174,29 @@ def test_an_onnx_file_of_ones_own_needs_its_tokenizer() -> None:
 
 def test_unknown_embedder_kind() -> None:
     with pytest.raises(ValueError, match="embedder must be one of onnx, sentence-transformers"):
-        build_embedder(Settings(embedder=EmbedderSettings.model_construct(kind="tfidf")))
+        factory.build_embedder(EmbedderSettings.model_construct(kind="tfidf"))
 
 
 # --- registry ----------------------------------------------------------------------------------
 
 
-def test_every_registered_provider_names_a_class_that_builds_itself_from_the_settings() -> None:
-    import importlib
-
+def test_every_registered_provider_loads_a_class_that_builds_itself_from_the_settings() -> None:
     from cognis_memory.providers.registry import EMBEDDERS, LLMS, RERANKERS
 
     for family, providers in (("embedder", EMBEDDERS), ("reranker", RERANKERS), ("llm", LLMS)):
-        for kind, provider in providers.items():
-            module, _, name = provider.target.partition(":")
-            cls = getattr(importlib.import_module(module), name)
-            assert isinstance(cls, type) and callable(getattr(cls, "from_settings", None)), (family, kind)
+        for kind, load in providers.items():
+            builder = load()
+            cls = getattr(builder, "__self__", None)  # the class whose from_settings it is
+            assert isinstance(cls, type) and builder == cls.from_settings, (family, kind)
             assert getattr(Settings(**{family: kind}), family).kind == kind
 
 
 @pytest.mark.parametrize("family", ["embedder", "reranker", "llm"])
 def test_settings_refuse_an_unregistered_provider_kind(family: str) -> None:
-    with pytest.raises(ValueError, match=f"unknown {family} kind 'nope'"):
+    with pytest.raises(ValueError, match=f"unknown {family} kind 'nope'") as info:
         Settings(**{family: "nope"})
+    # named as the component and its flat name, with the value given
+    assert f"\n{family}.{family}\n" in str(info.value) and "input_value='nope'" in str(info.value)
 
 
 def test_the_cli_offers_the_registered_provider_kinds() -> None:

@@ -6,14 +6,12 @@ from __future__ import annotations
 import pytest
 
 from cognis_memory.domain import Owner
-from cognis_memory.retrieval.config import RETRIEVAL_STAGES
 from cognis_memory.retrieval.pipeline import CANDIDATE_STAGES, RetrievalPipeline, SearchQuery, stage_names
+from cognis_memory.retrieval.registry import RETRIEVAL_STAGES
 from cognis_memory.retrieval.stages import PHASES, RetrievalStage, SearchState, StageResources, load_stages
 from cognis_memory.search_filter import SearchFilter
 from cognis_memory.service import MessageBody
 from cognis_memory.telemetry.recorder import StageRecorder
-
-HERE = "tests.retrieval.test_stage_registry"
 
 
 class ReverseRanking(RetrievalStage):
@@ -61,10 +59,10 @@ def test_the_registry_loads_in_order_and_each_stage_names_itself() -> None:
 @pytest.mark.parametrize(
     ("registry", "message"),
     [
-        ({"not_a_stage": f"{HERE}:NotAStage"}, "is not a RetrievalStage"),
-        ({"missing": f"{HERE}:Missing"}, "is not a RetrievalStage"),
-        ({"reversed": f"{HERE}:ReverseRanking"}, "calls itself 'reverse_ranking'"),
-        ({"reverse_ranking": f"{HERE}:ReverseRanking", "late_boost": f"{HERE}:BoostAfterRanking"}, "cannot run after"),
+        ({"not_a_stage": lambda: NotAStage}, "is not a RetrievalStage"),
+        ({"missing": lambda: None}, "is not a RetrievalStage"),
+        ({"reversed": lambda: ReverseRanking}, "ReverseRanking calls itself 'reverse_ranking'"),
+        ({"reverse_ranking": lambda: ReverseRanking, "late_boost": lambda: BoostAfterRanking}, "cannot run after"),
     ],
 )
 def test_a_wrong_registry_entry_is_refused_when_the_pipeline_is_built(registry, message) -> None:
@@ -82,7 +80,7 @@ async def test_a_new_stage_runs_in_its_registered_place_timed_under_its_name(mak
     base = svc.retrieval
     registry = dict(RETRIEVAL_STAGES)
     chain = registry.pop("version_chain")
-    registry |= {"reverse_ranking": f"{HERE}:ReverseRanking", "version_chain": chain}
+    registry |= {"reverse_ranking": lambda: ReverseRanking, "version_chain": chain}
     extended = RetrievalPipeline(
         base.encoder, vectors=base.vectors, keywords=base.keywords, memories=base.memories, cache=base.cache,
         config=base.config, stages=registry,

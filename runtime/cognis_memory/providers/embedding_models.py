@@ -9,21 +9,31 @@ per model, by measurement (docs/benchmarks.md, "Another embedding model"); expli
 
 Adding a model is a module with ``NAME``, ``onnx_file()`` and ``tokenizer_file()`` (as
 :mod:`.default_model` and :mod:`.bge_small`; with ``fetch()`` too when its files are downloaded
-once by ``cognis-memory fetch-model``) and one line here.
+once by ``cognis-memory fetch-model``), one loader function here that imports it and its line in
+:data:`EMBEDDING_MODELS` (the way the providers, stores and retrieval stages are registered).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import import_module
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, Protocol
+
+
+class ModelFiles(Protocol):
+    """A model's files module: its name and where its files are (built or fetched on first use)."""
+
+    NAME: str
+
+    def onnx_file(self) -> str: ...
+
+    def tokenizer_file(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingModel:
-    files: str  #: module with NAME, onnx_file() and tokenizer_file()
+    files: Callable[[], ModelFiles]  #: imports the model's files module (NAME, onnx_file(), tokenizer_file())
     pooling: Literal["mean", "cls"]  #: as the model was trained (its sentence-transformers 1_Pooling config)
     query_prefix: str = ""  #: put before search queries, never before messages
     recipe_overrides: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
@@ -32,30 +42,42 @@ class EmbeddingModel:
     update_similarity: float = 0.40
 
     def name(self) -> str:
-        return str(import_module(self.files).NAME)
+        return str(self.files().NAME)
 
     def onnx_file(self) -> str:
-        return str(import_module(self.files).onnx_file())
+        return str(self.files().onnx_file())
 
     def tokenizer_file(self) -> str:
-        return str(import_module(self.files).tokenizer_file())
+        return str(self.files().tokenizer_file())
 
     @property
     def fetchable(self) -> bool:
         """Its files are downloaded once by ``cognis-memory fetch-model`` (the module has ``fetch``)."""
-        return hasattr(import_module(self.files), "fetch")
+        return hasattr(self.files(), "fetch")
 
     def fetch(self) -> str:
         """Download and build the files (see the module's ``fetch``); returns their directory."""
-        return str(import_module(self.files).fetch())
+        return str(getattr(self.files(), "fetch")())  # noqa: B009  # a module of fetched files only
+
+
+def _minilm() -> ModelFiles:
+    from . import default_model
+
+    return default_model
+
+
+def _bge_small() -> ModelFiles:
+    from . import bge_small
+
+    return bge_small
 
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 
 EMBEDDING_MODELS: dict[str, EmbeddingModel] = {
-    DEFAULT_EMBEDDING_MODEL: EmbeddingModel("cognis_memory.providers.default_model", "mean"),
+    DEFAULT_EMBEDDING_MODEL: EmbeddingModel(_minilm, "mean"),
     "bge-small-en-v1.5": EmbeddingModel(
-        "cognis_memory.providers.bge_small",
+        _bge_small,
         "cls",
         query_prefix="Represent this sentence for searching relevant passages: ",
         recipe_overrides=MappingProxyType({"state_similarity": 0.70}),

@@ -1,6 +1,6 @@
 """Build a provider of each family from that family's settings, through the registry.
 
-The provider kinds and their classes are in :mod:`.registry`, each family's settings in
+The provider kinds and the loaders of their builders are in :mod:`.registry`, each family's settings in
 :mod:`.settings` (:class:`~.settings.EmbedderSettings`, :class:`~.settings.RerankerSettings`,
 :class:`~.settings.LLMSettings`); each provider class builds itself with ``from_settings``, from its
 family's settings and, for rerankers and LLMs, the few values shared with other components (the AWS
@@ -12,32 +12,34 @@ happen only for the provider chosen.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from cognis_memory.component_settings import env_name
 from cognis_memory.providers.base import LLM, Embedder, Reranker
-from cognis_memory.providers.registry import EMBEDDERS, LLMS, RERANKERS, Provider
+from cognis_memory.providers.registry import EMBEDDERS, LLMS, RERANKERS
 from cognis_memory.providers.settings import NONE, EmbedderSettings, LLMSettings, RerankerSettings
 
 __all__ = ["build_embedder", "build_llm", "build_reranker"]
 
 
-def _provider_class(family: str, kind: str, providers: dict[str, Provider], *, optional: bool) -> Any:
-    provider = providers.get(kind)
-    if provider is None:
+B = TypeVar("B")
+
+
+def _builder(family: str, kind: str, providers: Mapping[str, Callable[[], B]], *, optional: bool) -> B:
+    """The builder of ``kind`` (its module imported now); ``ValueError`` naming the kinds for another."""
+    load = providers.get(kind)
+    if load is None:
         kinds = ", ".join([NONE, *providers] if optional else providers)
         raise ValueError(f"{family} must be one of {kinds} ({env_name(family)}), got {kind!r}")
-    module, _, name = provider.target.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return load()
 
 
 def build_embedder(settings: EmbedderSettings) -> Embedder:
     """The embedder chosen by ``settings.kind`` (default ``onnx``: the int8 all-MiniLM-L6-v2 built from its
     pinned PyPI source on ONNX Runtime, no torch; ``sentence-transformers`` needs the ``[sentence-transformers]``
     extra)."""
-    embedder: Embedder = _provider_class("embedder", settings.kind, EMBEDDERS, optional=False).from_settings(settings)
-    return embedder
+    return _builder("embedder", settings.kind, EMBEDDERS, optional=False)(settings)
 
 
 def build_reranker(settings: RerankerSettings, *, device: str, aws_region: str | None) -> Reranker | None:
@@ -45,9 +47,7 @@ def build_reranker(settings: RerankerSettings, *, device: str, aws_region: str |
     cross-encoder runs (the embedding device); ``aws_region``: a SageMaker endpoint's."""
     if settings.kind == NONE:
         return None
-    cls = _provider_class("reranker", settings.kind, RERANKERS, optional=True)
-    reranker: Reranker = cls.from_settings(settings, device=device, aws_region=aws_region)
-    return reranker
+    return _builder("reranker", settings.kind, RERANKERS, optional=True)(settings, device=device, aws_region=aws_region)
 
 
 def build_llm(settings: LLMSettings, *, aws_region: str | None) -> LLM | None:
@@ -55,5 +55,4 @@ def build_llm(settings: LLMSettings, *, aws_region: str | None) -> LLM | None:
     Bedrock's."""
     if settings.kind == NONE:
         return None
-    llm: LLM = _provider_class("llm", settings.kind, LLMS, optional=True).from_settings(settings, aws_region=aws_region)
-    return llm
+    return _builder("llm", settings.kind, LLMS, optional=True)(settings, aws_region=aws_region)

@@ -2,7 +2,8 @@
 
 Composed by :class:`cognis_memory.config.Settings` (``settings.embedder``, ``settings.reranker``,
 ``settings.llm``); each field's ``alias`` is its flat name (``COGNIS_<ALIAS>``, the keyword argument
-``Settings(<alias>=...)``). ``kind`` picks the provider from :mod:`.registry`; each provider class builds
+``Settings(<alias>=...)``). ``kind`` picks the provider from :mod:`.registry` (``Settings`` checks that the
+registry has it: the registry loads the providers, which read these settings); each provider class builds
 itself from these settings (its ``from_settings``), and a value its choice needs but that is missing or
 blank raises ``ValueError`` naming the choice, the setting and its environment variable
 (``"llm=openai requires openai_base_url (COGNIS_OPENAI_BASE_URL)"``, :func:`required`).
@@ -17,7 +18,6 @@ from pydantic import Field, SecretStr, model_validator
 
 from ..component_settings import ComponentSettings, env_name, registered
 from .embedding_models import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS, EmbeddingModel
-from .registry import EMBEDDERS, LLMS, RERANKERS
 
 #: the kind that means "no provider" in the families where one is optional
 NONE = "none"
@@ -35,7 +35,7 @@ def required(value: str | SecretStr | None, choice: str, setting: str) -> str:
 class EmbedderSettings(ComponentSettings):
     """The embedding model and the runtime it runs on."""
 
-    kind: Annotated[str, registered("embedder", EMBEDDERS)] = Field(
+    kind: str = Field(
         "onnx",
         alias="embedder",
         description="Embedding runtime: onnx (ONNX Runtime, no torch) or sentence-transformers (the "
@@ -102,9 +102,7 @@ class EmbedderSettings(ComponentSettings):
 class RerankerSettings(ComponentSettings):
     """The cross-encoder stage."""
 
-    kind: Annotated[str, registered("reranker", {NONE: None, **RERANKERS})] = Field(
-        "none", alias="reranker", description="Cross-encoder stage: none, local or sagemaker."
-    )
+    kind: str = Field("none", alias="reranker", description="Cross-encoder stage: none, local or sagemaker.")
     path: str | None = Field(None, alias="reranker_path", description="Local cross-encoder directory (reranker=local).")
     sagemaker_endpoint: str | None = Field(
         None, alias="sagemaker_endpoint", description="SageMaker endpoint serving the reranker."
@@ -117,9 +115,7 @@ class RerankerSettings(ComponentSettings):
 class LLMSettings(ComponentSettings):
     """The extraction LLM and how it is called."""
 
-    kind: Annotated[str, registered("llm", {NONE: None, **LLMS})] = Field(
-        "none", alias="llm", description="Extraction LLM: none (raw messages only), bedrock or openai."
-    )
+    kind: str = Field("none", alias="llm", description="Extraction LLM: none (raw messages only), bedrock or openai.")
     bedrock_model_id: str | None = Field(
         None,  # filled from aws_region by Settings._default_bedrock_model: never None after validation
         alias="bedrock_model_id",

@@ -218,23 +218,6 @@ RECIPE_DESCRIPTIONS: dict[str, str] = {
 }
 
 
-#: The stages that run after fusion (:mod:`.stages`), in the order they run: stage name (as logged,
-#: ``<name>_ms``, and as the ``Stage`` dimension of the ``StageLatency`` metric) -> ``"module:Class"``
-#: (a module of this package, or an absolute one). A new stage adds its line here, its switch and
-#: weights to :class:`RetrievalConfig`, and nothing else outside its own module and test.
-RETRIEVAL_STAGES: dict[str, str] = {
-    "speaker_boost": ".speakers:SpeakerBoost",
-    "context": ".conversation_context:ConversationContext",
-    "role_prior": ".role_prior:RolePrior",
-    "kind_prior": ".kind_prior:KindPrior",
-    "temporal_boost": ".temporal:TemporalBoost",
-    "dedup": ".dedup:NearDuplicateRemoval",
-    "cross_encoder": ".cross_encoder:CrossEncoderRerank",
-    "current_state": ".current_state:CurrentStateOrder",
-    "version_chain": ".version_chain:VersionChain",
-}
-
-
 def with_knobs(cfg: RetrievalConfig, knobs: Mapping[str, object]) -> RetrievalConfig:
     """``cfg`` with ``knobs`` set, validated as a recipe is: an unknown knob or a value out of its range is
     a ``ValueError`` naming the knob."""

@@ -3,7 +3,7 @@
 Candidate generation is fixed: query analysis (stage 1), the names of the user's speakers in the
 query when the recipe is speaker-aware (:mod:`.speakers`: they leave the embedded and keyword
 query), vector search (stage 2) and BM25 (stage 3) concurrently, weighted RRF (stage 4). What
-follows fusion is the list of registered stages of :data:`~.config.RETRIEVAL_STAGES`, run in that
+follows fusion is the list of registered stages of :data:`~.registry.RETRIEVAL_STAGES`, run in that
 order (:mod:`.stages`): the speaker boost, conversation context (:mod:`.conversation_context`), the
 role prior, temporal boosting (stage 5), dedup (stage 6), the cross-encoder (stage 7), current-state
 ordering and the version chain (stage 8), each deciding from the recipe and the query whether it runs.
@@ -32,12 +32,13 @@ from ..search_filter import SearchFilter
 from ..stores.roles import KeywordSearch, MemoryVersions, VectorSearch
 from ..stores.values import ScoredMemory, VectorSearchResult
 from ..telemetry.recorder import StageRecorder
-from .config import RETRIEVAL_STAGES, RetrievalConfig
+from .config import RetrievalConfig
 from .fusion import tie_order, weighted_rrf
 from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names, without_state_words
+from .registry import RETRIEVAL_STAGES
 from .search_types import SearchHit, SearchQuery, SearchResponse
 from .speakers import SpeakerDirectory
-from .stages import PHASES, Phase, SearchState, StageResources, load_stages
+from .stages import PHASES, Phase, SearchState, StageLoader, StageResources, load_stages
 
 #: The stages of candidate generation, in pipeline order (``vector_short``/``vector_full`` are timed
 #: inside the store); the registered stages follow them.
@@ -46,7 +47,7 @@ CANDIDATE_STAGES: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def stage_names(registry: Mapping[str, str] = RETRIEVAL_STAGES) -> tuple[str, ...]:
+def stage_names(registry: Mapping[str, StageLoader] = RETRIEVAL_STAGES) -> tuple[str, ...]:
     """Every stage a search can time (``<name>_ms``, the ``Stage`` dimension of ``StageLatency``), in order."""
     return CANDIDATE_STAGES + tuple(registry)
 
@@ -71,9 +72,9 @@ class RetrievalPipeline:
         config: RetrievalConfig,
         reranker: Reranker | None = None,
         reranker_timeout_s: float = 1.5,
-        stages: Mapping[str, str] = RETRIEVAL_STAGES,
+        stages: Mapping[str, StageLoader] = RETRIEVAL_STAGES,
     ) -> None:
-        """``stages``: the registered stages to run after fusion, ``name -> "module:Class"`` in order."""
+        """``stages``: the registered stages to run after fusion, ``name -> loader`` in order (:mod:`.registry`)."""
         self.vectors, self.keywords, self.memories = vectors, keywords, memories
         self.encoder, self.cache, self.config = encoder, cache, config
         self.speakers = SpeakerDirectory(keywords)

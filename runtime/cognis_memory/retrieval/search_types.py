@@ -1,4 +1,5 @@
-"""What a search asks and what it answers: :class:`SearchQuery`, :class:`SearchHit`, :class:`SearchResponse`.
+"""What a search asks and what it answers: :class:`SearchQuery`, :class:`SearchHit` (with the
+:class:`StageMove` of every stage that moved it), :class:`SearchResponse`.
 
 Value types of the retrieval pipeline (:mod:`.pipeline`), in a module of their own so that the stages
 (:mod:`.stages`), which read and write them, do not import the pipeline that runs them.
@@ -8,14 +9,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..domain import Memory, Owner
 from ..search_filter import SearchFilter
 from .query_analysis import QueryAnalysis
 
-if TYPE_CHECKING:
-    from .stages import StageMove
+
+@dataclass(frozen=True, slots=True)
+class StageMove:
+    """What one stage did to one candidate: its score and its place (1 = first) in the phase's ranking,
+    before and after the stage. ``rank_after`` is None when the stage removed the candidate."""
+
+    stage: str
+    score_before: float
+    score_after: float
+    rank_before: int
+    rank_after: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage, "score_before": self.score_before, "score_after": self.score_after,
+            "rank_before": self.rank_before, "rank_after": self.rank_after,
+        }  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -38,7 +54,7 @@ class SearchQuery:
 class SearchHit:
     """One answer: the memory, its final score, and with ``explain`` the evidence behind its place:
     ``scores`` (each source's score and rank, and what each stage added) and ``moves`` (every stage that
-    changed its score or its place, in the order they ran: :class:`~.stages.StageMove`)."""
+    changed its score or its place, in the order they ran: :class:`StageMove`)."""
 
     memory: Memory
     score: float

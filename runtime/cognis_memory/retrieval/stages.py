@@ -5,9 +5,10 @@ is the fixed skeleton of :class:`~.pipeline.RetrievalPipeline`. Every step after
 *registered stage*: a :class:`RetrievalStage` subclass in its own module that declares its
 ``name`` (the ``<name>_ms`` of the logs, the ``Stage`` dimension of the metrics, the span
 name), the ``phase`` it works on, when it runs (:meth:`~RetrievalStage.enabled`) and what it
-does (:meth:`~RetrievalStage.apply`). :data:`~.config.RETRIEVAL_STAGES` lists them, in the
-order they run, as ``name -> "module:Class"``; adding a stage means its module, one line
-there (and its switch and weights in :class:`~.config.RetrievalConfig`), and its test.
+does (:meth:`~RetrievalStage.apply`). :data:`~.registry.RETRIEVAL_STAGES` lists them, in the
+order they run, as ``name -> loader`` (a function that imports the stage's module and returns its
+class); adding a stage means its module, its loader and line there (and its switch and weights in
+:class:`~.config.RetrievalConfig`), and its test.
 
 Phases, in order; each one's data is made from the previous one's when the pipeline reaches it:
 
@@ -30,11 +31,10 @@ cannot move a hit without it showing.
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from ..domain import Memory
 from ..providers.base import Reranker
@@ -42,30 +42,10 @@ from ..stores.roles import MemoryVersions
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
 from .query_analysis import QueryAnalysis
-
-if TYPE_CHECKING:
-    from .search_types import SearchHit, SearchQuery
+from .search_types import SearchHit, SearchQuery, StageMove
 
 Phase = Literal["fused", "final", "ranking", "hits"]
 PHASES: tuple[Phase, ...] = ("fused", "final", "ranking", "hits")
-
-
-@dataclass(frozen=True, slots=True)
-class StageMove:
-    """What one stage did to one candidate: its score and its place (1 = first) in the phase's ranking,
-    before and after the stage. ``rank_after`` is None when the stage removed the candidate."""
-
-    stage: str
-    score_before: float
-    score_after: float
-    rank_before: int
-    rank_after: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage, "score_before": self.score_before, "score_after": self.score_after,
-            "rank_before": self.rank_before, "rank_after": self.rank_after,
-        }  # fmt: skip
 
 
 #: The scores and the order (best first) that a phase's stages work on.
@@ -152,19 +132,21 @@ class RetrievalStage(ABC):
         """Do the stage's work on ``s`` (timed as the stage)."""
 
 
-def load_stages(registry: Mapping[str, str], resources: StageResources) -> tuple[RetrievalStage, ...]:
-    """The stages of ``registry`` (``name -> "module:Class"``, a module relative to this package or
-    absolute), built with ``resources``, in registry order. Raises ``ValueError`` for an entry that is
-    not a :class:`RetrievalStage`, whose class names itself differently, or that runs before a stage
-    of an earlier phase."""
+#: A registry entry: imports the stage's module and returns its class.
+StageLoader = Callable[[], type[RetrievalStage]]
+
+
+def load_stages(registry: Mapping[str, StageLoader], resources: StageResources) -> tuple[RetrievalStage, ...]:
+    """The stages of ``registry`` (``name -> loader``), built with ``resources``, in registry order. Raises
+    ``ValueError`` for an entry whose loader does not give a :class:`RetrievalStage`, whose class names
+    itself differently, or that runs before a stage of an earlier phase."""
     stages: list[RetrievalStage] = []
-    for name, path in registry.items():
-        module, _, attr = path.partition(":")
-        cls = getattr(importlib.import_module(module, package=__package__), attr, None)
+    for name, load in registry.items():
+        cls = load()
         if not (isinstance(cls, type) and issubclass(cls, RetrievalStage)):
-            raise ValueError(f"retrieval stage {name!r}: {path!r} is not a RetrievalStage")
+            raise ValueError(f"retrieval stage {name!r}: {cls!r} is not a RetrievalStage")
         if cls.name != name:
-            raise ValueError(f"retrieval stage {name!r}: {path} calls itself {cls.name!r}")
+            raise ValueError(f"retrieval stage {name!r}: {cls.__qualname__} calls itself {cls.name!r}")
         if cls.phase not in PHASES:
             raise ValueError(f"retrieval stage {name!r}: unknown phase {cls.phase!r}")
         if stages and PHASES.index(cls.phase) < PHASES.index(stages[-1].phase):

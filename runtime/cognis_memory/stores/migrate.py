@@ -11,8 +11,8 @@ may read the owner's secret, before the API service is updated; the API tasks th
 from __future__ import annotations
 
 from .connections import postgres_dsn
+from .context import StoreContext
 from .postgres import PostgresStore
-from .registry import StoreContext
 from .settings import PostgresSettings
 
 

@@ -54,7 +54,7 @@ OPERATION_INGEST = "ingest"
 
 # Retrieval stage names are not listed here: a retrieval stage names itself (the ``Stage`` values are
 # ``cognis_memory.retrieval.pipeline.stage_names()``: the candidate-generation stages, then the registered
-# ones of ``retrieval.config.RETRIEVAL_STAGES``), and the dashboard finds every retrieval stage with a
+# ones of ``retrieval.registry.RETRIEVAL_STAGES``), and the dashboard finds every retrieval stage with a
 # CloudWatch SEARCH expression, so a new stage needs no edit here or in ``infra/``.
 
 #: Ingest stages, in pipeline order.

@@ -1,8 +1,8 @@
 """Chat models that answer with JSON matching a pydantic model: Bedrock Converse and OpenAI-compatible HTTP.
 
 One module per provider (:mod:`.bedrock`, :mod:`.openai_compatible`) and the answer checks they
-share (:mod:`.structured`); every name stays importable from ``cognis_memory.providers.llms`` (the
-provider registry points at ``cognis_memory.providers.llms:<Class>``).
+share (:mod:`.structured`); every name stays importable from ``cognis_memory.providers.llms`` (where the
+provider registry imports the classes from).
 
 Both implement :class:`cognis_memory.providers.base.LLM`. Failures are split the way the ingest
 pipeline needs them:

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 from ...domain import Memory, Owner
 from ...errors import DependencyUnavailableError
+from ..context import StoreContext
 from ..opensearch.keyword_index import IndexOp, OpenSearchKeywordIndex, doc_version_current, doc_version_gone
 from ..postgres import PostgresStore
-from ..registry import StoreContext
 from ..roles import StoreBundle
 from ..settings import OpenSearchSettings, PostgresSettings
 from .keywords import HydratedKeywordSearch

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import StoreContext
+from ..context import StoreContext
 from ..roles import StoreBundle
 from ..settings import EmbeddedStoreSettings
 from .api_keys import EmbeddedApiKeys

@@ -8,7 +8,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 
 from ...domain import Memory
-from ..registry import StoreContext
+from ..context import StoreContext
 from ..roles import StoreBundle
 from ..settings import OpenSearchSettings
 from .api_keys import OpenSearchApiKeys
