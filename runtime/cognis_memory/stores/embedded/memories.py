@@ -6,13 +6,13 @@ import asyncio
 from collections.abc import Sequence
 
 from ...domain import Memory, Owner
-from ...errors import ConflictError, NotFoundError
 from ..filters import owner_token
 from ..records import (
     SQLITE,
     memory_from_row,
 )
 from ..values import PagePosition, UserSummary
+from ..version_rules import check_new_version_owner, check_previous_version, require_previous_version
 from .base import _CHAIN_SQL, _MEMORY_COLUMNS, EmbeddedBase
 
 #: when a memory was said (:attr:`~cognis_memory.domain.Memory.said_at`), the listing order; the index
@@ -44,19 +44,16 @@ class EmbeddedMemories(EmbeddedBase):
             await asyncio.to_thread(self._insert_memories, list(memories))
 
     def _write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
-        if (new.tenant_id, new.user_id) != (owner.tenant_id, owner.user_id):
-            raise ValueError("new version must belong to the same owner")
+        check_new_version_owner(owner, new)
         with self._tx() as conn:
-            row = conn.execute(
-                "SELECT is_current, chain_id FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
-                (previous_id, owner.tenant_id, owner.user_id),
-            ).fetchone()
-            if row is None:
-                raise NotFoundError(f"memory {previous_id} not found")
-            if not row["is_current"]:
-                raise ConflictError(f"memory {previous_id} is not the current version")
-            if new.chain_id != row["chain_id"]:
-                raise ValueError("new version must keep the chain id of the version it replaces")
+            row = require_previous_version(
+                previous_id,
+                conn.execute(
+                    "SELECT is_current, chain_id FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
+                    (previous_id, owner.tenant_id, owner.user_id),
+                ).fetchone(),
+            )
+            check_previous_version(previous_id, new, is_current=bool(row["is_current"]), chain_id=row["chain_id"])
             conn.execute(
                 "UPDATE memories SET is_current = 0 WHERE id = ? AND tenant_id = ? AND user_id = ?",
                 (previous_id, owner.tenant_id, owner.user_id),
