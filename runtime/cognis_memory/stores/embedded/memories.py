@@ -12,9 +12,11 @@ from ..records import (
     memory_from_row,
 )
 from ..values import PagePosition, UserSummary
+from ..version_chain import SQLITE_PARAM, chain_query
 from ..version_rules import check_new_version_owner, check_previous_version, require_previous_version
-from .base import _CHAIN_SQL, _MEMORY_COLUMNS, EmbeddedBase
+from .base import MEMORY_COLUMNS_SQL, EmbeddedBase
 
+_CHAIN_SQL = chain_query(MEMORY_COLUMNS_SQL, SQLITE_PARAM)
 #: when a memory was said (:attr:`~cognis_memory.domain.Memory.said_at`), the listing order; the index
 #: ``memories_owner_said`` (migration 3) is on this very expression
 SAID_AT = "COALESCE(message_time, created_at)"
@@ -26,7 +28,7 @@ def list_memories_sql(*, include_history: bool, paged: bool) -> str:
     current = "" if include_history else " AND is_current = 1"
     after = f" AND {SAID_AT} >= ? AND ({SAID_AT}, id) > (?, ?)" if paged else ""
     return (
-        f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ?{current}{after}"
+        f"SELECT {MEMORY_COLUMNS_SQL} FROM memories WHERE tenant_id = ? AND user_id = ?{current}{after}"
         f" ORDER BY {SAID_AT}, id LIMIT ?"
     )
 
@@ -71,7 +73,7 @@ class EmbeddedMemories(EmbeddedBase):
     async def get_memory(self, owner: Owner, memory_id: str) -> Memory | None:
         rows = await asyncio.to_thread(
             self._read,
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
+            f"SELECT {MEMORY_COLUMNS_SQL} FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
             (memory_id, owner.tenant_id, owner.user_id),
         )
         return memory_from_row(rows[0], SQLITE) if rows else None
