@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import fields
+from datetime import datetime
 from typing import Any
 
 from ..caching.result_cache import Cache, NullCache
 from ..domain import utcnow
+from ..search_filter import SearchFilter
 from ..serialization import memory_from_dict, memory_to_dict
-from ..stores.filters import cache_key_parts
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
 from .pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse
@@ -55,13 +57,31 @@ def search_cache_key(q: SearchQuery, cfg: RetrievalConfig) -> str:
     parts = {
         "text": q.text,
         "limit": q.limit,
-        **cache_key_parts(q.filter),
+        **filter_key_parts(q.filter),
         "history": q.include_history,
         "now": now.isoformat(),
         "config": cfg.model_dump(),
         "form": CACHED_FORM,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def filter_key_parts(flt: SearchFilter) -> dict[str, Any]:
+    """Every field of the filter but the owner (which the cache key holds apart), as JSON-ready values: sets
+    sorted, times in ISO 8601, no filter (None) apart from an empty set. Derived from the dataclass, so a new
+    filter field is part of the key without anyone remembering to add it (a field left out would serve one
+    filter's cached answer to another)."""
+    out: dict[str, Any] = {}
+    for f in fields(flt):
+        if f.name == "owner":
+            continue
+        value = getattr(flt, f.name)
+        if isinstance(value, frozenset):
+            value = sorted(value)
+        elif isinstance(value, datetime):
+            value = value.isoformat()
+        out[f.name] = value
+    return out
 
 
 def response_to_cache(response: SearchResponse) -> dict[str, Any]:
