@@ -37,9 +37,9 @@ class CachedRetrieval:
         return self.pipeline.analyze(q, config)
 
     async def search(self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None) -> SearchResponse:
-        if isinstance(self.cache, NullCache):  # no cache configured: no key to make, no answer to serialise
-            return await self.pipeline.search(q, rec, config)
-        key = None if q.explain else search_cache_key(q, config or self.pipeline.config)
+        # no key for an explained search, nor without a cache (no key to make, no answer to serialise)
+        cacheable = not (q.explain or isinstance(self.cache, NullCache))
+        key = search_cache_key(q, config or self.pipeline.config) if cacheable else None
         if key is not None:
             cached = await self.cache.get_search(q.owner, key)
             if cached is not None:
