@@ -1,6 +1,6 @@
 """The retrieval pipeline behind the shared search-result cache.
 
-:class:`CachedRetrieval` has the pipeline's ``search`` and ``analyze``: a search whose answer is
+:class:`CachedRetrieval` has the pipeline's ``search``: a search whose answer is
 cached (same owner, text, filter, options, configuration and hour, for relative queries) is
 answered from the cache, with its query analysis recomputed (cheap and deterministic); any other
 is run and, unless degraded or explained, stored. Writes invalidate the owner's entries (the
@@ -33,9 +33,6 @@ class CachedRetrieval:
     def __init__(self, pipeline: RetrievalPipeline, cache: Cache) -> None:
         self.pipeline, self.cache = pipeline, cache
 
-    def analyze(self, q: SearchQuery, config: RetrievalConfig | None = None) -> QueryAnalysis:
-        return self.pipeline.analyze(q, config)
-
     async def search(self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None) -> SearchResponse:
         # no key for an explained search, nor without a cache (no key to make, no answer to serialise)
         cacheable = not (q.explain or isinstance(self.cache, NullCache))
@@ -52,7 +49,10 @@ class CachedRetrieval:
 
 
 def search_cache_key(q: SearchQuery, cfg: RetrievalConfig) -> str:
-    """A digest of everything that determines a search's answer (the owner is in the cache key)."""
+    """A digest of everything that determines a search's answer (the owner is in the cache key): what the
+    search asks, which its :class:`~.query_analysis.AnalysedQuery` is made from. The key is made before the
+    query is analysed, as the speaker names of the analysis may need a probe of the store that an answer
+    from the cache must not wait for."""
     now = q.now or utcnow().replace(minute=0, second=0, microsecond=0)  # relative queries: hourly
     parts = {
         "text": q.text,
