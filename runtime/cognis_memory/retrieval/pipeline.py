@@ -2,7 +2,9 @@
 
 Candidate generation is fixed: query analysis (stage 1), the names of the user's speakers in the
 query when the recipe is speaker-aware (:mod:`.speakers`: they leave the embedded and keyword
-query), vector search (stage 2) and BM25 (stage 3) concurrently, weighted RRF (stage 4). What
+query), which together make the query's :class:`~.query_analysis.AnalysedQuery` (every cut of its
+text, made once; the stages read it), vector search (stage 2) and BM25 (stage 3) concurrently,
+weighted RRF (stage 4). What
 follows fusion is the list of registered stages of :data:`~.registry.RETRIEVAL_STAGES`, run in that
 order (:mod:`.stages`): the speaker boost, conversation context (:mod:`.conversation_context`), the
 role prior, temporal boosting (stage 5), dedup (stage 6), the cross-encoder (stage 7), current-state

@@ -31,6 +31,12 @@
   not a capitalised function word opening a sentence ("Will I ...?", "May I ...?"), and not
   part of a time expression ("in May"). "What will I cook next week?" therefore keeps its
   "will" whoever the user's speakers are.
+* **Role** ("what did *you* recommend?", "where do *I* live?"): whose turns the question asks
+  about, from its grammatical person (:func:`query_role`; see :mod:`.role_prior`).
+
+A search's text is analysed once: :func:`analyze_query` reads its intent, the speaker directory
+is asked about its :func:`name_candidates`, and :func:`analysed_query` makes every cut of the text
+the pipeline and its stages read into one :class:`AnalysedQuery`.
 """
 
 from __future__ import annotations
