@@ -5,9 +5,7 @@ every stubbed response is checked against the service model, as are the requests
 from __future__ import annotations
 
 import copy
-import importlib.util
 import io
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from botocore.stub import Stubber
 from cognis_dev.processes import ServeProcess, free_port
 
 from cognis_memory.client import MemoryClient
+from tests.file_modules import load_file
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "chat-key"
@@ -24,12 +23,7 @@ MODEL = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 
 
 def _load_example() -> Any:
-    spec = importlib.util.spec_from_file_location("bedrock_chat_example", REPO / "examples" / "bedrock_chat.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses and pickling look modules up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_file("bedrock_chat_example", REPO / "examples" / "bedrock_chat.py")
 
 
 chat = _load_example()

@@ -9,7 +9,6 @@ no benchmark text is used.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 from pydantic import BaseModel
 
 from cognis_memory.providers.base import LLMOutputError
+from tests.file_modules import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "bench_longmemeval.py"
@@ -108,12 +108,7 @@ class EmptyLLM:
 
 def _load_script() -> Any:
     """The script as a module (scripts/ is no package to import from), to hand ``run`` an LLM object."""
-    spec = importlib.util.spec_from_file_location("bench_longmemeval_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_file("bench_longmemeval_under_test", SCRIPT)
 
 
 def _data(tmp_path: Path) -> Path:

@@ -3,14 +3,14 @@ that docs/benchmarks.md quotes."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cognis_dev.pair_set import generate
+
+from tests.file_modules import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "bench_pair_scores.py"
@@ -18,16 +18,7 @@ RECORDED = Path(__file__).parent / "recorded" / "qwen2.5-coder-1.5b-pair-scores.
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 
 
-def _load_script() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_pair_scores_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_script()
+bench: Any = load_file("bench_pair_scores_under_test", SCRIPT)
 
 
 def test_the_yes_share_reads_both_answers_in_any_case_and_spacing() -> None:
