@@ -23,6 +23,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from ...errors import CognisError, ConfigurationError
 from .record_columns import RECORD_TABLES, SQLITE_DIALECT, add_column_statement, missing_columns
 
 #: The FTS5 tokenizer of ``memories_fts`` (the in-memory keyword index tokenizes with the same one).
@@ -205,7 +206,7 @@ CREATE INDEX memories_owner_chain ON memories (tenant_id, user_id, chain_id);
 )
 
 
-class SchemaTooNewError(RuntimeError):
+class SchemaTooNewError(ConfigurationError, RuntimeError):
     """The store was written by a newer release: its schema version is past this build's migrations."""
 
     def __init__(self, where: str, recorded: int, known: int) -> None:
@@ -216,7 +217,7 @@ class SchemaTooNewError(RuntimeError):
         self.recorded, self.known = recorded, known
 
 
-class MigrationError(RuntimeError):
+class MigrationError(CognisError, RuntimeError):
     """A migration failed; its transaction was rolled back (the schema and the recorded version are unchanged)."""
 
 
