@@ -34,7 +34,7 @@ from ..records import (
 )
 from ..vector_space import KEY as VECTOR_SPACE_KEY
 from ..vector_space import check as check_vector_space
-from ..version_chain import SQLITE_PARAM, chain_query
+from ..version_chain_sql import SQLITE_PARAM, chain_query
 from .connection import connect
 
 #: Rows read per step when a user's vector or keyword index is loaded. Small steps keep the short-lived

@@ -226,7 +226,7 @@ WITH RECURSIVE walk(id, tenant_id, user_id, root) AS (
 )
 UPDATE memories m SET chain_id = w.root FROM walk w WHERE m.id = w.id;
 UPDATE memories SET chain_id = id WHERE chain_id IS NULL;
--- A chain is read by its id (stores/version_chain.py).
+-- A chain is read by its id (stores/version_chain_sql.py).
 CREATE INDEX memories_owner_chain ON memories (tenant_id, user_id, chain_id);
 -- A service of an earlier release still running during a deploy inserts rows without chain_id: the
 -- trigger gives such a row the chain id of the version it replaces (or its own id, for a first version).

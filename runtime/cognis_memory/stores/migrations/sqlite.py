@@ -183,7 +183,7 @@ CREATE INDEX IF NOT EXISTS messages_owner_session_ts ON messages (tenant_id, use
         # A memory keeps one id across its versions: the id of its first version, kept in every version
         # as chain_id. The rows written before get it by walking each chain forward from its first
         # version (replaces_id IS NULL), within one owner; a row no walk reaches (its first version is
-        # gone) is a chain of its own. A chain is then read by its id (stores/version_chain.py). Each step
+        # gone) is a chain of its own. A chain is then read by its id (stores/version_chain_sql.py). Each step
         # of the walk looks its successors up by replaces_id (INDEXED BY: left to itself, the planner took an
         # owner index and read all of the owner's rows at every step: 114 s instead of 1.7 s on 100k rows).
         """

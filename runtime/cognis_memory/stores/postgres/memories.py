@@ -28,7 +28,7 @@ from ..records import (
     row_values,
 )
 from ..values import PagePosition, UserSummary
-from ..version_chain import PSYCOPG_PARAM, chain_query
+from ..version_chain_sql import PSYCOPG_PARAM, chain_query
 from .connection import PostgresDatabase
 
 _COLS = ", ".join(MEMORY_COLUMNS)
