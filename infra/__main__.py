@@ -37,9 +37,7 @@ zone_needs = needs_for(
     INSTANCE_CLASS,
     cfg.database.engine_version,
 )
-ctx = context.lookup(
-    cfg.network.az_count, cfg.availability_zone_ids, profile=pulumi.Config("aws").get("profile"), needs=zone_needs
-)
+ctx = context.lookup(cfg.network.az_count, cfg.availability_zone_ids, needs=zone_needs)
 tags = cfg.tags
 prefix = cfg.prefix
 

@@ -28,7 +28,7 @@ def test_readme_commands_exist() -> None:
 
 
 def _named_paths(text: str) -> list[str]:
-    """Every file or folder a document names in backticks (``stores/records.py``, ``tests/x.py::test_y``);
+    """Every file or folder a document names in backticks (``stores/records/schema.py``, ``tests/x.py::test_y``);
     placeholders (``stores/<kind>.py``) and commands (anything with a space) are not paths."""
     words = re.findall(r"`([^`\s<>]+)`", text)
     return [w for w in words if re.fullmatch(r"[\w.\-/]+(::\w+)?", w) and ("/" in w or w.endswith(FILE_ENDINGS))]

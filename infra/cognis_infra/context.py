@@ -23,9 +23,6 @@ class AwsContext:
     zone_ids: tuple[str, ...] = ()
     #: ``com.amazonaws`` in the commercial partition (``cn.com.amazonaws`` in China): VPC endpoint service names.
     reverse_dns_prefix: str = "com.amazonaws"
-    #: The stack's ``aws:profile``. The dynamic resources do not take it from here: they read the whole
-    #: provider identity (keys, profile, assumed roles, allowed accounts) themselves, aws_session.py.
-    profile: str | None = None
 
     def arn(self, service: str, resource: str, *, region: str | None = None, account: str | None = None) -> str:
         """Build an ARN in this partition (region/account default to the stack's)."""
@@ -83,9 +80,7 @@ def choose_zones(
     return tuple(by_id[z] for z in chosen), tuple(chosen)
 
 
-def lookup(
-    az_count: int, zone_ids: Sequence[str] = (), profile: str | None = None, needs: ZoneNeeds | None = None
-) -> AwsContext:
+def lookup(az_count: int, zone_ids: Sequence[str] = (), needs: ZoneNeeds | None = None) -> AwsContext:
     """Ask the provider for region, account, partition and the AZs to use.
 
     Only AZs that need no opt-in are used (Local Zones and Wavelength Zones are skipped), and, with
@@ -109,5 +104,4 @@ def lookup(
         availability_zones=names,
         zone_ids=ids,
         reverse_dns_prefix=partition.reverse_dns_prefix,
-        profile=profile,
     )

@@ -8,7 +8,7 @@ import pytest
 from cognis_memory.domain import Category, Message
 from cognis_memory.encoding.encoder import MatryoshkaEncoder, fit_variance_rotation, normalise_rows
 from cognis_memory.ingest.categorizer import EmbeddingCategorizer
-from cognis_memory.ingest.resolution import resolve_message
+from cognis_memory.ingest.resolution import part_id, resolve_message, resolve_parts
 
 TS = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -70,6 +70,20 @@ class _FixedEmbedder:
 
     def embed(self, texts):
         return self.vectors[: len(texts)]
+
+
+def test_a_long_message_resolves_once_into_parts_each_with_its_dates_and_raw_memory_id() -> None:
+    m = _msg("I moved to Porto yesterday.\n\nMy sister visits next week.")
+    m.raw_memory_id = "r" * 32
+    (whole,) = resolve_parts(m, 1000)
+    assert (whole.memory_id, whole.parts, whole.text) == (m.raw_memory_id, 1, m.content)
+    first, second = resolve_parts(m, 40)
+    assert [first.text, second.text] == ["I moved to Porto yesterday.", "My sister visits next week."]
+    assert (first.part, second.part, first.parts) == (0, 1, 2) and first.message is second.message is m
+    assert [s.text for s in first.spans] == ["yesterday"] and [s.text for s in second.spans] == ["next week"]
+    # part 0 keeps the message's raw memory id, later ones derive from it (a retry writes the same ids)
+    assert (first.memory_id, second.memory_id) == (m.raw_memory_id, part_id(m.raw_memory_id, 1))
+    assert second.memory_id != first.memory_id and len(second.memory_id) == 32
 
 
 def test_prefix_is_renormalised_to_unit_length() -> None:

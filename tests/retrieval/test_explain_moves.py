@@ -71,8 +71,8 @@ async def explained(svc, user: str, query: str, cfg: RetrievalConfig, off: dict,
 
 def test_record_moves_keeps_what_changed_and_nothing_else() -> None:
     state = SearchState(
-        query=None, cfg=None, analysis=None, rec=None, candidates={}, explain={},  # type: ignore[arg-type]
-        degraded=[], speaker_names=[], fused={},
+        query=None, analysed=None, cfg=None, rec=None, candidates={}, explain={},  # type: ignore[arg-type]
+        degraded=[], fused={},
     )  # fmt: skip
     before = ({"a": 0.5, "b": 0.4, "c": 0.3, "d": 0.1}, ["a", "b", "c", "d"])
     after = ({"a": 0.5, "b": 0.4, "c": 0.6, "d": 0.1}, ["c", "a", "b"])  # c lifted, d removed

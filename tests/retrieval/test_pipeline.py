@@ -16,6 +16,7 @@ from cognis_memory.domain import Memory, Owner
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
 from cognis_memory.retrieval.conversation_context import neighbour_scores
+from cognis_memory.retrieval.query_analysis import name_candidates
 from cognis_memory.retrieval.speakers import SpeakerDirectory
 from cognis_memory.search_filter import SearchFilter
 from cognis_memory.service import MessageBody
@@ -172,9 +173,10 @@ async def test_unknown_capitalised_word_is_probed_once() -> None:
                                         speaker="Dana"), 1.0)]  # fmt: skip
 
     directory = SpeakerDirectory(Keywords())  # type: ignore[arg-type]
-    assert await directory.names_in_query(owner, "Did Dana visit Paris?") == (["Dana"], True)
+    words = name_candidates("Did Dana visit Paris?")
+    assert await directory.known_after_probe(owner, words) == (["Dana"], True)
     assert sorted(calls) == ["Dana", "Paris"]
-    assert await directory.names_in_query(owner, "Did Dana visit Paris?") == (["Dana"], False)
+    assert await directory.known_after_probe(owner, words) == (["Dana"], False)
     assert len(calls) == 2  # Paris is remembered as not a speaker, Dana as one
 
 
@@ -248,8 +250,8 @@ def test_equal_scores_rank_by_evidence_not_by_the_random_id() -> None:
     assert fused["a"] == fused["b"]  # the tie
     evidence = {"a": {"vector": 0.61, "bm25": 2.0}, "b": {"vector": 0.72, "bm25": 1.0}, "c": {"bm25": 3.0}, "d": {}}
     state = SearchState(
-        query=None, cfg=None, analysis=None, rec=None, candidates=mems, explain=evidence,  # type: ignore[arg-type]
-        degraded=[], speaker_names=[], fused={}, ties=tie_order(mems, evidence),
+        query=None, analysed=None, cfg=None, rec=None, candidates=mems, explain=evidence,  # type: ignore[arg-type]
+        degraded=[], fused={}, ties=tie_order(mems, evidence),
     )  # fmt: skip
     assert state.by_score(["a", "b"], fused) == ["b", "a"]  # the more similar vector first, though "a" < "b"
     # no vector evidence: BM25 decides; no evidence at all: the earlier memory, then the text

@@ -4,7 +4,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cognis_memory.retrieval.query_analysis import analyze_query, find_names, name_candidates, strip_names
+from cognis_memory.retrieval.query_analysis import (
+    analysed_query,
+    analyze_query,
+    find_names,
+    name_candidates,
+    strip_names,
+)
 
 NOW = datetime(2023, 6, 15, 12, 0, tzinfo=UTC)
 
@@ -77,3 +83,21 @@ def test_strip_names_removes_name_and_possessive() -> None:
     assert strip_names("What is Priya's job?", ["Priya"]) == "What is job?"
     assert strip_names("When did Tomas and Lena meet?", ["Tomas", "Lena"]) == "When did and meet?"
     assert strip_names("Alice", ["Alice"]) == "Alice"  # never strip a query to nothing
+
+
+def test_analysed_query_holds_every_cut_the_search_reads() -> None:
+    q = "What does Will eat these days, tell me about it?"
+    analysis = analyze_query(q, NOW, default_window_days=30)
+    assert analysis.state == "present"
+    a = analysed_query(q, analysis, ["Will", "Maya"], drop_state_words=True, keyword_cleanup=True)
+    assert (a.text, a.analysis, a.role) == (q, analysis, "user")
+    assert a.speaker_names == ("Will",)  # a known speaker the query uses as a name; Maya is not in it
+    assert a.search_text == "What does eat, tell me about it?"  # the name and the state adverb leave it
+    assert a.keyword_text == "What does eat, me it?"  # and the fillers leave the keyword text
+    assert analysed_query("What did you recommend to Maya?", analysis, ["Maya"]).role == "assistant"
+
+
+def test_analysed_query_without_speakers_or_cleanup_searches_the_text_as_asked() -> None:
+    q = "What does Will eat these days, tell me about it?"
+    a = analysed_query(q, analyze_query(q, NOW, default_window_days=30))
+    assert (a.speaker_names, a.search_text, a.keyword_text) == ((), q, q)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from cognis_memory.domain import Memory
-from cognis_memory.retrieval.role_prior import query_role, role_boosted, role_of
+from cognis_memory.retrieval.query_analysis import query_role
+from cognis_memory.retrieval.role_prior import role_boosted, role_of
 from cognis_memory.service import MessageBody
 
 T = "acme"

@@ -383,6 +383,23 @@ async def test_write_version_rejects_stale_and_foreign_ids(harness: Harness, rng
     assert [m.content for m in await store.memories.list_memories(o)] == ["likes blues"]
 
 
+async def test_write_version_refuses_a_new_version_of_another_owner(harness: Harness, rng: np.random.Generator) -> None:
+    store, o = harness.store, new_owner()
+    v1 = make_memory(o, "likes tea", rng)
+    await store.memories.insert_memories([v1])
+    strangers = [v1.next_version(user_id="mallory"), v1.next_version(tenant_id=new_owner().tenant_id)]
+    for new in strangers:  # the owner named is the previous version's, the new version is someone else's
+        with pytest.raises(ValueError, match="same owner"):
+            await store.memories.write_version(o, v1.id, new)
+    intruder = Owner(o.tenant_id, "mallory")  # the owner named is the new version's: refused before any read
+    with pytest.raises(ValueError, match="same owner"):
+        await store.memories.write_version(intruder, v1.id, v1.next_version(content="likes coffee"))
+    for new in strangers:
+        assert await store.memories.get_memory(Owner(new.tenant_id, new.user_id), new.id) is None
+    assert [m.id for m in await store.memories.list_memories(o, include_history=True)] == [v1.id]
+    assert (await store.memories.get_memory(o, v1.id)).is_current  # type: ignore[union-attr]
+
+
 async def test_concurrent_versions_of_one_head_have_one_winner(harness: Harness, rng: np.random.Generator) -> None:
     store, o = harness.store, new_owner()
     v1 = make_memory(o, "drinks coffee", rng)

@@ -52,7 +52,7 @@ ABSENT: dict[str, dict[str, str]] = {
     "opensearch store mapping": {},
     "opensearch store document": {},
     # the keyword index holds exactly the columns the record marks ``searched`` (checked below), so a new
-    # field's place there is decided once, in records.py
+    # field's place there is decided once, in records/schema.py
     "keyword index mapping": {
         c.name: _KEYWORD_INDEX_ONLY_SEARCHES
         + (" (a deleted memory is not current, so not indexed)" if c.name == "deleted" else "")

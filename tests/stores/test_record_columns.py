@@ -1,4 +1,4 @@
-"""A column declared in ``records.py`` that a stored table or index lacks is added when the store opens,
+"""A column declared in ``records/schema.py`` that a stored table or index lacks is added when the store opens,
 with the domain field's default for what is stored already, in SQLite, PostgreSQL and OpenSearch.
 
 A store made before a field existed is simulated by dropping that field's column (or leaving it out

@@ -78,7 +78,7 @@ def _record_columns_after_migration_1() -> list[str]:
         conn.close()
 
 
-#: the columns records.py declares that the schema of migration 1 lacks (added on open, from the record)
+#: the columns records/schema.py declares that the schema of migration 1 lacks (added on open, from the record)
 RECORD_COLUMNS_SINCE = _record_columns_after_migration_1()
 PLANTED = Migration(
     NEXT,

@@ -54,7 +54,6 @@ from ..telemetry.recorder import StageRecorder
 from .answers import Action
 from .categorizer import EmbeddingCategorizer
 from .extraction import CandidateFact, ContextAwareExtractor, ExtractionResult, Operation
-from .parts import part_id
 from .resolution import ResolvedMessage, resolve_parts
 from .supersession import mark_superseded
 
@@ -158,7 +157,7 @@ class IngestPipeline:
         self.memory_max_bytes = memory_max_bytes
 
     def resolve(self, messages: list[Message]) -> list[ResolvedMessage]:
-        """Resolution for each message, or for each part of a long one (see :mod:`.parts`)."""
+        """Resolution for each message, or for each part of a long one (see :mod:`.resolution`)."""
         return [r for m in messages for r in resolve_parts(m, self.memory_max_bytes)]
 
     # -- stage helpers ------------------------------------------------------------------
@@ -171,7 +170,7 @@ class IngestPipeline:
         memories = []
         for r in resolved:
             msg = r.message
-            assert msg.raw_memory_id is not None, "ingest sets it before the message is saved"
+            assert r.memory_id is not None, "ingest sets the message's raw memory id before it is saved"
             metadata = {**msg.metadata, "role": msg.role}
             if r.parts > 1:
                 metadata.update(part=r.part + 1, parts=r.parts)
@@ -191,7 +190,7 @@ class IngestPipeline:
                     source_message_ids=[msg.id],
                     metadata=metadata,
                     time_expressions=r.time_expressions,
-                    id=part_id(msg.raw_memory_id, r.part),
+                    id=r.memory_id,
                 )
             )
         texts = [search_text(m) for m in memories]

@@ -1,6 +1,6 @@
 """The retrieval pipeline behind the shared search-result cache.
 
-:class:`CachedRetrieval` has the pipeline's ``search`` and ``analyze``: a search whose answer is
+:class:`CachedRetrieval` has the pipeline's ``search``: a search whose answer is
 cached (same owner, text, filter, options, configuration and hour, for relative queries) is
 answered from the cache, with its query analysis recomputed (cheap and deterministic); any other
 is run and, unless degraded or explained, stored. Writes invalidate the owner's entries (the
@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import fields
+from datetime import datetime
 from typing import Any
 
 from ..caching.result_cache import Cache, NullCache
 from ..domain import utcnow
+from ..search_filter import SearchFilter
 from ..serialization import memory_from_dict, memory_to_dict
-from ..stores.filters import cache_key_parts
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
 from .pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse
@@ -31,13 +33,10 @@ class CachedRetrieval:
     def __init__(self, pipeline: RetrievalPipeline, cache: Cache) -> None:
         self.pipeline, self.cache = pipeline, cache
 
-    def analyze(self, q: SearchQuery, config: RetrievalConfig | None = None) -> QueryAnalysis:
-        return self.pipeline.analyze(q, config)
-
     async def search(self, q: SearchQuery, rec: StageRecorder, config: RetrievalConfig | None = None) -> SearchResponse:
-        if isinstance(self.cache, NullCache):  # no cache configured: no key to make, no answer to serialise
-            return await self.pipeline.search(q, rec, config)
-        key = None if q.explain else search_cache_key(q, config or self.pipeline.config)
+        # no key for an explained search, nor without a cache (no key to make, no answer to serialise)
+        cacheable = not (q.explain or isinstance(self.cache, NullCache))
+        key = search_cache_key(q, config or self.pipeline.config) if cacheable else None
         if key is not None:
             cached = await self.cache.get_search(q.owner, key)
             if cached is not None:
@@ -50,18 +49,39 @@ class CachedRetrieval:
 
 
 def search_cache_key(q: SearchQuery, cfg: RetrievalConfig) -> str:
-    """A digest of everything that determines a search's answer (the owner is in the cache key)."""
+    """A digest of everything that determines a search's answer (the owner is in the cache key): what the
+    search asks, which its :class:`~.query_analysis.AnalysedQuery` is made from. The key is made before the
+    query is analysed, as the speaker names of the analysis may need a probe of the store that an answer
+    from the cache must not wait for."""
     now = q.now or utcnow().replace(minute=0, second=0, microsecond=0)  # relative queries: hourly
     parts = {
         "text": q.text,
         "limit": q.limit,
-        **cache_key_parts(q.filter),
+        **filter_key_parts(q.filter),
         "history": q.include_history,
         "now": now.isoformat(),
         "config": cfg.model_dump(),
         "form": CACHED_FORM,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def filter_key_parts(flt: SearchFilter) -> dict[str, Any]:
+    """Every field of the filter but the owner (which the cache key holds apart), as JSON-ready values: sets
+    sorted, times in ISO 8601, no filter (None) apart from an empty set. Derived from the dataclass, so a new
+    filter field is part of the key without anyone remembering to add it (a field left out would serve one
+    filter's cached answer to another)."""
+    out: dict[str, Any] = {}
+    for f in fields(flt):
+        if f.name == "owner":
+            continue
+        value = getattr(flt, f.name)
+        if isinstance(value, frozenset):
+            value = sorted(value)
+        elif isinstance(value, datetime):
+            value = value.isoformat()
+        out[f.name] = value
+    return out
 
 
 def response_to_cache(response: SearchResponse) -> dict[str, Any]:

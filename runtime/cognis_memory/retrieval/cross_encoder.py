@@ -33,7 +33,7 @@ class CrossEncoderRerank(RetrievalStage):
         head, tail = s.ranked[: cfg.rerank_top], s.ranked[cfg.rerank_top :]
         try:
             scores = await asyncio.wait_for(
-                reranker.rerank(s.query.text, [search_text(s.candidates[d]) for d in head]),
+                reranker.rerank(s.analysed.text, [search_text(s.candidates[d]) for d in head]),
                 timeout=self.resources.reranker_timeout_s,
             )
         except (DependencyUnavailableError, TimeoutError):

@@ -185,7 +185,7 @@ class CurrentStateOrder(RetrievalStage):
         return s.cfg.current_state and bool(s.ranked)
 
     async def apply(self, s: SearchState) -> None:
-        cfg, final, state = s.cfg, s.final, s.analysis.state
+        cfg, final, state = s.cfg, s.final, s.analysed.analysis.state
         intent: Literal["present", "history"] = "history" if state == "history" else "present"
         out, below = order_by_state(
             s.ranked, s.candidates, intent, head=cfg.state_head, min_similarity=cfg.state_similarity,

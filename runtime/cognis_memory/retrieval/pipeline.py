@@ -2,7 +2,9 @@
 
 Candidate generation is fixed: query analysis (stage 1), the names of the user's speakers in the
 query when the recipe is speaker-aware (:mod:`.speakers`: they leave the embedded and keyword
-query), vector search (stage 2) and BM25 (stage 3) concurrently, weighted RRF (stage 4). What
+query), which together make the query's :class:`~.query_analysis.AnalysedQuery` (every cut of its
+text, made once; the stages read it), vector search (stage 2) and BM25 (stage 3) concurrently,
+weighted RRF (stage 4). What
 follows fusion is the list of registered stages of :data:`~.registry.RETRIEVAL_STAGES`, run in that
 order (:mod:`.stages`): the speaker boost, conversation context (:mod:`.conversation_context`), the
 role prior, temporal boosting (stage 5), dedup (stage 6), the cross-encoder (stage 7), current-state
@@ -34,7 +36,7 @@ from ..stores.values import ScoredMemory, VectorSearchResult
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
 from .fusion import tie_order, weighted_rrf
-from .query_analysis import QueryAnalysis, analyze_query, keyword_text, strip_names, without_state_words
+from .query_analysis import QueryAnalysis, analysed_query, analyze_query, name_candidates
 from .registry import RETRIEVAL_STAGES
 from .search_types import SearchHit, SearchQuery, SearchResponse
 from .speakers import SpeakerDirectory
@@ -117,20 +119,17 @@ class RetrievalPipeline:
         flt = q.filter
         with rec.stage("query_analysis"):
             analysis = self.analyze(q, cfg)
+        known: list[str] = []
+        if cfg.speaker_aware:
+            with rec.stage("speaker_names"):
+                known, probed = await self.speakers.known_after_probe(q.owner, name_candidates(q.text, analysis.spans))
+            rec.fields["speaker_probe"] = probed
+        query = analysed_query(
+            q.text, analysis, known, drop_state_words=cfg.current_state, keyword_cleanup=cfg.keyword_cleanup
+        )
         degraded: list[str] = []
         candidates: dict[str, Memory] = {}
         explain: dict[str, dict[str, float]] = {}
-        names: list[str] = []
-        text = q.text  # what is embedded and sent to BM25
-        if cfg.speaker_aware:
-            with rec.stage("speaker_names"):
-                names, probed = await self.speakers.names_in_query(q.owner, q.text, analysis.spans)
-                if names:
-                    text = strip_names(q.text, names, analysis.spans)
-            rec.fields["speaker_probe"] = probed
-        if cfg.current_state and analysis.state == "present":
-            text = without_state_words(text)
-        bm25_text = keyword_text(text, analysis) if cfg.keyword_cleanup else text
 
         fact_flt = fact_filter(flt) if cfg.use_vector and cfg.fact_channel else None
         facts: VectorSearchResult | None = None
@@ -141,7 +140,7 @@ class RetrievalPipeline:
             if not cfg.use_vector:
                 return None
             with rec.stage("embed_query"):
-                full, short = await self.embed_query(q.owner, text)
+                full, short = await self.embed_query(q.owner, query.search_text)
             main = self.vectors.vector_search(
                 flt, full, short if cfg.two_stage else None, limit=cfg.vector_k, shortlist=cfg.shortlist
             )
@@ -159,7 +158,7 @@ class RetrievalPipeline:
                 return None
             with rec.stage("bm25"):
                 try:
-                    return await self.keywords.keyword_search(flt, bm25_text, limit=cfg.bm25_k)
+                    return await self.keywords.keyword_search(flt, query.keyword_text, limit=cfg.bm25_k)
                 except DependencyUnavailableError as exc:
                     degraded.append(f"bm25:{exc.dependency}")
                     return None
@@ -202,8 +201,8 @@ class RetrievalPipeline:
             self.speakers.observe(q.owner, candidates.values())
 
         state = SearchState(
-            query=q, cfg=cfg, analysis=analysis, rec=rec, candidates=candidates, explain=explain,
-            degraded=degraded, speaker_names=names, fused=fused, ties=tie_order(candidates, explain),
+            query=q, analysed=query, cfg=cfg, rec=rec, candidates=candidates, explain=explain,
+            degraded=degraded, fused=fused, ties=tie_order(candidates, explain),
         )  # fmt: skip
         if q.explain:  # the place each stage's moves start from
             for rank, d in enumerate(state.by_score(fused, fused), start=1):
@@ -212,15 +211,19 @@ class RetrievalPipeline:
         hits = state.hits
 
         rec.fields.update(results_final=len(hits), temporal_query=analysis.is_temporal, history_query=analysis.history)
-        if names:
-            rec.fields["speaker_names"] = len(names)
+        if query.speaker_names:
+            rec.fields["speaker_names"] = len(query.speaker_names)
         for d in degraded:
             rec.mark_degraded(d)
         response = SearchResponse(hits=hits, analysis=analysis, degraded=degraded)
         if q.explain:
             response.explain = {
                 "analysis": analysis.to_dict()
-                | {"speaker_names": names, "search_text": text, "keyword_text": bm25_text},
+                | {
+                    "speaker_names": list(query.speaker_names),
+                    "search_text": query.search_text,
+                    "keyword_text": query.keyword_text,
+                },
                 "config": cfg.model_dump(),
                 "stage_durations": rec.stage_durations(),
                 "candidates": {k: v for k, v in rec.fields.items() if k.startswith("candidates")},

@@ -31,6 +31,12 @@
   not a capitalised function word opening a sentence ("Will I ...?", "May I ...?"), and not
   part of a time expression ("in May"). "What will I cook next week?" therefore keeps its
   "will" whoever the user's speakers are.
+* **Role** ("what did *you* recommend?", "where do *I* live?"): whose turns the question asks
+  about, from its grammatical person (:func:`query_role`; see :mod:`.role_prior`).
+
+A search's text is analysed once: :func:`analyze_query` reads its intent, the speaker directory
+is asked about its :func:`name_candidates`, and :func:`analysed_query` makes every cut of the text
+the pipeline and its stages read into one :class:`AnalysedQuery`.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from datetime import datetime
 from typing import Literal
 
 from ..timeexpr import TimeSpan, find_time_spans
+
+Role = Literal["user", "assistant"]
 
 _HISTORY = re.compile(
     r"\b(used to|use to|previous|previously|formerly|originally|before|earlier|changed?|changes|no longer|"
@@ -204,6 +212,27 @@ def state_intent(query: str, *, history: bool, explicit_time: bool, from_tense: 
     return "none"
 
 
+#: "you" that asks the assistant to do something, not about what it said.
+_REQUEST = re.compile(
+    r"\b(?:can|could|would|will)\s+you\b|\bdo\s+you\s+(?:remember|know|recall|think)\b|\bthank\s+you\b", re.I
+)
+_SECOND = re.compile(r"\b(?:you|your|yours|yourself)\b", re.I)
+_FIRST = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.I)
+
+
+def query_role(query: str) -> Role | None:
+    """Whose turns the query asks about, from its grammatical person: ``assistant`` for a question about
+    the assistant's words ("what did you recommend?"), ``user`` for a first-person question, else None (a
+    third-person question, or none of the two). "you" in a request to the assistant ("can you remind me
+    ...", "do you remember ...") is not a question about the assistant's turns."""
+    text = _REQUEST.sub(" ", query)
+    if _SECOND.search(text):
+        return "assistant"
+    if _FIRST.search(text):
+        return "user"
+    return None
+
+
 @dataclass(slots=True, frozen=True)
 class QueryAnalysis:
     temporal: TemporalKind
@@ -248,3 +277,48 @@ def analyze_query(
     if _WHEN.search(query):
         return QueryAnalysis("when", history=history, state="history" if history else "none")
     return QueryAnalysis("none", history=history, state=state)
+
+
+@dataclass(slots=True, frozen=True)
+class AnalysedQuery:
+    """A search's text analysed once, before anything is searched: every cut of the text the pipeline and
+    its stages read (:func:`analysed_query` makes it)."""
+
+    #: the text as asked
+    text: str
+    #: what it asks about time and state (the answer's ``query_analysis``)
+    analysis: QueryAnalysis
+    #: the user's speakers it names, in text order (speaker-aware recipes)
+    speaker_names: tuple[str, ...]
+    #: the text that is embedded: without those names and, for a present-state question, its state adverbs
+    search_text: str
+    #: the text sent to BM25: :attr:`search_text` without fillers and relative time expressions
+    keyword_text: str
+    #: whose turns it asks about (:func:`query_role`)
+    role: Role | None
+
+
+def analysed_query(
+    text: str,
+    analysis: QueryAnalysis,
+    speakers: Iterable[str] = (),
+    *,
+    drop_state_words: bool = False,
+    keyword_cleanup: bool = False,
+) -> AnalysedQuery:
+    """``text`` with its ``analysis`` and its cuts: the ``speakers`` (names the user's conversations are
+    said by) it uses as names leave the searched text, so do the state adverbs of a present-state question
+    when ``drop_state_words``, and with ``keyword_cleanup`` the keyword text loses fillers and relative
+    time expressions (:func:`keyword_text`)."""
+    names = tuple(find_names(text, speakers, analysis.spans))
+    search = strip_names(text, names, analysis.spans) if names else text
+    if drop_state_words and analysis.state == "present":
+        search = without_state_words(search)
+    return AnalysedQuery(
+        text=text,
+        analysis=analysis,
+        speaker_names=names,
+        search_text=search,
+        keyword_text=keyword_text(search, analysis) if keyword_cleanup else search,
+        role=query_role(text),
+    )

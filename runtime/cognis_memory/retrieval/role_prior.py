@@ -8,40 +8,21 @@ wanted role are multiplied by ``1 + boost``; nothing else changes.
 
 The rule reads grammar only (personal pronouns), never the subject of the query. "you" in a
 request to the assistant ("can you remind me ...", "do you remember ...") is not a question
-about the assistant's turns. A memory takes part only when its speaker *is* its role (a turn
-without a speaker name, see :func:`.speakers.speaker_name`): where turns carry names (two friends
-chatting under their own names, a user speaking as "Maya"), the query's names decide through the
-speaker-aware step, and this prior is neutral.
+about the assistant's turns; query analysis reads the role with the rest of the query
+(:func:`~.query_analysis.query_role`, :attr:`~.query_analysis.AnalysedQuery.role`). A memory takes
+part only when its speaker *is* its role (a turn without a speaker name, see
+:func:`.speakers.speaker_name`): where turns carry names (two friends chatting under their own
+names, a user speaking as "Maya"), the query's names decide through the speaker-aware step, and
+this prior is neutral.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from typing import Literal
 
 from ..domain import Memory
+from .query_analysis import Role
 from .stages import RetrievalStage, SearchState
-
-Role = Literal["user", "assistant"]
-
-#: "you" that asks the assistant to do something, not about what it said.
-_REQUEST = re.compile(
-    r"\b(?:can|could|would|will)\s+you\b|\bdo\s+you\s+(?:remember|know|recall|think)\b|\bthank\s+you\b", re.I
-)
-_SECOND = re.compile(r"\b(?:you|your|yours|yourself)\b", re.I)
-_FIRST = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.I)
-
-
-def query_role(query: str) -> Role | None:
-    """``assistant`` for a question about the assistant's words, ``user`` for a first-person question,
-    else None (a third-person question, or none of the two)."""
-    text = _REQUEST.sub(" ", query)
-    if _SECOND.search(text):
-        return "assistant"
-    if _FIRST.search(text):
-        return "user"
-    return None
 
 
 def role_of(memory: Memory) -> str | None:
@@ -63,15 +44,16 @@ def role_boosted(
 
 
 class RolePrior(RetrievalStage):
-    """:func:`role_boosted` with the role :func:`query_role` reads from the query (``role_boost``)."""
+    """:func:`role_boosted` with the role query analysis read from the query (``role_boost``;
+    :func:`~.query_analysis.query_role`)."""
 
     name = "role_prior"
     phase = "fused"
 
     def enabled(self, s: SearchState) -> bool:
-        return s.cfg.role_boost > 0 and bool(s.fused) and query_role(s.query.text) is not None
+        return s.cfg.role_boost > 0 and bool(s.fused) and s.analysed.role is not None
 
     async def apply(self, s: SearchState) -> None:
-        role = query_role(s.query.text)
+        role = s.analysed.role
         assert role is not None
         s.fused = role_boosted(s.fused, s.candidates, role, s.cfg.role_boost)

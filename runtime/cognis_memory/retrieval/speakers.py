@@ -33,8 +33,6 @@ from ..domain import Memory, Owner
 from ..errors import DependencyUnavailableError
 from ..search_filter import SearchFilter
 from ..stores.roles import KeywordSearch
-from ..timeexpr import TimeSpan
-from .query_analysis import find_names, name_candidates
 from .stages import RetrievalStage, SearchState
 
 
@@ -136,18 +134,17 @@ class SpeakerDirectory:
         except DependencyUnavailableError:
             return []
 
-    async def names_in_query(self, owner: Owner, query: str, spans: Iterable[TimeSpan] = ()) -> tuple[list[str], bool]:
-        """Speaker names the query uses as names, and whether a probe was needed to learn them.
-        ``spans``: the query's time expressions, whose words are never names ("in May")."""
-        spans = tuple(spans)
-        unknown = self._unknown(owner, name_candidates(query, spans))
+    async def known_after_probe(self, owner: Owner, words: Iterable[str]) -> tuple[list[str], bool]:
+        """The owner's known speakers once the ``words`` (a query's :func:`~.query_analysis.name_candidates`)
+        that are neither known speakers nor known not to be have been probed, and whether a probe was needed."""
+        unknown = self._unknown(owner, list(words))
         probed = False
         if unknown:
             probed = True
             results = await asyncio.gather(*(self._probe(owner, w) for w in unknown))
             self.observe(owner, (m for found in results for m in found))
             self._mark_not_speakers(owner, unknown)
-        return find_names(query, self.known(owner), spans), probed
+        return self.known(owner), probed
 
 
 class SpeakerBoost(RetrievalStage):
@@ -157,10 +154,10 @@ class SpeakerBoost(RetrievalStage):
     phase = "fused"
 
     def enabled(self, s: SearchState) -> bool:
-        return bool(s.speaker_names) and s.cfg.speaker_boost > 0 and bool(s.fused)
+        return bool(s.analysed.speaker_names) and s.cfg.speaker_boost > 0 and bool(s.fused)
 
     async def apply(self, s: SearchState) -> None:
-        wanted = {n.lower() for n in s.speaker_names}
+        wanted = {n.lower() for n in s.analysed.speaker_names}
         boost = 1.0 + s.cfg.speaker_boost
         s.fused = {
             d: v * boost if (s.candidates[d].speaker or "").strip().lower() in wanted else v for d, v in s.fused.items()

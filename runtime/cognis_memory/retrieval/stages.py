@@ -41,7 +41,7 @@ from ..providers.base import Reranker
 from ..stores.roles import MemoryVersions
 from ..telemetry.recorder import StageRecorder
 from .config import RetrievalConfig
-from .query_analysis import QueryAnalysis
+from .query_analysis import AnalysedQuery
 from .search_types import SearchHit, SearchQuery, StageMove
 
 Phase = Literal["fused", "final", "ranking", "hits"]
@@ -57,8 +57,9 @@ class SearchState:
     """What the stages of one search share (one per request, never shared between requests)."""
 
     query: SearchQuery
+    #: the query's text analysed once: its intent, the speakers it names, the texts that were searched
+    analysed: AnalysedQuery
     cfg: RetrievalConfig
-    analysis: QueryAnalysis
     rec: StageRecorder
     #: Every candidate the vector and keyword searches found, by id.
     candidates: dict[str, Memory]
@@ -66,8 +67,6 @@ class SearchState:
     explain: dict[str, dict[str, float]]
     #: Dependencies skipped for this answer (``bm25:<dependency>``, ``reranker``).
     degraded: list[str]
-    #: Names of the user's speakers the query used (speaker-aware queries).
-    speaker_names: list[str]
     fused: dict[str, float]
     #: Each candidate's place among equal scores (:func:`~.fusion.tie_order`).
     ties: dict[str, int] = field(default_factory=dict)

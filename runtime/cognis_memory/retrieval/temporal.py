@@ -39,10 +39,10 @@ class TemporalBoost(RetrievalStage):
     phase = "final"
 
     def enabled(self, s: SearchState) -> bool:
-        return s.cfg.temporal_boost and s.analysis.is_temporal and bool(s.final)
+        return s.cfg.temporal_boost and s.analysed.analysis.is_temporal and bool(s.final)
 
     async def apply(self, s: SearchState) -> None:
-        cfg, analysis = s.cfg, s.analysis
+        cfg, analysis = s.cfg, s.analysed.analysis
         for doc, fused_norm in min_max_normalise(s.fused).items():
             mem = s.candidates[doc]
             if analysis.temporal == "when":

@@ -17,7 +17,7 @@ class VersionHistory(RetrievalStage):
     phase = "hits"
 
     def enabled(self, s: SearchState) -> bool:
-        return s.cfg.history and (s.analysis.history or s.query.include_history) and bool(s.hits)
+        return s.cfg.history and (s.analysed.analysis.history or s.query.include_history) and bool(s.hits)
 
     async def apply(self, s: SearchState) -> None:
         walk = [hit for hit in s.hits if hit.memory.version > 1 or hit.memory.replaces_id is not None]

@@ -1,6 +1,6 @@
 """The translation of a :class:`~cognis_memory.search_filter.SearchFilter` for every backend, side by side: SQLite and
-PostgreSQL SQL, OpenSearch's query DSL, the numpy mask of the embedded store's in-memory vector
-index, and the search-result cache key.
+PostgreSQL SQL, OpenSearch's query DSL and the numpy mask of the embedded store's in-memory vector
+index (the search-result cache key reads it in :mod:`cognis_memory.retrieval.cached`).
 
 The rules are the ``MemoryFilter`` docstring's (and docs/stores.md, "Filter semantics"); the
 contract suite checks every backend against a reference written from it. Two kinds of rule:
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -193,22 +193,3 @@ def numpy_mask(flt: SearchFilter, cols: FilterColumns) -> np.ndarray | None:
             cond &= t <= flt.time_to.timestamp()
         both(cond)
     return mask
-
-
-# -- result caches (the search-result cache key) ---------------------------------------------------------
-def cache_key_parts(flt: SearchFilter) -> dict[str, Any]:
-    """Every field of the filter but the owner (which the cache key holds apart), as JSON-ready values: sets
-    sorted, times in ISO 8601, no filter (None) apart from an empty set. Derived from the dataclass, so a new
-    filter field is part of the key without anyone remembering to add it (a field left out would serve one
-    filter's cached answer to another)."""
-    out: dict[str, Any] = {}
-    for f in fields(flt):
-        if f.name == "owner":
-            continue
-        value = getattr(flt, f.name)
-        if isinstance(value, frozenset):
-            value = sorted(value)
-        elif isinstance(value, datetime):
-            value = value.isoformat()
-        out[f.name] = value
-    return out

@@ -22,9 +22,7 @@ from ..migrations.sqlite import FTS_TOKENIZE, add_record_columns, apply_migratio
 from ..numpy_index import IndexedRow, UserVectorIndex
 from ..owner_cache import OwnerCache
 from ..records import (
-    JOB_COLUMNS,
     MEMORY_COLUMNS,
-    MESSAGE_COLUMNS,
     SQLITE,
     SQLITE_WITHOUT_VECTORS,
     insert_statement,
@@ -34,32 +32,18 @@ from ..records import (
 )
 from ..vector_space import KEY as VECTOR_SPACE_KEY
 from ..vector_space import check as check_vector_space
-from ..version_chain_sql import SQLITE_PARAM, chain_query
 from .connection import connect
 
-#: Rows read per step when a user's vector or keyword index is loaded. Small steps keep the short-lived
-#: buffers of a step (the rows' blobs and tuples: about 4 MB at 2,048 rows) from fragmenting the heap:
-#: at 16,384 rows (about 33 MB a step) 35-40 MiB per 100k memories stayed resident after the load, even
-#: after a heap trim (measured in docs/benchmarks.md, "Search cost at scale").
-_LOAD_CHUNK = 2048
 #: how much lower the priority of a background index build is than the process's (a nice increment)
 BACKGROUND_NICE = 10
-_MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
-_CHAIN_SQL = chain_query(_MEMORY_COLUMNS, SQLITE_PARAM)
+#: the memory columns as an SQL select list (every role that reads whole memories selects these)
+MEMORY_COLUMNS_SQL = ", ".join(MEMORY_COLUMNS)
 _INSERT_MEMORY = insert_statement("memories", MEMORY_COLUMNS, "?")
-_INSERT_MESSAGE = insert_statement("messages", MESSAGE_COLUMNS, "?")
-#: a job is written whole, with the queue's own lease column (a claim sets it)
-_UPSERT_JOB = (
-    insert_statement("jobs", (*JOB_COLUMNS, "lease_until"), "?")
-    + " ON CONFLICT(id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,"
-    " last_error = excluded.last_error, next_attempt_at = excluded.next_attempt_at,"
-    " lease_until = excluded.lease_until, updated_at = excluded.updated_at, result = excluded.result"
-)
 _COLUMNS_WITHOUT_VECTORS = ", ".join(c for c in MEMORY_COLUMNS if c not in ("embedding", "embedding_short"))
 
 
 @dataclass(slots=True)
-class _SmallUser:
+class SmallUser:
     """A user with fewer current memories than ``keyword_index_min_rows``: FTS5 answers their keyword searches."""
 
     rows: int
@@ -71,7 +55,23 @@ class _SmallUser:
 
 class EmbeddedBase:
     """The store's state and what its roles share; each role is a subclass in its own module and
-    :class:`~.store.EmbeddedStore` is all of them."""
+    :class:`~.store.EmbeddedStore` is all of them. A role uses its own members and these of the base,
+    never another role's (``tests/stores/test_embedded_roles.py`` keeps this list true):
+
+    * :mod:`.messages`: ``_read``, ``_tx``
+    * :mod:`.jobs`: ``_read``, ``_tx``
+    * :mod:`.api_keys`: ``_read``, ``_tx``
+    * :mod:`.memories`: ``_read``, ``_tx``, ``_fetch``, ``_insert_memory``, ``_index_add``, ``_index_remove``,
+      ``_vectors``, ``_keywords``, ``_fts_stats``
+    * :mod:`.search`: ``_read``, ``_fetch``, ``_connect``, ``_reader``, ``_rlock``, ``_background``, ``_closed``,
+      ``_vectors``, ``_keywords``, ``_keyword_builds``, ``_fts_stats``, ``_tokenizer``, ``_ann_available``
+
+    ``_read`` runs a query on the reader connection (``_reader`` under ``_rlock``; ``_connect`` opens another),
+    ``_tx`` is a write transaction; ``_insert_memory`` writes a memory's row and FTS row, ``_index_add`` and
+    ``_index_remove`` keep the loaded per-user indexes (``_vectors``, ``_keywords``) in step after a commit,
+    ``_fetch`` reads memories by id; ``_fts_stats`` and ``_tokenizer`` are FTS5's statistics and tokenizer;
+    ``_background`` starts an index build (``_keyword_builds``: the keyword builds under way),
+    ``_ann_available`` turns off once an approximate index build fails, ``_closed`` is set by :meth:`close`."""
 
     def __init__(
         self,
@@ -96,7 +96,7 @@ class EmbeddedBase:
         self.keyword_index_min_rows, self.ann_min_rows = keyword_index_min_rows, ann_min_rows
         self.ann_threads = ann_threads or os.cpu_count() or 1
         self._vectors: OwnerCache[UserVectorIndex] = OwnerCache(lambda i: i.n, max_rows=max_cached_rows)
-        self._keywords: OwnerCache[UserKeywordIndex | _SmallUser] = OwnerCache(lambda i: i.n, max_rows=max_cached_rows)
+        self._keywords: OwnerCache[UserKeywordIndex | SmallUser] = OwnerCache(lambda i: i.n, max_rows=max_cached_rows)
         self._tokenizer = FtsTokenizer(FTS_TOKENIZE)
         self._fts_stats = FtsStatistics("memories_fts")
         self._ann_available = True
@@ -260,7 +260,7 @@ class EmbeddedBase:
                 kw = self._keywords.peek(owner)
                 if isinstance(kw, UserKeywordIndex):
                     kw.add([(m.id, fts_rowid, search_text(m)) for m, _, fts_rowid in added if fts_rowid is not None])
-                elif isinstance(kw, _SmallUser):
+                elif isinstance(kw, SmallUser):
                     kw.rows += len(added)
                     if kw.rows >= self.keyword_index_min_rows:
                         self._keywords.drop(owner)  # large enough now: indexed on its next search
@@ -276,7 +276,7 @@ class EmbeddedBase:
             kw = self._keywords.peek(owner)
             if isinstance(kw, UserKeywordIndex):
                 kw.remove(memory_id)
-            elif isinstance(kw, _SmallUser):
+            elif isinstance(kw, SmallUser):
                 kw.rows -= 1
             self._keywords.written(owner)
 
@@ -291,7 +291,7 @@ class EmbeddedBase:
         if missing := [i for i in ids if i not in by_id]:
             q = ",".join("?" * len(missing))
             rows = self._read(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
+                f"SELECT {MEMORY_COLUMNS_SQL} FROM memories WHERE tenant_id = ? AND user_id = ? AND id IN ({q})",
                 (owner.tenant_id, owner.user_id, *missing),
             )
             by_id.update((r["id"], memory_from_row(r, SQLITE)) for r in rows)

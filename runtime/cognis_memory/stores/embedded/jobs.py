@@ -9,11 +9,20 @@ from ...domain import Job, JobStatus, Owner
 from ..records import (
     JOB_COLUMNS,
     SQLITE,
+    insert_statement,
     job_from_row,
     job_to_row,
     row_values,
 )
-from .base import _UPSERT_JOB, EmbeddedBase
+from .base import EmbeddedBase
+
+#: a job is written whole, with the queue's own lease column (a claim sets it)
+_UPSERT_JOB = (
+    insert_statement("jobs", (*JOB_COLUMNS, "lease_until"), "?")
+    + " ON CONFLICT(id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,"
+    " last_error = excluded.last_error, next_attempt_at = excluded.next_attempt_at,"
+    " lease_until = excluded.lease_until, updated_at = excluded.updated_at, result = excluded.result"
+)
 
 
 class EmbeddedJobs(EmbeddedBase):

@@ -25,6 +25,6 @@ def fts_query_terms(text: str, limit: int = 32) -> list[str]:
     return terms[:limit]
 
 
-def _quote(term: str) -> str:
+def quote(term: str) -> str:
     """An FTS5 string literal: the term in double quotes, inner quotes doubled."""
     return '"' + term.replace('"', '""') + '"'

@@ -6,15 +6,17 @@ import asyncio
 from collections.abc import Sequence
 
 from ...domain import Memory, Owner
-from ...errors import ConflictError, NotFoundError
 from ..filters import owner_token
 from ..records import (
     SQLITE,
     memory_from_row,
 )
 from ..values import PagePosition, UserSummary
-from .base import _CHAIN_SQL, _MEMORY_COLUMNS, EmbeddedBase
+from ..version_chain_sql import SQLITE_PARAM, chain_query
+from ..version_rules import check_new_version_owner, check_previous_version, require_previous_version
+from .base import MEMORY_COLUMNS_SQL, EmbeddedBase
 
+_CHAIN_SQL = chain_query(MEMORY_COLUMNS_SQL, SQLITE_PARAM)
 #: when a memory was said (:attr:`~cognis_memory.domain.Memory.said_at`), the listing order; the index
 #: ``memories_owner_said`` (migration 3) is on this very expression
 SAID_AT = "COALESCE(message_time, created_at)"
@@ -26,7 +28,7 @@ def list_memories_sql(*, include_history: bool, paged: bool) -> str:
     current = "" if include_history else " AND is_current = 1"
     after = f" AND {SAID_AT} >= ? AND ({SAID_AT}, id) > (?, ?)" if paged else ""
     return (
-        f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE tenant_id = ? AND user_id = ?{current}{after}"
+        f"SELECT {MEMORY_COLUMNS_SQL} FROM memories WHERE tenant_id = ? AND user_id = ?{current}{after}"
         f" ORDER BY {SAID_AT}, id LIMIT ?"
     )
 
@@ -44,19 +46,16 @@ class EmbeddedMemories(EmbeddedBase):
             await asyncio.to_thread(self._insert_memories, list(memories))
 
     def _write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
-        if (new.tenant_id, new.user_id) != (owner.tenant_id, owner.user_id):
-            raise ValueError("new version must belong to the same owner")
+        check_new_version_owner(owner, new)
         with self._tx() as conn:
-            row = conn.execute(
-                "SELECT is_current, chain_id FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
-                (previous_id, owner.tenant_id, owner.user_id),
-            ).fetchone()
-            if row is None:
-                raise NotFoundError(f"memory {previous_id} not found")
-            if not row["is_current"]:
-                raise ConflictError(f"memory {previous_id} is not the current version")
-            if new.chain_id != row["chain_id"]:
-                raise ValueError("new version must keep the chain id of the version it replaces")
+            row = require_previous_version(
+                previous_id,
+                conn.execute(
+                    "SELECT is_current, chain_id FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
+                    (previous_id, owner.tenant_id, owner.user_id),
+                ).fetchone(),
+            )
+            check_previous_version(previous_id, new, is_current=bool(row["is_current"]), chain_id=row["chain_id"])
             conn.execute(
                 "UPDATE memories SET is_current = 0 WHERE id = ? AND tenant_id = ? AND user_id = ?",
                 (previous_id, owner.tenant_id, owner.user_id),
@@ -74,7 +73,7 @@ class EmbeddedMemories(EmbeddedBase):
     async def get_memory(self, owner: Owner, memory_id: str) -> Memory | None:
         rows = await asyncio.to_thread(
             self._read,
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
+            f"SELECT {MEMORY_COLUMNS_SQL} FROM memories WHERE id = ? AND tenant_id = ? AND user_id = ?",
             (memory_id, owner.tenant_id, owner.user_id),
         )
         return memory_from_row(rows[0], SQLITE) if rows else None

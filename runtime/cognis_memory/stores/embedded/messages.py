@@ -9,12 +9,15 @@ from ...domain import Message, Owner
 from ..records import (
     MESSAGE_COLUMNS,
     SQLITE,
+    insert_statement,
     message_from_row,
     message_to_row,
     row_values,
 )
 from ..values import PagePosition
-from .base import _INSERT_MESSAGE, EmbeddedBase
+from .base import EmbeddedBase
+
+_INSERT_MESSAGE = insert_statement("messages", MESSAGE_COLUMNS, "?")
 
 
 def session_messages_sql(*, paged: bool) -> str:

@@ -19,15 +19,16 @@ from ..records import (
     memory_from_row,
 )
 from ..values import ScoredMemory, VectorSearchResult
-from .base import (
-    _LOAD_CHUNK,
-    _MEMORY_COLUMNS,
-    EmbeddedBase,
-    _SmallUser,
-)
-from .keyword_query import _quote, fts_query_terms
+from .base import MEMORY_COLUMNS_SQL, EmbeddedBase, SmallUser
+from .keyword_query import fts_query_terms, quote
 
 log = logging.getLogger(__name__)
+
+#: Rows read per step when a user's vector or keyword index is loaded. Small steps keep the short-lived
+#: buffers of a step (the rows' blobs and tuples: about 4 MB at 2,048 rows) from fragmenting the heap:
+#: at 16,384 rows (about 33 MB a step) 35-40 MiB per 100k memories stayed resident after the load, even
+#: after a heap trim (measured in docs/benchmarks.md, "Search cost at scale").
+_LOAD_CHUNK = 2048
 
 #: the columns the vector index's filters test (:data:`.filters.MASKED_RECORD`), as a vector index load selects
 #: them after the id; the two times of the effective time, the vectors and the rowid follow, at these places
@@ -120,7 +121,7 @@ class EmbeddedSearch(EmbeddedBase):
     ) -> VectorSearchResult:
         return await asyncio.to_thread(self._vector_search, flt, query, query_short, limit, shortlist)
 
-    def _load_keyword_index(self, owner: Owner) -> UserKeywordIndex | _SmallUser:
+    def _load_keyword_index(self, owner: Owner) -> UserKeywordIndex | SmallUser:
         """The owner's keyword index, or a note that the owner is too small for one (FTS5 is cheap there).
         Read through a connection of its own: a build runs beside searches, and a statement left open
         on the shared reader would hold every search on the snapshot of its start."""
@@ -133,7 +134,7 @@ class EmbeddedSearch(EmbeddedBase):
                 (owner.tenant_id, owner.user_id),
             ).fetchone()[0]
             if rows < self.keyword_index_min_rows:
-                return _SmallUser(int(rows))
+                return SmallUser(int(rows))
             idx = UserKeywordIndex(self._tokenizer)
             cur = conn.execute(
                 "SELECT rowid, memory_id, content FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid",
@@ -171,7 +172,7 @@ class EmbeddedSearch(EmbeddedBase):
 
         self._background(build, "cognis-keyword-build")
 
-    def _keyword_index(self, owner: Owner) -> UserKeywordIndex | _SmallUser | None:
+    def _keyword_index(self, owner: Owner) -> UserKeywordIndex | SmallUser | None:
         """The owner's loaded keyword index (or its small-user note); None while a large owner's index
         is built in the background."""
         idx = self._keywords.loaded(owner)
@@ -189,7 +190,7 @@ class EmbeddedSearch(EmbeddedBase):
             return None
         # a write between the count and this entry leaves the count a little short: the threshold is
         # then crossed a few writes late, which changes no answer
-        return self._keywords.get(owner, lambda: _SmallUser(int(rows)))
+        return self._keywords.get(owner, lambda: SmallUser(int(rows)))
 
     def _indexed_keyword_search(self, owner: Owner, terms: list[str], limit: int) -> list[ScoredMemory] | None:
         """An unfiltered keyword search through the owner's in-memory index; None when FTS5 must answer
@@ -222,11 +223,11 @@ class EmbeddedSearch(EmbeddedBase):
         if not terms:
             return []
         owner = flt.owner
-        match = f'owner : "{owner_token(owner)}" AND content : ({" OR ".join(_quote(t) for t in terms)})'
+        match = f'owner : "{owner_token(owner)}" AND content : ({" OR ".join(quote(t) for t in terms)})'
         extra, params = sqlite_filter(flt)
         if not extra and (indexed := self._indexed_keyword_search(owner, terms, limit)) is not None:
             return indexed
-        columns = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
+        columns = ", ".join("m." + c.strip() for c in MEMORY_COLUMNS_SQL.split(","))
         if not extra:
             # Rank inside FTS first and read only the top rows: joining before the ORDER BY made SQLite
             # read every matching memories row (vector blobs included) before sorting. The FTS table

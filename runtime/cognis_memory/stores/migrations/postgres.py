@@ -6,7 +6,7 @@ session-level advisory lock, so two processes never race on ``CREATE EXTENSION``
 half-applied migration. The vector sizes are part of the schema (``vector(dim)``); opening
 an existing database with other sizes fails with a clear error instead of corrupting data.
 
-After the numbered migrations, under the same lock, the columns that ``records.py`` declares and a
+After the numbered migrations, under the same lock, the columns that ``records/schema.py`` declares and a
 table lacks are added (:mod:`.record_columns`): a new stored field needs no migration here. A
 service that does not migrate refuses a schema that lacks one, naming it.
 

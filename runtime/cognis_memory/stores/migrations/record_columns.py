@@ -1,7 +1,7 @@
 """Columns a record gained after its table was created: found by comparing :mod:`..records` with the table,
 added by the SQL backends right after their numbered migrations (``ALTER TABLE ... ADD COLUMN``).
 
-A new stored field is then one ``Column`` line in ``records.py`` and its domain field: no numbered
+A new stored field is then one ``Column`` line in ``records/schema.py`` and its domain field: no numbered
 migration, in either SQL backend. Rows that exist already get the domain field's default (the
 dataclass default, or its factory's value), which is what a record written before the field existed
 means. What cannot be added that way is refused with the column named (:class:`NeedsMigrationError`):

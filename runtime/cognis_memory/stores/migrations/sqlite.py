@@ -13,7 +13,7 @@ made before migrations existed holds version 1 and today's schema, so it opens u
   a newer release: it is refused (:class:`SchemaTooNewError`), never opened with a schema the code
   does not know.
 * A store that is already current costs one read (no write lock) on open.
-* After the numbered migrations, :func:`add_record_columns` adds the columns that ``records.py``
+* After the numbered migrations, :func:`add_record_columns` adds the columns that ``records/schema.py``
   declares and a table lacks (:mod:`.record_columns`): a new stored field needs no migration here.
 """
 

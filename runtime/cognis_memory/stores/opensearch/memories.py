@@ -24,9 +24,10 @@ from typing import Any
 from opensearchpy import exceptions as os_exc
 
 from ...domain import Memory, Owner
-from ...errors import ConflictError, NotFoundError
+from ...errors import ConflictError
 from ..records import OPENSEARCH, epoch_us, memory_from_row
 from ..values import PagePosition, UserSummary
+from ..version_rules import check_new_version_owner, check_previous_version, require_previous_version
 from .client import delete_matching
 from .documents import owner_key, owner_query
 from .indices import SAID_US, OpenSearchIndices, memory_doc
@@ -76,16 +77,12 @@ class OpenSearchMemories:
         return {h["_source"]["replaces_id"]: h["_source"] for h in res["hits"]["hits"]}
 
     async def write_version(self, owner: Owner, previous_id: str, new: Memory) -> Memory:
-        if (new.tenant_id, new.user_id) != (owner.tenant_id, owner.user_id):
-            raise ValueError("new version must belong to the same owner")
+        check_new_version_owner(owner, new)
         prev_key = owner_key(owner.tenant_id, owner.user_id, previous_id)
-        prev = await self.ix.get_source(self.ix.memories, prev_key)
-        if prev is None:
-            raise NotFoundError(f"memory {previous_id} not found")
-        if not prev["_source"]["is_current"]:
-            raise ConflictError(f"memory {previous_id} is not the current version")
-        if new.chain_id != prev["_source"].get("chain_id", new.chain_id):
-            raise ValueError("new version must keep the chain id of the version it replaces")
+        prev = require_previous_version(previous_id, await self.ix.get_source(self.ix.memories, prev_key))
+        # a document of an older release has no chain id: it is taken to be of the new version's chain
+        chain_id = prev["_source"].get("chain_id", new.chain_id)
+        check_previous_version(previous_id, new, is_current=prev["_source"]["is_current"], chain_id=chain_id)
         other = (await self._successors(owner, [previous_id])).get(previous_id)
         if other is not None and other["memory_id"] != new.id:
             # Another version of this head exists. Old: a crashed write; finish it. Young: a concurrent

@@ -16,7 +16,6 @@ from psycopg import sql as psql
 from psycopg.rows import dict_row
 
 from ...domain import Memory, Owner
-from ...errors import ConflictError, NotFoundError
 from ..migrations.record_columns import POSTGRES_DIALECT
 from ..records import (
     MEMORY_COLUMNS,
@@ -29,6 +28,7 @@ from ..records import (
 )
 from ..values import PagePosition, UserSummary
 from ..version_chain_sql import PSYCOPG_PARAM, chain_query
+from ..version_rules import check_new_version_owner, check_previous_version, require_previous_version
 from .connection import PostgresDatabase
 
 _COLS = ", ".join(MEMORY_COLUMNS)
@@ -108,8 +108,7 @@ class PostgresMemories:
         await self._after_write(outbox)
 
     async def write_version(self, owner: Owner, previous_id: str, new: Memory, *, outbox: bool | None = None) -> Memory:
-        if (new.tenant_id, new.user_id) != (owner.tenant_id, owner.user_id):
-            raise ValueError("new version must belong to the same owner")
+        check_new_version_owner(owner, new)
         params = _memory_params(new)
         outbox = self._use_outbox(outbox)
         async with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
@@ -118,13 +117,8 @@ class PostgresMemories:
                 " WHERE id = %s AND tenant_id = %s AND user_id = %s FOR UPDATE",
                 (previous_id, owner.tenant_id, owner.user_id),
             )
-            row = await cur.fetchone()
-            if row is None:
-                raise NotFoundError(f"memory {previous_id} not found")
-            if not row[0]:
-                raise ConflictError(f"memory {previous_id} is not the current version")
-            if new.chain_id != row[2]:
-                raise ValueError("new version must keep the chain id of the version it replaces")
+            row = require_previous_version(previous_id, await cur.fetchone())
+            check_previous_version(previous_id, new, is_current=row[0], chain_id=row[2])
             await cur.execute("UPDATE memories SET is_current = false WHERE id = %s", (previous_id,))
             await cur.execute(_INSERT_MEMORY, params)
             if outbox:
