@@ -34,6 +34,7 @@ from pydantic import BaseModel
 
 from .api.schemas import AddMessagesOut, ContextBody, ContextOut, MemoryOut, MessageBody
 from .client import AsyncMemoryClient, MemoryAPIError, MemoryClient
+from .errors import InvalidInputError
 
 RECALL_MAX_TOKENS = 1200
 NOTE_SPEAKER = "note"  # the speaker of what ``remember`` stores
@@ -162,10 +163,8 @@ class ToolOutcome:
     is_error: bool = False
 
 
-class ToolInputError(ValueError):
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
+class ToolInputError(InvalidInputError):
+    """A tool call's input is refused before any request is sent; ``field`` names the input."""
 
 
 @dataclass(slots=True)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 
+from .errors import ConfigurationError
 from .stores.values import ApiKeyRecord
 
 #: The longest key the service looks up (a longer Bearer token is refused without a store lookup).
@@ -41,7 +42,7 @@ MODES = {"read": True, "write": False}  # mode -> read_only
 _SETTING = "api_keys (COGNIS_API_KEYS)"
 
 
-class ApiKeyListError(ValueError):
+class ApiKeyListError(ConfigurationError, ValueError):
     """``COGNIS_API_KEYS`` is malformed; the message names the entry without revealing its key."""
 
 

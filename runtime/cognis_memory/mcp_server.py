@@ -43,6 +43,7 @@ from mcp.server.stdio import stdio_server
 from .agent_tools import TOOLS, AsyncMemoryToolbox, input_schema
 from .client import AsyncMemoryClient, MemoryAPIError
 from .config import Settings
+from .errors import CognisError
 
 __all__ = ["DEFAULT_PORT", "HTTP_PATH", "McpOptions", "build_mcp_server", "mcp_tools", "open_toolbox", "run"]
 
@@ -138,7 +139,7 @@ class McpOptions:
     tenant: str = "default"  # the in-process service's tenant (with a URL, the API key decides)
 
 
-class StartupError(Exception):
+class StartupError(CognisError):
     """The backend refused the configuration (unreachable, bad key, invalid user); ``status`` as the API's."""
 
     def __init__(self, message: str, status: int = 0) -> None:

@@ -292,10 +292,7 @@ def check_recipe(recipe: str | None) -> RetrievalConfig | None:
     """The configuration of a named recipe, or None for none."""
     if not recipe:
         return None
-    try:
-        return get_recipe(recipe)
-    except ValueError as exc:
-        raise InvalidInputError("recipe", str(exc).removeprefix("recipe: ")) from None
+    return get_recipe(recipe)
 
 
 def check_update(

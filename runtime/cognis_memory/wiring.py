@@ -22,6 +22,7 @@ from .caching import factory as cache_factory
 from .caching.result_cache import Cache, NullCache
 from .config import Settings
 from .encoding.encoder import MatryoshkaEncoder
+from .errors import SettingError
 from .ingest.categorizer import EmbeddingCategorizer
 from .ingest.pipeline import IngestPipeline
 from .ingest.worker import JobWorker
@@ -42,7 +43,7 @@ def store_kind(settings: Settings) -> StoreKind:
     """The registry entry of ``settings.store``."""
     kind = STORES.get(settings.store)
     if kind is None:
-        raise ValueError(f"store: unknown store kind {settings.store!r}; the kinds are {', '.join(STORES)}")
+        raise SettingError("store", f"unknown store kind {settings.store!r}; the kinds are {', '.join(STORES)}")
     return kind
 
 
@@ -115,7 +116,9 @@ async def migrate_postgres(settings: Settings, *, dim: int | None = None) -> lis
     from .stores.migrate import migrate_postgres as migrate
 
     if settings.store != "dual":
-        raise ValueError(f"store: migrate applies the PostgreSQL schema of the dual store; this is {settings.store!r}")
+        raise SettingError(
+            "store", f"migrate applies the PostgreSQL schema of the dual store; this is {settings.store!r}"
+        )
     if dim is None:
         dim = settings.encoder.dim_full or build_embedder(settings).dim
     context = store_context(settings, dim=dim, dim_short=settings.encoder.dim_short)

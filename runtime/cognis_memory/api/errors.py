@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
+    CognisError,
     ConflictError,
     DependencyUnavailableError,
     InvalidInputError,
@@ -76,35 +77,30 @@ async def _http(_: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
 
 
-async def _invalid(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, InvalidInputError)
-    return error_response(422, "invalid_input", str(exc), exc.field)
+#: The service's errors the API answers, by class: (status, code). ``install_error_handlers`` registers each
+#: class, and the framework picks the nearest one in an exception's class hierarchy; any other
+#: :class:`~cognis_memory.errors.CognisError` reaches the outermost middleware, a 500.
+STATUS_BY_ERROR: dict[type[CognisError], tuple[int, str]] = {
+    InvalidInputError: (422, "invalid_input"),
+    PermissionDeniedError: (403, "forbidden"),
+    NotFoundError: (404, "not_found"),
+    ConflictError: (409, "conflict"),
+    DependencyUnavailableError: (503, "dependency_unavailable"),
+}
 
 
-async def _not_found(_: Request, exc: Exception) -> JSONResponse:
-    return error_response(404, "not_found", str(exc))
-
-
-async def _conflict(_: Request, exc: Exception) -> JSONResponse:
-    return error_response(409, "conflict", str(exc))
-
-
-async def _forbidden(_: Request, exc: Exception) -> JSONResponse:
-    return error_response(403, "forbidden", str(exc))
-
-
-async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, DependencyUnavailableError)
-    status, code, message, headers = unavailable_error(exc)
-    return error_response(status, code, message, **{k.decode(): v.decode() for k, v in headers})
+async def _service_error(_: Request, exc: Exception) -> JSONResponse:
+    """The error body of a :class:`CognisError` in :data:`STATUS_BY_ERROR`, found by its class."""
+    if isinstance(exc, DependencyUnavailableError):  # names the dependency and says when to retry
+        status, code, message, headers = unavailable_error(exc)
+        return error_response(status, code, message, **{k.decode(): v.decode() for k, v in headers})
+    status, code = next(STATUS_BY_ERROR[c] for c in type(exc).__mro__ if c in STATUS_BY_ERROR)
+    return error_response(status, code, str(exc), exc.field if isinstance(exc, InvalidInputError) else None)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every known exception with the API's error body."""
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
-    app.add_exception_handler(InvalidInputError, _invalid)
-    app.add_exception_handler(NotFoundError, _not_found)
-    app.add_exception_handler(ConflictError, _conflict)
-    app.add_exception_handler(PermissionDeniedError, _forbidden)
-    app.add_exception_handler(DependencyUnavailableError, _unavailable)
+    for error in STATUS_BY_ERROR:
+        app.add_exception_handler(error, _service_error)

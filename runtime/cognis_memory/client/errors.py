@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 
 import httpx
 
+from ..errors import CognisError
 
-class MemoryAPIError(Exception):
+
+class MemoryAPIError(CognisError):
     """An error answer from the API. ``status`` is the HTTP status (0: no answer at all)."""
 
     def __init__(

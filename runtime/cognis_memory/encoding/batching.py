@@ -36,6 +36,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from ..errors import SettingError
 from ..providers.base import Embedder
 
 
@@ -92,7 +93,7 @@ class EmbeddingBatcher:
         aging_s: float = 5.0,
     ) -> None:
         if workers < 1:
-            raise ValueError("embedding_workers: must be at least 1")
+            raise SettingError("embedding_workers", "must be at least 1")
         self.embedder = embedder
         self.workers = workers
         self.max_batch = max_batch

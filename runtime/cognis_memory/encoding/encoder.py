@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import SettingError
 from ..providers.base import AsyncEmbedder, Embedder
 from .batching import EmbeddingBatcher, Priority
 from .query_cache import QueryVectorCache
@@ -92,9 +93,9 @@ class MatryoshkaEncoder:
         limit_cpu_threads(cpu_threads)
         self.dim = dim_full or embedder.dim
         if self.dim > embedder.dim:
-            raise ValueError(f"embedding_dim_full: {self.dim} exceeds the model's {embedder.dim} dimensions")
+            raise SettingError("embedding_dim_full", f"{self.dim} exceeds the model's {embedder.dim} dimensions")
         if not 0 < dim_short <= self.dim:
-            raise ValueError(f"embedding_dim_short: must be between 1 and {self.dim}, got {dim_short}")
+            raise SettingError("embedding_dim_short", f"must be between 1 and {self.dim}, got {dim_short}")
         self.dim_short = dim_short
         matrix = np.load(rotation) if isinstance(rotation, (str, Path)) else rotation
         if matrix is not None and matrix.shape != (embedder.dim, embedder.dim):

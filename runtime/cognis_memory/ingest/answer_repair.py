@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ..domain import Category, Scope, as_utc
+from ..errors import CognisError
 from ..providers.base import LLM, LLMOutputError
 from ..providers.llm_usage import counting_tokens
 from ..providers.llms.structured import repair_json_text
@@ -51,7 +52,7 @@ RETRY_NOTE = (
 )
 
 
-class Unusable(ValueError):
+class Unusable(CognisError, ValueError):
     """An answer whose envelope holds nothing readable (not the expected object or list)."""
 
 

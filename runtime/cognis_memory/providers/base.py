@@ -13,6 +13,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 from pydantic import BaseModel
 
+from ..errors import CognisError
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -50,7 +52,7 @@ class Reranker(Protocol):
         """One score per document, in input order. Raises DependencyUnavailableError on failure/timeout."""
 
 
-class LLMOutputError(ValueError):
+class LLMOutputError(CognisError, ValueError):
     """The LLM answered, but not with output matching the requested response model.
 
     What it did answer travels with the error, so a caller can repair it instead of losing it

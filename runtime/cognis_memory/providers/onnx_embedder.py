@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from ..errors import SettingError
 from .settings import required
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,7 +81,7 @@ class OnnxEmbedder:
         pooling: Pooling = "mean",
     ) -> None:
         if pooling not in ("mean", "cls"):
-            raise ValueError(f"embedding_pooling: 'mean' or 'cls', got {pooling!r}")
+            raise SettingError("embedding_pooling", f"'mean' or 'cls', got {pooling!r}")
         model_file, tokenizer_file = Path(model_file), Path(tokenizer_file)
         if not model_file.is_file():
             raise FileNotFoundError(f"embedder_path: no ONNX model file at {model_file}")
@@ -99,14 +100,14 @@ class OnnxEmbedder:
         inputs = {i.name for i in self._session.get_inputs()}
         missing = {"input_ids", "attention_mask"} - inputs
         if missing:
-            raise ValueError(f"embedder_path: {model_file} lacks the inputs {sorted(missing)}")
+            raise SettingError("embedder_path", f"{model_file} lacks the inputs {sorted(missing)}")
         self._token_types = "token_type_ids" in inputs
         metadata = self._session.get_modelmeta().custom_metadata_map
         #: one text per run (see the module docstring)
         self.per_text = metadata.get("activation_quantisation") == "dynamic"
         dim = self._session.get_outputs()[0].shape[-1]
         if not isinstance(dim, int):
-            raise ValueError(f"embedder_path: {model_file} has no fixed output width")
+            raise SettingError("embedder_path", f"{model_file} has no fixed output width")
         self.dim = dim
         self.pooling = pooling
         #: vectors of another pooling are other vectors: the name (cache keys) says which

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from cognis_memory.errors import DependencyUnavailableError
+from cognis_memory.errors import DependencyUnavailableError, SettingError
 
 from .settings import RerankerSettings, required
 
@@ -62,7 +62,7 @@ class LocalCrossEncoderReranker:
         max_length: int = 512,
     ) -> None:
         if not path:
-            raise ValueError("reranker_path: a local cross-encoder directory is required")
+            raise SettingError("reranker_path", "a local cross-encoder directory is required")
         model_path = Path(path)
         if not model_path.is_dir():
             raise FileNotFoundError(f"reranker_path: no cross-encoder directory at {model_path}")
@@ -81,11 +81,13 @@ class LocalCrossEncoderReranker:
                 str(model_path), device=device, local_files_only=True, max_length=max_length
             )
         except (OSError, ValueError) as exc:
-            raise ValueError(f"reranker_path: {model_path} is not a loadable cross-encoder directory ({exc})") from exc
+            raise SettingError(
+                "reranker_path", f"{model_path} is not a loadable cross-encoder directory ({exc})"
+            ) from exc
         num_labels = getattr(self._model, "num_labels", 1)
         if num_labels != 1:
-            raise ValueError(
-                f"reranker_path: {model_path} has {num_labels} labels; a reranker checkpoint has exactly one"
+            raise SettingError(
+                "reranker_path", f"{model_path} has {num_labels} labels; a reranker checkpoint has exactly one"
             )
         self._batch_size = batch_size
         self._lock = threading.Lock()
@@ -218,7 +220,7 @@ class SageMakerReranker:
         max_attempts: int = 2,
     ) -> None:
         if not endpoint_name:
-            raise ValueError("sagemaker_endpoint: an endpoint name is required")
+            raise SettingError("sagemaker_endpoint", "an endpoint name is required")
         if timeout_ms <= 0:
             raise ValueError("reranker_timeout_ms must be positive")
         if max_documents <= 0:

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, model_validator
 
 from ..component_settings import ComponentSettings, env_name, registered
+from ..errors import SettingError
 from .embedding_models import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS, EmbeddingModel
 
 #: the kind that means "no provider" in the families where one is optional
@@ -81,7 +82,7 @@ class EmbedderSettings(ComponentSettings):
     @model_validator(mode="after")
     def _named_models_are_onnx(self) -> EmbedderSettings:
         if self.model != DEFAULT_EMBEDDING_MODEL and self.kind != "onnx":
-            raise ValueError(f"embedding_model: {self.model} runs on embedder=onnx, not {self.kind}")
+            raise SettingError("embedding_model", f"{self.model} runs on embedder=onnx, not {self.kind}")
         return self
 
     @property

@@ -31,6 +31,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..errors import InvalidInputError
+
 
 class RetrievalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -234,4 +236,4 @@ def get_recipe(name: str) -> RetrievalConfig:
     try:
         return RECIPES[name]
     except KeyError:
-        raise ValueError(f"recipe: unknown recipe {name!r}; known: {', '.join(RECIPES)}") from None
+        raise InvalidInputError("recipe", f"unknown recipe {name!r}; known: {', '.join(RECIPES)}") from None

@@ -63,9 +63,9 @@ def _current_state() -> type[RetrievalStage]:
 
 
 def _version_chain() -> type[RetrievalStage]:
-    from .version_chain import VersionChain
+    from .version_history import VersionHistory
 
-    return VersionChain
+    return VersionHistory
 
 
 #: stage name -> its loader, in the order the stages run

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..errors import SettingError
 from .settings import OpenSearchSettings, PostgresSettings
 
 if TYPE_CHECKING:
@@ -41,9 +42,10 @@ def postgres_dsn(settings: PostgresSettings, *, aws_region: str | None) -> str |
     if settings.dsn is not None:
         return settings.dsn.get_secret_value()
     if not settings.host or not settings.secret_arn:
-        raise ValueError(
-            "postgres_dsn: store 'dual' needs COGNIS_POSTGRES_DSN, or COGNIS_POSTGRES_HOST with "
-            "COGNIS_POSTGRES_SECRET_ARN (a Secrets Manager secret holding {username, password})"
+        raise SettingError(
+            "postgres_dsn",
+            "store 'dual' needs COGNIS_POSTGRES_DSN, or COGNIS_POSTGRES_HOST with "
+            "COGNIS_POSTGRES_SECRET_ARN (a Secrets Manager secret holding {username, password})",
         )
     return SecretDsn(settings, aws_region=aws_region)
 
@@ -52,7 +54,7 @@ def postgres_app_dsn(settings: PostgresSettings, *, aws_region: str | None) -> A
     """DSN provider of the least-privilege application role, or None without ``postgres_app_user``."""
     if settings.app_user is None:
         if settings.iam_auth:
-            raise ValueError("postgres_iam_auth: IAM authentication needs COGNIS_POSTGRES_APP_USER")
+            raise SettingError("postgres_iam_auth", "IAM authentication needs COGNIS_POSTGRES_APP_USER")
         return None
     return AppRoleDsn(settings, aws_region=aws_region)
 
@@ -78,13 +80,13 @@ class AppRoleDsn:
                 **_tls_params(settings),
             }
         else:
-            raise ValueError("postgres_app_user: needs COGNIS_POSTGRES_HOST or COGNIS_POSTGRES_DSN")
+            raise SettingError("postgres_app_user", "needs COGNIS_POSTGRES_HOST or COGNIS_POSTGRES_DSN")
         self.user = str(settings.app_user)
         self._params = params
         self._token: Callable[[], str] | None = None
         if settings.iam_auth:
             if not params.get("host") or not aws_region:
-                raise ValueError("postgres_iam_auth: needs a PostgreSQL host and COGNIS_AWS_REGION")
+                raise SettingError("postgres_iam_auth", "needs a PostgreSQL host and COGNIS_AWS_REGION")
             self._token = RdsIamToken(str(params["host"]), int(params.get("port") or 5432), self.user, aws_region)
 
     def __call__(self) -> str:
@@ -160,9 +162,9 @@ def read_db_secret(secret_arn: str, *, region: str | None = None) -> dict[str, A
     try:
         value = json.loads(raw["SecretString"])
     except (KeyError, TypeError, json.JSONDecodeError) as e:
-        raise ValueError(f"postgres_secret_arn: secret {secret_arn} is not a JSON object") from e
+        raise SettingError("postgres_secret_arn", f"secret {secret_arn} is not a JSON object") from e
     if not isinstance(value, dict) or not value.get("username") or not value.get("password"):
-        raise ValueError(f"postgres_secret_arn: secret {secret_arn} lacks 'username' and 'password'")
+        raise SettingError("postgres_secret_arn", f"secret {secret_arn} lacks 'username' and 'password'")
     return value
 
 
@@ -172,7 +174,7 @@ def opensearch_client(settings: OpenSearchSettings, *, store: str, aws_region: s
     from opensearchpy import OpenSearch
 
     if not settings.url:
-        raise ValueError(f"opensearch_url: store {store!r} needs COGNIS_OPENSEARCH_URL")
+        raise SettingError("opensearch_url", f"store {store!r} needs COGNIS_OPENSEARCH_URL")
     url = settings.url
     kwargs: dict[str, Any] = {
         "hosts": [url],
@@ -193,7 +195,7 @@ def opensearch_client(settings: OpenSearchSettings, *, store: str, aws_region: s
         region = aws_region or session.region_name
         credentials = session.get_credentials()
         if not region or credentials is None:
-            raise ValueError("opensearch_auth: sigv4 needs an AWS region (COGNIS_AWS_REGION) and AWS credentials")
+            raise SettingError("opensearch_auth", "sigv4 needs an AWS region (COGNIS_AWS_REGION) and AWS credentials")
         kwargs["http_auth"] = AWSV4SignerAuth(credentials, region, "es")
         kwargs["connection_class"] = RequestsHttpConnection
     return OpenSearch(**kwargs)

@@ -12,11 +12,13 @@ a store) checks nothing.
 
 from __future__ import annotations
 
+from ..errors import ConfigurationError
+
 #: The key under which a store keeps its vector space (a row, or an index's ``_meta`` entry).
 KEY = "vector_space"
 
 
-class VectorSpaceMismatchError(ValueError):
+class VectorSpaceMismatchError(ConfigurationError, ValueError):
     """The store holds vectors of another embedding model than the service is configured with."""
 
     def __init__(self, where: str, recorded: str, configured: str) -> None:

@@ -15,6 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import IO, Literal, get_args
 
+from ..errors import SettingError
+
 #: The setting (``COGNIS_TELEMETRY``) and what ``auto`` resolves to. Import-light: the infra reads it.
 TelemetryMode = Literal["auto", "emf", "json", "text", "off"]
 Mode = Literal["emf", "json", "text", "off"]
@@ -32,7 +34,7 @@ def resolve_mode(
     """The concrete mode for ``setting``; ``auto`` looks at ``environ`` (default: ``os.environ``) and
     whether ``stream`` (where the lines go) is a terminal."""
     if setting not in MODES:
-        raise ValueError(f"telemetry: unknown mode {setting!r}; one of {', '.join(MODES)}")
+        raise SettingError("telemetry", f"unknown mode {setting!r}; one of {', '.join(MODES)}")
     if setting != "auto":
         return setting  # type: ignore[return-value]
     env = os.environ if environ is None else environ

@@ -15,7 +15,7 @@ from botocore.exceptions import (
 )
 from pydantic import BaseModel
 
-from cognis_memory.errors import DependencyUnavailableError
+from cognis_memory.errors import DependencyUnavailableError, SettingError
 from cognis_memory.providers.base import AnswerT, LLMOutputError
 
 from ..llm_usage import report_tokens
@@ -64,7 +64,7 @@ class BedrockConverseLLM:
         max_attempts: int = 3,
     ) -> None:
         if not model_id:
-            raise ValueError("bedrock_model_id: a Bedrock model id is required")
+            raise SettingError("bedrock_model_id", "a Bedrock model id is required")
         if timeout_s <= 0:
             raise ValueError("llm_timeout_s must be positive")
         if max_tokens <= 0:

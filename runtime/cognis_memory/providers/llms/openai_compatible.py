@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 import httpx
 from pydantic import BaseModel
 
-from cognis_memory.errors import DependencyUnavailableError
+from cognis_memory.errors import DependencyUnavailableError, SettingError
 from cognis_memory.providers.base import AnswerT, LLMOutputError
 
 from ..llm_usage import report_tokens
@@ -88,15 +88,16 @@ class OpenAICompatibleLLM:
         structured_output: StructuredOutput = "auto",
     ) -> None:
         if structured_output not in STRUCTURED_OUTPUT_MODES:
-            raise ValueError(
-                f"llm_structured_output: expected one of {', '.join(STRUCTURED_OUTPUT_MODES)}, got {structured_output!r}"
+            raise SettingError(
+                "llm_structured_output",
+                f"expected one of {', '.join(STRUCTURED_OUTPUT_MODES)}, got {structured_output!r}",
             )
         if not base_url:
-            raise ValueError("openai_base_url: the endpoint's base URL is required")
+            raise SettingError("openai_base_url", "the endpoint's base URL is required")
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"openai_base_url: expected an http(s) URL, got {base_url!r}")
+            raise SettingError("openai_base_url", f"expected an http(s) URL, got {base_url!r}")
         if not model:
-            raise ValueError("openai_model: a model name is required")
+            raise SettingError("openai_model", "a model name is required")
         if timeout_s <= 0:
             raise ValueError("llm_timeout_s must be positive")
         self.base_url = base_url.rstrip("/")

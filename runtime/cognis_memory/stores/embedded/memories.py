@@ -12,7 +12,7 @@ from ..records import (
     memory_from_row,
 )
 from ..values import PagePosition, UserSummary
-from ..version_chain import SQLITE_PARAM, chain_query
+from ..version_chain_sql import SQLITE_PARAM, chain_query
 from ..version_rules import check_new_version_owner, check_previous_version, require_previous_version
 from .base import MEMORY_COLUMNS_SQL, EmbeddedBase
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+from ...errors import ConfigurationError, SettingError
 from .record_columns import POSTGRES_DIALECT, RECORD_TABLES, add_column_statement, missing_columns
 
 log = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ WITH RECURSIVE walk(id, tenant_id, user_id, root) AS (
 )
 UPDATE memories m SET chain_id = w.root FROM walk w WHERE m.id = w.id;
 UPDATE memories SET chain_id = id WHERE chain_id IS NULL;
--- A chain is read by its id (stores/version_chain.py).
+-- A chain is read by its id (stores/version_chain_sql.py).
 CREATE INDEX memories_owner_chain ON memories (tenant_id, user_id, chain_id);
 -- A service of an earlier release still running during a deploy inserts rows without chain_id: the
 -- trigger gives such a row the chain id of the version it replaces (or its own id, for a first version).
@@ -245,7 +246,7 @@ CREATE TRIGGER memories_chain_id BEFORE INSERT ON memories
 )
 
 
-class SchemaMismatchError(ValueError):
+class SchemaMismatchError(ConfigurationError, ValueError):
     """The database was created for other vector sizes than the service is configured with."""
 
 
@@ -286,7 +287,7 @@ async def apply_migrations(
     return applied_now
 
 
-class SchemaNotMigratedError(RuntimeError):
+class SchemaNotMigratedError(ConfigurationError, RuntimeError):
     """The service runs without migrating (``postgres_migrate=false``) and the schema is behind this build."""
 
 
@@ -361,7 +362,7 @@ async def add_record_columns(conn: psycopg.AsyncConnection) -> list[str]:
 MIN_PGVECTOR: tuple[int, int] = (0, 8)
 
 
-class PgvectorVersionError(RuntimeError):
+class PgvectorVersionError(ConfigurationError, RuntimeError):
     """The database's pgvector is older than :data:`MIN_PGVECTOR` and could not be updated."""
 
 
@@ -441,8 +442,8 @@ $$
 
 def validate_app_role(role: str) -> str:
     if not APP_ROLE_PATTERN.match(role):
-        raise ValueError(
-            f"postgres_app_user: {role!r} is not a lower-case PostgreSQL identifier (letters, digits, underscore)"
+        raise SettingError(
+            "postgres_app_user", f"{role!r} is not a lower-case PostgreSQL identifier (letters, digits, underscore)"
         )
     return role
 

@@ -24,6 +24,7 @@ from enum import Enum
 from typing import Any
 
 from ...domain import Job, Memory, Message
+from ...errors import CognisError
 from ..records import JOB_RECORD, MEMORY_RECORD, MESSAGE_RECORD, Column
 
 #: The tables kept from a record, with the domain class whose defaults fill existing rows.
@@ -63,7 +64,7 @@ POSTGRES_DIALECT = SqlDialect(
 )  # fmt: skip
 
 
-class NeedsMigrationError(ValueError):
+class NeedsMigrationError(CognisError, ValueError):
     """A record column is missing from its table and cannot be added from the record alone."""
 
 

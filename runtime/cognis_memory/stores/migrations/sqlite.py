@@ -23,6 +23,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from ...errors import CognisError, ConfigurationError
 from .record_columns import RECORD_TABLES, SQLITE_DIALECT, add_column_statement, missing_columns
 
 #: The FTS5 tokenizer of ``memories_fts`` (the in-memory keyword index tokenizes with the same one).
@@ -182,7 +183,7 @@ CREATE INDEX IF NOT EXISTS messages_owner_session_ts ON messages (tenant_id, use
         # A memory keeps one id across its versions: the id of its first version, kept in every version
         # as chain_id. The rows written before get it by walking each chain forward from its first
         # version (replaces_id IS NULL), within one owner; a row no walk reaches (its first version is
-        # gone) is a chain of its own. A chain is then read by its id (stores/version_chain.py). Each step
+        # gone) is a chain of its own. A chain is then read by its id (stores/version_chain_sql.py). Each step
         # of the walk looks its successors up by replaces_id (INDEXED BY: left to itself, the planner took an
         # owner index and read all of the owner's rows at every step: 114 s instead of 1.7 s on 100k rows).
         """
@@ -205,7 +206,7 @@ CREATE INDEX memories_owner_chain ON memories (tenant_id, user_id, chain_id);
 )
 
 
-class SchemaTooNewError(RuntimeError):
+class SchemaTooNewError(ConfigurationError, RuntimeError):
     """The store was written by a newer release: its schema version is past this build's migrations."""
 
     def __init__(self, where: str, recorded: int, known: int) -> None:
@@ -216,7 +217,7 @@ class SchemaTooNewError(RuntimeError):
         self.recorded, self.known = recorded, known
 
 
-class MigrationError(RuntimeError):
+class MigrationError(CognisError, RuntimeError):
     """A migration failed; its transaction was rolled back (the schema and the recorded version are unchanged)."""
 
 

@@ -27,7 +27,7 @@ from ..records import (
     row_values,
 )
 from ..values import PagePosition, UserSummary
-from ..version_chain import PSYCOPG_PARAM, chain_query
+from ..version_chain_sql import PSYCOPG_PARAM, chain_query
 from ..version_rules import check_new_version_owner, check_previous_version, require_previous_version
 from .connection import PostgresDatabase
 

@@ -12,7 +12,7 @@ import asyncio
 from .stages import RetrievalStage, SearchState
 
 
-class VersionChain(RetrievalStage):
+class VersionHistory(RetrievalStage):
     name = "version_chain"
     phase = "hits"
 
