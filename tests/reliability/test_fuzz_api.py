@@ -20,6 +20,7 @@ from schemathesis.checks import content_type_conformance, not_a_server_error, re
 
 from cognis_memory.api.app import create_app
 from cognis_memory.service import MessageBody
+from cognis_memory.validation import ID_PATTERN
 from tests.reliability.helpers import DIM_SHORT, make_service
 from tests.store_kinds import build_embedded
 
@@ -109,6 +110,22 @@ def test_every_operation_is_fuzzed(fuzz_schema):
     assert sorted(r.ok().label for r in fuzz_schema.get_all_operations()) == sorted(OPERATIONS)
 
 
+def _valid_where_the_schema_cannot_say(label: str, case) -> None:
+    """Make a positive case valid in the rules the OpenAPI document does not state, so that positive cases
+    reach the service whatever hypothesis draws (it draws some strings from the loaded source's constants,
+    so any runtime edit changes them): an id path parameter matches the id rule, a message's content is
+    not blank, and a context body has `query` or its deprecated name `message`."""
+    for name, value in (case.path_parameters or {}).items():
+        if name.endswith("_id") and not (isinstance(value, str) and ID_PATTERN.fullmatch(value)):
+            case.path_parameters[name] = "fuzzer"
+    body = case.body if isinstance(case.body, dict) else {}
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and isinstance(message.get("content"), str) and not message["content"].strip():
+            message["content"] = "bees"
+    if label.endswith("/context") and body.get("query") is None and body.get("message") is None:
+        body["query"] = "bees"
+
+
 @pytest.mark.parametrize(("label", "mode"), CASES, ids=[f"{op}-{m.value}" for op, m in CASES])
 def test_fuzz_no_5xx_and_schema_conformance(label, mode, fuzz_schema, fuzz_target, bystander_before):
     _, key, _ = fuzz_target
@@ -121,11 +138,8 @@ def test_fuzz_no_5xx_and_schema_conformance(label, mode, fuzz_schema, fuzz_targe
     def run(case):
         if case.path_parameters and case.path_parameters.get("user_id") == "bystander":
             case.path_parameters["user_id"] = "fuzzer"
-        # the context body needs `query` or its deprecated name `message`, a rule the schema cannot state: a
-        # positive body with neither gets a query, so that positive cases reach the service whatever is drawn
-        body = case.body if mode is GenerationMode.POSITIVE and label.endswith("/context") else None
-        if isinstance(body, dict) and body.get("query") is None and body.get("message") is None:
-            body["query"] = "bees"
+        if mode is GenerationMode.POSITIVE:
+            _valid_where_the_schema_cannot_say(label, case)
         # the spec declares both ways to send the key, so schemathesis may generate either: give both
         response = case.call_and_validate(headers={"X-API-Key": key, "Authorization": f"Bearer {key}"}, checks=CHECKS)
         seen.append(response.status_code)
