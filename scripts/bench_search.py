@@ -201,9 +201,13 @@ async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> di
     from cognis_memory.wiring import build_embedder
 
     try:
-        from cognis_memory.stores.embedded.keyword_query import _quote, fts_query_terms
-    except ImportError:  # a runtime from before the embedded store was split by role (--compare-with)
-        from cognis_memory.stores.embedded import _quote, fts_query_terms  # type: ignore[attr-defined,no-redef]
+        from cognis_memory.stores.embedded.keyword_query import fts_query_terms
+        from cognis_memory.stores.embedded.keyword_query import quote as _quote
+    except ImportError:  # a runtime from before the quoting function was public, or from before the role split
+        try:
+            from cognis_memory.stores.embedded.keyword_query import _quote, fts_query_terms  # type: ignore[attr-defined,no-redef]
+        except ImportError:
+            from cognis_memory.stores.embedded import _quote, fts_query_terms  # type: ignore[attr-defined,no-redef]
     from cognis_memory.stores.filters import owner_token
     from cognis_memory.stores.values import SearchFilter
 
@@ -587,7 +591,8 @@ async def measure_server_store(
             await svc.search(TENANT, u, q)
             whole_wall.append((time.perf_counter() - w0) * 1000)
             whole_cpu.append((time.process_time() - c0) * 1000)
-        server_ms = (servers.cpu_s() - server0) * 1000 / len(queries)
+        # the servers' CPU is only known for servers this script started (not for --postgres-dsn/--opensearch-url)
+        server_ms = (servers.cpu_s() - server0) * 1000 / len(queries) if servers.started else None
         records = svc.telemetry.take()
         stage, explained = await stages_alone(svc, queries, picked)
 
@@ -614,7 +619,7 @@ async def measure_server_store(
             "first_search_ms": round(first_ms, 1),
             "search_cpu": summary(whole_cpu),
             "search_wall": summary(whole_wall),
-            "server_cpu_ms_per_search": round(server_ms, 2),
+            "server_cpu_ms_per_search": round(server_ms, 2) if server_ms is not None else None,
             "stage_means_wall_ms": bc.stage_means(records),
             "stages_cpu": {k: summary(v) for k, v in stage.items() if v},
             "shortlist": cfg.shortlist,
