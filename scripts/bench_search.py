@@ -456,6 +456,7 @@ class Servers:
     def __init__(self, args: argparse.Namespace, kinds: list[str]) -> None:
         self.started: list[Any] = []
         self.pg_dsn, self.os_url = args.postgres_dsn, args.opensearch_url
+        self.timeout_s: float = args.opensearch_timeout
         if "dual" in kinds and not self.pg_dsn:
             from cognis_dev.local_servers import PostgresServer
 
@@ -487,7 +488,9 @@ class Servers:
     def settings(self, kind: str, name: str) -> dict[str, Any]:
         """The service settings of a fresh ``kind`` store called ``name``: its own PostgreSQL database and
         its own OpenSearch index prefix, so stores of one run (and of other runs) never share rows."""
-        out: dict[str, Any] = {"store": kind, "opensearch_url": self.os_url, "opensearch_index_prefix": name}
+        # the load's one refresh of 100k documents takes longer than the service's 5 s request timeout here
+        out: dict[str, Any] = {"store": kind, "opensearch_url": self.os_url, "opensearch_index_prefix": name,
+                               "opensearch_timeout_s": self.timeout_s}  # fmt: skip
         if kind == "dual":
             import psycopg
             from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -801,6 +804,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--postgres-dsn", help="the dual store's PostgreSQL (default: one started on a free port)")
     p.add_argument("--opensearch-url", help="the server stores' OpenSearch (default: one started on a free port)")
     p.add_argument("--opensearch-heap", default="2g", help="heap of the started OpenSearch")
+    p.add_argument(
+        "--opensearch-timeout",
+        type=float,
+        default=300.0,
+        help="OpenSearch request timeout of the server stores, s (the bulk load's refresh needs more than 5)",
+    )
     p.add_argument("--measure", default=None, metavar="DB", help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(bc.REPO / "bench-results"))
     args = p.parse_args(argv)
