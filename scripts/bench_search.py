@@ -33,6 +33,14 @@ HTTP (with ``--compare-with``, alternately with the other runtime); with ``--htt
 the server then answers N searches over HTTP, one after another, and their wall p50/p95 are the
 latency a client sees.
 
+``--stores embedded,dual,opensearch`` measures the production stores as well, in the same run: each
+is loaded once with the same synthetic memories through its own ``bulk_load``, on PostgreSQL (pgvector)
+and OpenSearch started on free ports by ``cognis_dev.local_servers`` (or at ``--postgres-dsn`` /
+``--opensearch-url``), and the same searches are timed in this process: wall, this process's CPU, the
+servers' CPU per search, the telemetry's stage means, each stage alone, and recall@10 of the store's
+vector search against two exact numpy scans of the user's loaded vectors (the two stages done exactly;
+the full vector alone). One table then lists every store.
+
 ``--compare-with TREE`` measures every store twice per round, alternately (the two take turns going
 first): once with this checkout's runtime and once with the runtime of TREE (another checkout, e.g. a worktree of
 ``main``: its ``runtime/`` and ``devtools/`` go first on ``PYTHONPATH``), ``--rounds`` times,
@@ -43,6 +51,9 @@ and prints the ratios round by round (after / before), so the machine's load dri
         --db /tmp/bench-search --compare-with /work/wt-base --rounds 3
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_search.py --sizes 100000 --layouts one_user \
         --db /tmp/bench-search --cold-serve --http-searches 200 --compare-with /work/wt-base --rounds 3
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_search.py --stores embedded,dual,opensearch --sizes 10000 \
+        --queries 100 --db /tmp/bench-search
 
 The last stdout line is one JSON object.
 """
