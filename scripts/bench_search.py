@@ -33,6 +33,14 @@ HTTP (with ``--compare-with``, alternately with the other runtime); with ``--htt
 the server then answers N searches over HTTP, one after another, and their wall p50/p95 are the
 latency a client sees.
 
+``--stores embedded,dual,opensearch`` measures the production stores as well, in the same run: each
+is loaded once with the same synthetic memories through its own ``bulk_load``, on PostgreSQL (pgvector)
+and OpenSearch started on free ports by ``cognis_dev.local_servers`` (or at ``--postgres-dsn`` /
+``--opensearch-url``), and the same searches are timed in this process: wall, this process's CPU, the
+servers' CPU per search, the telemetry's stage means, each stage alone, and recall@10 of the store's
+vector search against two exact numpy scans of the user's loaded vectors (the two stages done exactly;
+the full vector alone). One table then lists every store.
+
 ``--compare-with TREE`` measures every store twice per round, alternately (the two take turns going
 first): once with this checkout's runtime and once with the runtime of TREE (another checkout, e.g. a worktree of
 ``main``: its ``runtime/`` and ``devtools/`` go first on ``PYTHONPATH``), ``--rounds`` times,
@@ -43,6 +51,9 @@ and prints the ratios round by round (after / before), so the machine's load dri
         --db /tmp/bench-search --compare-with /work/wt-base --rounds 3
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_search.py --sizes 100000 --layouts one_user \
         --db /tmp/bench-search --cold-serve --http-searches 200 --compare-with /work/wt-base --rounds 3
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_search.py --stores embedded,dual,opensearch --sizes 10000 \
+        --queries 100 --db /tmp/bench-search
 
 The last stdout line is one JSON object.
 """
@@ -57,9 +68,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cognis_dev import bench_common as bc
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TENANT = "bench"
 LAYOUTS = ("one_user", "many_users")
@@ -143,6 +157,48 @@ def summary(values: list[float]) -> dict[str, float]:
     return {"p50": s["p50_ms"], "p95": s["p95_ms"], "mean": s["mean_ms"]}
 
 
+async def stages_alone(svc: Any, queries: list[str], picked: list[str]) -> tuple[dict[str, list[float]], list[Any]]:
+    """Each stage of the searches alone, CPU-ms of this process: the query embedding, the main vector
+    search, the fact channel's vector search, the keyword search, each on the texts the pipeline used
+    (read from ``explain``); and those texts, ``(user, search text, keyword text)`` per query."""
+    import numpy as np
+
+    from cognis_memory.domain import Owner
+    from cognis_memory.encoding.batching import Priority
+    from cognis_memory.retrieval.pipeline import SearchQuery, fact_filter
+    from cognis_memory.stores.values import SearchFilter
+    from cognis_memory.telemetry.recorder import StageRecorder
+
+    pipe, cfg = svc.retrieval, svc.retrieval_config
+    enc = svc.encoder
+    stage: dict[str, list[float]] = {k: [] for k in ("embed_query", "vector", "fact_channel", "keyword")}
+    explained = []
+    for q, u in zip(queries, picked, strict=True):
+        r = await pipe.search(
+            SearchQuery(filter=SearchFilter(owner=Owner(TENANT, u)), text=q, explain=True), StageRecorder()
+        )
+        explained.append((u, r.explain["analysis"]["search_text"], r.explain["analysis"]["keyword_text"]))
+    for u, text, kw in explained:
+        flt = SearchFilter(owner=Owner(TENANT, u))
+        ms, (full_rows, _short) = await _acpu_ms(enc.encode_async([enc.query_text(text)], Priority.QUERY))
+        stage["embed_query"].append(ms)
+        full = full_rows[0]
+        short = full[: enc.dim_short] / np.linalg.norm(full[: enc.dim_short])
+        ms, _ = await _acpu_ms(
+            svc.stores.vectors.vector_search(flt, full, short, limit=cfg.vector_k, shortlist=cfg.shortlist)
+        )
+        stage["vector"].append(ms)
+        ff = fact_filter(flt) if cfg.fact_channel else None
+        if ff is not None:
+            ms, _ = await _acpu_ms(
+                svc.stores.vectors.vector_search(ff, full, None, limit=cfg.fact_k, shortlist=cfg.fact_k)
+            )
+            stage["fact_channel"].append(ms)
+        ms, _ = await _acpu_ms(svc.stores.keywords.keyword_search(flt, kw, limit=cfg.bm25_k))
+        stage["keyword"].append(ms)
+    return stage, explained
+
+
 async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> dict[str, Any]:
     """Everything of one store, in this (fresh) process."""
     import random
@@ -153,17 +209,18 @@ async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> di
 
     from cognis_memory.config import Settings
     from cognis_memory.domain import Owner
-    from cognis_memory.encoding.batching import Priority
-    from cognis_memory.retrieval.pipeline import SearchQuery, fact_filter
     from cognis_memory.wiring import build_embedder
 
     try:
-        from cognis_memory.stores.embedded.keyword_query import _quote, fts_query_terms
-    except ImportError:  # a runtime from before the embedded store was split by role (--compare-with)
-        from cognis_memory.stores.embedded import _quote, fts_query_terms  # type: ignore[attr-defined,no-redef]
+        from cognis_memory.stores.embedded.keyword_query import fts_query_terms
+        from cognis_memory.stores.embedded.keyword_query import quote as _quote
+    except ImportError:  # a runtime from before the quoting function was public, or from before the role split
+        try:
+            from cognis_memory.stores.embedded.keyword_query import _quote, fts_query_terms  # type: ignore[attr-defined,no-redef]
+        except ImportError:
+            from cognis_memory.stores.embedded import _quote, fts_query_terms  # type: ignore[attr-defined,no-redef]
     from cognis_memory.stores.filters import owner_token
     from cognis_memory.stores.values import SearchFilter
-    from cognis_memory.telemetry.recorder import StageRecorder
 
     embedder = build_embedder(Settings())
     embedder.embed(["warm up the model"])
@@ -226,33 +283,8 @@ async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> di
     rss_after = bc.rss_mib()
 
     # each stage alone (the texts the pipeline used, from explain)
-    pipe, cfg = svc.retrieval, svc.retrieval_config
-    enc = svc.encoder
-    stage: dict[str, list[float]] = {k: [] for k in ("embed_query", "vector", "fact_channel", "keyword")}
-    explained = []
-    for q, u in zip(queries, picked, strict=True):
-        r = await pipe.search(
-            SearchQuery(filter=SearchFilter(owner=Owner(TENANT, u)), text=q, explain=True), StageRecorder()
-        )
-        explained.append((u, r.explain["analysis"]["search_text"], r.explain["analysis"]["keyword_text"]))
-    for u, text, kw in explained:
-        flt = SearchFilter(owner=Owner(TENANT, u))
-        ms, (full_rows, _short) = await _acpu_ms(enc.encode_async([enc.query_text(text)], Priority.QUERY))
-        stage["embed_query"].append(ms)
-        full = full_rows[0]
-        short = full[: enc.dim_short] / np.linalg.norm(full[: enc.dim_short])
-        ms, _ = await _acpu_ms(
-            svc.stores.vectors.vector_search(flt, full, short, limit=cfg.vector_k, shortlist=cfg.shortlist)
-        )
-        stage["vector"].append(ms)
-        ff = fact_filter(flt) if cfg.fact_channel else None
-        if ff is not None:
-            ms, _ = await _acpu_ms(
-                svc.stores.vectors.vector_search(ff, full, None, limit=cfg.fact_k, shortlist=cfg.fact_k)
-            )
-            stage["fact_channel"].append(ms)
-        ms, _ = await _acpu_ms(svc.stores.keywords.keyword_search(flt, kw, limit=cfg.bm25_k))
-        stage["keyword"].append(ms)
+    stage, explained = await stages_alone(svc, queries, picked)
+    cfg, enc = svc.retrieval_config, svc.encoder
 
     # recall@10 of the vector stage against the exact scan, where an approximate index shortlists (the
     # same search run twice: with the index, and with the index detached so the prefix scan is exact)
@@ -423,6 +455,217 @@ def cold_serve(tree: Path | None, db: Path, user: str, port: int, searches: int 
         proc.wait(timeout=60)
 
 
+SERVER_STORES = ("dual", "opensearch")
+
+
+class Servers:
+    """PostgreSQL (with pgvector) and OpenSearch for the server stores: the ones at ``--postgres-dsn`` /
+    ``--opensearch-url``, or started on free ports by ``cognis_dev.local_servers`` (as the test fixtures
+    start them) and stopped at the end. ``cpu_s`` is the CPU time the started servers' processes (and
+    their children: PostgreSQL's backends) have used, so a search's server-side cost can be measured."""
+
+    def __init__(self, args: argparse.Namespace, kinds: list[str]) -> None:
+        self.started: list[Any] = []
+        self.pg_dsn, self.os_url = args.postgres_dsn, args.opensearch_url
+        self.timeout_s: float = args.opensearch_timeout
+        if "dual" in kinds and not self.pg_dsn:
+            from cognis_dev.local_servers import PostgresServer
+
+            pg = PostgresServer(settings={"shared_buffers": "1GB", "maintenance_work_mem": "1GB",
+                                          "effective_cache_size": "4GB"}, die_with_parent=True)  # fmt: skip
+            self.started.append(pg.start())
+            self.pg_dsn = pg.dsn
+        if set(kinds) & set(SERVER_STORES) and not self.os_url:
+            from cognis_dev.local_servers import OpenSearchServer
+
+            osrv = OpenSearchServer(heap=args.opensearch_heap, die_with_parent=True)
+            self.started.append(osrv.start())
+            self.os_url = osrv.url
+
+    def cpu_s(self) -> float:
+        import psutil
+
+        total = 0.0
+        for server in self.started:
+            try:
+                root = psutil.Process(server.pid)
+                for p in [root, *root.children(recursive=True)]:
+                    t = p.cpu_times()
+                    total += t.user + t.system
+            except psutil.Error:  # a backend that exited between the listing and the read
+                continue
+        return total
+
+    def settings(self, kind: str, name: str) -> dict[str, Any]:
+        """The service settings of a fresh ``kind`` store called ``name``: its own PostgreSQL database and
+        its own OpenSearch index prefix, so stores of one run (and of other runs) never share rows."""
+        # the load's one refresh of 100k documents takes longer than the service's 5 s request timeout here
+        out: dict[str, Any] = {"store": kind, "opensearch_url": self.os_url, "opensearch_index_prefix": name,
+                               "opensearch_timeout_s": self.timeout_s}  # fmt: skip
+        if kind == "dual":
+            import psycopg
+            from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+            assert self.pg_dsn
+            with psycopg.connect(self.pg_dsn, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            out["postgres_dsn"] = make_conninfo(**{**conninfo_to_dict(self.pg_dsn), "dbname": name})
+        return out
+
+    def stop(self) -> None:
+        for server in reversed(self.started):
+            server.stop()
+
+
+def exact_recall(
+    hits: list[str], ids: np.ndarray, full: np.ndarray, short: np.ndarray, q_full: np.ndarray, q_short: np.ndarray,
+    shortlist: int, k: int = 10,
+) -> tuple[float, float]:  # fmt: skip
+    """Recall@k of ``hits`` (the ids a store's vector search returned) against two exact scans of the same
+    user's loaded vectors: the store's own two stages done exactly (the top ``shortlist`` by the short
+    vector, then the top k of those by the full vector), and the top k by the full vector alone."""
+    import numpy as np
+
+    s = short @ q_short
+    cand = np.argpartition(-s, shortlist - 1)[:shortlist] if shortlist < len(s) else np.arange(len(s))
+    two = cand[np.argsort(-(full[cand] @ q_full))[:k]]
+    f = full @ q_full
+    one = np.argpartition(-f, k - 1)[:k] if k < len(f) else np.arange(len(f))
+    got = set(hits[:k])
+    want_two, want_full = {str(i) for i in ids[two]}, {str(i) for i in ids[one]}
+    return len(got & want_two) / max(1, len(want_two)), len(got & want_full) / max(1, len(want_full))
+
+
+async def measure_server_store(
+    kind: str, servers: Servers, n: int, layout: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """A ``kind`` store (dual or opensearch) loaded with the same synthetic memories as the embedded store
+    of (n, layout), through the store's one-shot ``bulk_load`` (PostgreSQL: COPY then the HNSW index;
+    OpenSearch: _bulk), then the same searches timed in this process: the whole search (wall, this
+    process's CPU, and the servers' CPU per search), the telemetry's stage means, each stage alone, and
+    recall@10 of the store's vector search against exact scans of the loaded vectors."""
+    import random
+    import uuid
+
+    import numpy as np
+
+    from cognis_memory.config import Settings
+    from cognis_memory.domain import Memory, Owner
+    from cognis_memory.service import MemoryService
+    from cognis_memory.stores.values import SearchFilter
+    from cognis_memory.wiring import build_embedder, build_store
+
+    name = f"bench_{kind}_{uuid.uuid4().hex[:8]}"
+    settings = Settings(**servers.settings(kind, name), run_worker=False)
+    embedder = build_embedder(settings)
+    synth = bc.SyntheticVectors(embedder, vocab=args.vocab)
+    svc = MemoryService(
+        settings,
+        store=build_store(settings, dim=embedder.dim, dim_short=settings.encoder.dim_short),
+        embedder=embedder,
+        telemetry=bc.RecordingTelemetry(),
+    )
+    await svc.start(run_worker=False)
+    try:
+        owners = owners_of(n, layout, args.per_user)
+        loaded: list[Memory] = []
+
+        async def collect(batch: list[Memory]) -> None:
+            loaded.extend(batch)
+
+        t0 = time.perf_counter()
+        await bc.bulk_load(svc, synth, [(TENANT, u) for u in owners], n, batch=5000, insert=collect)
+        await svc.stores.backend.bulk_load(loaded)
+        load_s = time.perf_counter() - t0
+        print(f"{kind}: loaded {n} in {load_s:.1f} s ({n / load_s:.0f} memories/s)", file=sys.stderr, flush=True)
+        vectors: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for u in owners:
+            mine = [m for m in loaded if m.user_id == u]
+            vectors[u] = (np.array([m.id for m in mine]), np.stack([m.embedding for m in mine]),
+                          np.stack([m.embedding_short for m in mine]))  # fmt: skip
+        loaded.clear()
+
+        rng = random.Random(n)
+        picked = [owners[0]] + [rng.choice(owners) for _ in range(args.queries - 1)]
+        queries = bc.synthetic_queries(args.queries, seed=5 + n)
+        assert isinstance(svc.telemetry, bc.RecordingTelemetry)
+        t0 = time.perf_counter()
+        await svc.search(TENANT, picked[0], "what did I say about the museum?")
+        first_ms = (time.perf_counter() - t0) * 1000
+        for q in queries[:3]:
+            await svc.search(TENANT, picked[0], q + " warm")
+        for u in dict.fromkeys(picked[1:]):
+            await svc.search(TENANT, u, queries[0] + " warm")
+        svc.telemetry.take()
+
+        whole_cpu, whole_wall = [], []
+        server0 = servers.cpu_s()
+        for q, u in zip(queries, picked, strict=True):
+            c0, w0 = time.process_time(), time.perf_counter()
+            await svc.search(TENANT, u, q)
+            whole_wall.append((time.perf_counter() - w0) * 1000)
+            whole_cpu.append((time.process_time() - c0) * 1000)
+        # the servers' CPU is only known for servers this script started (not for --postgres-dsn/--opensearch-url)
+        server_ms = (servers.cpu_s() - server0) * 1000 / len(queries) if servers.started else None
+        records = svc.telemetry.take()
+        stage, explained = await stages_alone(svc, queries, picked)
+
+        cfg, enc = svc.retrieval_config, svc.encoder
+        recall_two, recall_full = [], []
+        for u, text, _kw in explained:
+            f_rows, s_rows = enc.encode([enc.query_text(text)])
+            r = await svc.stores.vectors.vector_search(
+                SearchFilter(owner=Owner(TENANT, u)), f_rows[0], s_rows[0], limit=10, shortlist=cfg.shortlist
+            )
+            ids, full, short = vectors[u]
+            two, one = exact_recall([h.memory.id for h in r.hits], ids, full, short, f_rows[0], s_rows[0],
+                                    cfg.shortlist)  # fmt: skip
+            recall_two.append(two)
+            recall_full.append(one)
+        return {
+            "store": kind,
+            "memories": n,
+            "layout": layout,
+            "users": len(owners),
+            "queries": len(queries),
+            "load_s": round(load_s, 1),
+            "load_memories_per_s": round(n / load_s, 1),
+            "first_search_ms": round(first_ms, 1),
+            "search_cpu": summary(whole_cpu),
+            "search_wall": summary(whole_wall),
+            "server_cpu_ms_per_search": round(server_ms, 2) if server_ms is not None else None,
+            "stage_means_wall_ms": bc.stage_means(records),
+            "stages_cpu": {k: summary(v) for k, v in stage.items() if v},
+            "shortlist": cfg.shortlist,
+            "recall_at_10_vs_exact_two_stage": round(sum(recall_two) / len(recall_two), 4),
+            "recall_at_10_vs_exact_full": round(sum(recall_full) / len(recall_full), 4),
+            "load_avg": os.getloadavg(),
+        }
+    finally:
+        await svc.close()
+
+
+def _store_row(r: dict[str, Any]) -> list[Any]:
+    """One line of the stores table: a server store's result, or the embedded store's (``measure``)."""
+    s = r["stages_cpu"]
+    if "store" in r:
+        recall: Any = f"{r['recall_at_10_vs_exact_two_stage']} / {r['recall_at_10_vs_exact_full']}"
+        load, server = r["load_memories_per_s"], r["server_cpu_ms_per_search"]
+    else:  # below ann_min_memories the embedded store scans exactly: its recall is that of the exact scan
+        recall = r.get("ann_recall_at_10") or "exact scan"
+        load, server = r.get("load_memories_per_s", "-"), 0
+    return [
+        r.get("store", "embedded"), r["memories"], r["layout"], load, r["search_wall"]["p50"], r["search_wall"]["p95"],
+        r["search_cpu"]["p50"], r["search_cpu"]["p95"], server, s["vector"]["p50"], s["keyword"]["p50"], recall,
+        f"{r['load_avg'][0]:.1f}",
+    ]  # fmt: skip
+
+
+STORE_HEADERS = ["store", "memories", "layout", "load memories/s", "wall p50", "wall p95", "CPU p50", "CPU p95",
+                 "server CPU ms/search", "vector CPU p50", "keyword CPU p50",
+                 "recall@10 (exact two-stage / exact full)", "load"]  # fmt: skip
+
+
 def _row(r: dict[str, Any]) -> list[Any]:
     s = r["stages_cpu"]
     return [
@@ -445,8 +688,26 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     layouts = [x for x in args.layouts.split(",") if x]
     out = Path(args.out)
-    rows, compare, cold = [], [], []
-    for n in sizes:
+    kinds = [k for k in args.stores.split(",") if k]
+    unknown = set(kinds) - {"embedded", *SERVER_STORES}
+    if unknown:
+        raise SystemExit(f"--stores: unknown {sorted(unknown)}")
+    rows, compare, cold, store_rows = [], [], [], []
+    servers = Servers(args, kinds) if set(kinds) & set(SERVER_STORES) else None
+    try:
+        for n in sizes:
+            for layout in layouts:
+                for kind in kinds:
+                    if kind == "embedded":
+                        continue
+                    assert servers is not None
+                    r = await measure_server_store(kind, servers, n, layout, args)
+                    store_rows.append(r)
+                    print(bc.fmt_table(STORE_HEADERS, [_store_row(r)]), file=sys.stderr, flush=True)
+    finally:
+        if servers is not None:
+            servers.stop()
+    for n in sizes if "embedded" in kinds else []:
         for layout in layouts:
             db = store_path(root, n, layout, args.per_user)
             info = await build(db, n, layout, args.per_user, args.vocab)
@@ -470,13 +731,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                           f"{after['search_cpu']['p50']} ms", file=sys.stderr)  # fmt: skip
             else:
                 r = _measure_in_subprocess(None, db, n, layout, args)
+                r["load_memories_per_s"] = info["load"]["memories_per_s"]
                 rows.append(r)
+                store_rows.append(r)
                 print(bc.fmt_table(HEADERS, [_row(r)]), file=sys.stderr)
     payload: dict[str, Any] = {"benchmark": "search", "machine": bc.machine_info()}
     if rows:
         payload["rows"] = rows
         payload["table_markdown"] = bc.fmt_table(HEADERS, [_row(r) for r in rows])
         print(payload["table_markdown"])
+    if store_rows:
+        payload["stores"] = [r for r in store_rows if "store" in r]
+        payload["stores_table_markdown"] = bc.fmt_table(STORE_HEADERS, [_store_row(r) for r in store_rows])
+        print(payload["stores_table_markdown"])
     if cold:
         payload["cold_serve"] = cold
         payload["cold_serve_table_markdown"] = bc.fmt_table(
@@ -509,7 +776,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         payload["compare_table_markdown"] = table
         print(table)
     bc.write_json(out / "search.json", payload)
-    return {"out": str(out / "search.json"), "rows": len(rows), "compared": len(compare), "cold_serve": len(cold)}
+    return {
+        "out": str(out / "search.json"),
+        "rows": len(rows),
+        "store_rows": len(store_rows),
+        "compared": len(compare),
+        "cold_serve": len(cold),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -533,6 +806,20 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         help="with --cold-serve: then this many searches over HTTP, one after another (latency p50/p95)",
+    )
+    p.add_argument(
+        "--stores",
+        default="embedded",
+        help="embedded, dual and/or opensearch; the server stores are loaded in this run, on the servers below",
+    )
+    p.add_argument("--postgres-dsn", help="the dual store's PostgreSQL (default: one started on a free port)")
+    p.add_argument("--opensearch-url", help="the server stores' OpenSearch (default: one started on a free port)")
+    p.add_argument("--opensearch-heap", default="2g", help="heap of the started OpenSearch")
+    p.add_argument(
+        "--opensearch-timeout",
+        type=float,
+        default=300.0,
+        help="OpenSearch request timeout of the server stores, s (the bulk load's refresh needs more than 5)",
     )
     p.add_argument("--measure", default=None, metavar="DB", help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(bc.REPO / "bench-results"))

@@ -510,8 +510,13 @@ async def bulk_load(
     *,
     batch: int = 2000,
     start_time: Any = None,
+    insert: Any = None,
 ) -> dict[str, Any]:
     """Insert ``total`` raw memories spread round-robin over ``owners`` through the store API.
+
+    ``insert`` (an async callable taking one batch of memories) replaces the store's
+    ``insert_memories``: a benchmark of a server store collects the batches for its store's
+    one-shot ``bulk_load`` (which rebuilds the vector index, so it is called once, not per batch).
 
     Vectors come from :class:`SyntheticVectors` and go through the service's own
     :class:`MatryoshkaEncoder.split` (so a configured rotation and prefix size apply); the
@@ -547,7 +552,7 @@ async def bulk_load(
                     embedding_short=short[j],
                 )
             )
-        await svc.stores.memories.insert_memories(mems)
+        await (insert or svc.stores.memories.insert_memories)(mems)
         done += n
     seconds = time.perf_counter() - t0
     return {"memories": total, "seconds": round(seconds, 1), "memories_per_s": round(total / seconds, 1)}
