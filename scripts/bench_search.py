@@ -64,6 +64,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -199,9 +200,20 @@ async def stages_alone(svc: Any, queries: list[str], picked: list[str]) -> tuple
     return stage, explained
 
 
+async def first_search(svc: Any, owners: list[str], n: int, count: int) -> tuple[list[str], list[str], float]:
+    """The users and texts of ``count`` searches (the same for every store and runtime of a size), and the
+    wall ms of the first user's first search (its indexes loaded or built)."""
+    rng = random.Random(n)
+    picked = [owners[0]] + [rng.choice(owners) for _ in range(count - 1)]
+    queries = bc.synthetic_queries(count, seed=5 + n)
+    assert isinstance(svc.telemetry, bc.RecordingTelemetry)
+    t0 = time.perf_counter()
+    await svc.search(TENANT, picked[0], "what did I say about the museum?")
+    return picked, queries, (time.perf_counter() - t0) * 1000
+
+
 async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> dict[str, Any]:
     """Everything of one store, in this (fresh) process."""
-    import random
     import sqlite3
 
     import faiss
@@ -234,15 +246,8 @@ async def measure(db: Path, n: int, layout: str, args: argparse.Namespace) -> di
     _trim_heap()
     rss_idle = bc.rss_mib()
     owners = owners_of(n, layout, args.per_user)
-    rng = random.Random(n)
-    picked = [owners[0]] + [rng.choice(owners) for _ in range(args.queries - 1)]
-    queries = bc.synthetic_queries(args.queries, seed=5 + n)
-    assert isinstance(svc.telemetry, bc.RecordingTelemetry)
-
     # cold: the first search of a user (its indexes loaded or built)
-    t0 = time.perf_counter()
-    await svc.search(TENANT, picked[0], "what did I say about the museum?")
-    first_ms = (time.perf_counter() - t0) * 1000
+    picked, queries, first_ms = await first_search(svc, owners, n, args.queries)
     # a large user's keyword index and a very large user's approximate index are built in the background
     # after the first search: measure the searches once they are there (a runtime without background
     # builds has no join_index_builds; one without an approximate index no ann_pending)
@@ -544,7 +549,6 @@ async def measure_server_store(
     OpenSearch: _bulk), then the same searches timed in this process: the whole search (wall, this
     process's CPU, and the servers' CPU per search), the telemetry's stage means, each stage alone, and
     recall@10 of the store's vector search against exact scans of the loaded vectors."""
-    import random
     import uuid
 
     import numpy as np
@@ -585,13 +589,7 @@ async def measure_server_store(
                           np.stack([m.embedding_short for m in mine]))  # fmt: skip
         loaded.clear()
 
-        rng = random.Random(n)
-        picked = [owners[0]] + [rng.choice(owners) for _ in range(args.queries - 1)]
-        queries = bc.synthetic_queries(args.queries, seed=5 + n)
-        assert isinstance(svc.telemetry, bc.RecordingTelemetry)
-        t0 = time.perf_counter()
-        await svc.search(TENANT, picked[0], "what did I say about the museum?")
-        first_ms = (time.perf_counter() - t0) * 1000
+        picked, queries, first_ms = await first_search(svc, owners, n, args.queries)
         for q in queries[:3]:
             await svc.search(TENANT, picked[0], q + " warm")
         for u in dict.fromkeys(picked[1:]):
