@@ -10,6 +10,7 @@ assert on plain data: nothing is asserted inside an ``apply`` that could silentl
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import runpy
@@ -369,6 +370,15 @@ def _config_values(config: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def _ensure_event_loop() -> None:
+    """Pulumi's mocks make futures on the thread's current event loop. An earlier test in the same process
+    that ran ``asyncio.run`` leaves none (it ends with ``set_event_loop(None)``): then give it one."""
+    try:
+        asyncio.get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+
+
 def run_program(
     overrides: dict[str, Any] | None = None,
     *,
@@ -389,6 +399,7 @@ def run_program(
     for key in drop:
         config.pop(key, None)
     mocks = CognisMocks(endpoint_gaps, running_clusters, registry_images, type_gaps)
+    _ensure_event_loop()
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=OptionsRecordingMonitor(mocks))
     pulumi.runtime.set_all_config(_config_values(config), [f"cognis:{k}" for k in SECRET_KEYS if k in config])
 
