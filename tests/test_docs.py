@@ -48,3 +48,71 @@ def test_contributing_names_only_files_and_tests_that_exist() -> None:
         assert found, f"CONTRIBUTING.md names {path}, which does not exist"
         if test:
             assert re.search(rf"^(async )?def {test}\(", found[0].read_text(), re.M), f"{name} does not exist"
+
+
+def _missing_paths(document: Path) -> list[str]:
+    """The files and tests a document names in backticks that do not exist, read from the repository root,
+    else from the runtime package; a name starting with ``/`` is a route (``/v1/``), not a file."""
+    missing = []
+    for name in _named_paths(document.read_text()):
+        path, _, test = name.partition("::")
+        if path.startswith("/"):
+            continue
+        found = [base / path for base in (ROOT, ROOT / "runtime" / "cognis_memory") if (base / path).exists()]
+        if not found or (test and not re.search(rf"^(async )?def {test}\(", found[0].read_text(), re.M)):
+            missing.append(name)
+    return missing
+
+
+def test_design_notes_name_only_files_and_tests_that_exist() -> None:
+    """A decision names the code that holds it: a renamed or removed module fails here, so the decision is
+    updated or dropped rather than left describing code that is gone."""
+    notes = ROOT / "docs" / "design-notes.md"
+    assert len(_named_paths(notes.read_text())) > 80, "the path check found almost nothing to check"
+    assert _missing_paths(notes) == []
+
+
+def _anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a document's headings (lower case, punctuation dropped, spaces to ``-``)."""
+    headings = re.findall(r"^#{1,6} (.+)$", markdown, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_design_notes_links_reach_their_files_and_sections() -> None:
+    """Every relative link of docs/design-notes.md reaches a file, and its ``#section`` a heading there (the
+    figures behind the decisions are cited by benchmarks.md section)."""
+    docs = ROOT / "docs"
+    text = (docs / "design-notes.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    relative = [link for link in links if not link.startswith(("http://", "https://"))]
+    assert len(relative) > 20, "the link check found almost nothing to check"
+    for link in relative:
+        target, _, anchor = link.partition("#")
+        path = (docs / target) if target else docs / "design-notes.md"
+        assert path.exists(), f"design-notes.md links {link}: no such file"
+        if anchor:
+            assert anchor in _anchors(path.read_text()), f"design-notes.md links {link}: no such section"
+
+
+def test_quoted_design_note_titles_exist() -> None:
+    """Code and documents that cite a decision by its title (docs/design-notes.md, "UPDATE guard") cite a
+    heading or an entry's title that exists."""
+    notes = " ".join((ROOT / "docs" / "design-notes.md").read_text().split())
+    cited = re.compile(r'design-notes\.md(?:,\s*|\s*\()"([^"]+)"')
+    sources = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")]
+    for folder in ("runtime", "devtools", "infra", "scripts", "tests"):
+        sources += [
+            p for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".md", ".sh") and ".venv" not in p.parts
+        ]
+    titles = [
+        (path.relative_to(ROOT), " ".join(title.split()))
+        for path in sources
+        if path.is_file() and path.name != "design-notes.md"
+        for title in cited.findall(path.read_text(encoding="utf-8"))
+    ]
+    assert len(titles) >= 5, "the citation check found almost nothing to check"
+
+    def titled(title: str) -> bool:  # a heading, or a bold or italic entry title
+        return re.search(r"(#+ |\*)" + re.escape(title), notes) is not None
+
+    assert [(str(path), title) for path, title in titles if not titled(title)] == []

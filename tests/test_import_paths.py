@@ -1,6 +1,6 @@
 """Every part of the project imports its own code as installed packages: no module edits the
 interpreter's import path (the runtime, devtools/ and infra/ are distributions that
-scripts/setup.sh and `pulumi install` install; see docs/design-notes.md, issue 13), and nothing
+scripts/setup.sh and `pulumi install` install; see docs/design-notes.md, "Dev-only package"), and nothing
 outside scripts/ imports from it (scripts are entry points, their code is in a package)."""
 
 from __future__ import annotations

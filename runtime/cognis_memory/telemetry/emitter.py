@@ -59,7 +59,7 @@ class Telemetry:
     """Shared by the whole process; every method is safe under concurrent requests.
 
     ``mode`` is a :mod:`.modes` setting (``auto`` is resolved here, against ``log_stream``); built
-    directly, the default is ``emf``, the historical behaviour. ``tracing`` turns spans on.
+    directly, the default is ``emf`` (the log line and the metrics). ``tracing`` turns spans on.
     """
 
     def __init__(
