@@ -38,7 +38,7 @@ from .paging import Listing, decode_cursor, encode_cursor
 from .prompt_block import PromptBlock, build_prompt_block
 from .providers.base import LLM, Embedder, Reranker
 from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycle, log_lifecycle
-from .retrieval.config import RetrievalConfig
+from .retrieval.recipes import RetrievalConfig
 from .retrieval.pipeline import SearchQuery, SearchResponse
 from .search_filter import MemoryFilter
 from .stores.roles import StoreBackend, StoreBundle

@@ -40,8 +40,8 @@ from ..domain import Memory
 from ..providers.base import Reranker
 from ..stores.roles import MemoryVersions
 from ..telemetry.recorder import StageRecorder
-from .config import RetrievalConfig
 from .query_analysis import AnalysedQuery
+from .recipes import RetrievalConfig
 from .search_types import SearchHit, SearchQuery, StageMove
 
 Phase = Literal["fused", "final", "ranking", "hits"]
