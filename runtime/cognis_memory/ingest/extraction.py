@@ -266,11 +266,7 @@ class ContextAwareExtractor:
             # vectors of its search text, which differ only for a first-person text (its speaker in front)
             as_said, as_said_short = await self.encoder.encode_async([f.content for f in merged], priority)
             full, short = as_said.copy(), as_said_short.copy()
-            named = [j for j, f in enumerate(merged) if _search_text(f) != f.content]
-            if named:
-                full[named], short[named] = await self.encoder.encode_async(
-                    [_search_text(merged[j]) for j in named], priority
-                )
+            await self._embed_search_texts(merged, full, short, priority)
             for (k, original), f, e, s, c in zip(rewritten, merged, full, short, as_said, strict=True):
                 f.embedding, f.embedding_short = e, s
                 if original.embedding is not None and float(original.embedding @ c) < self.update_min_similarity:
@@ -337,11 +333,9 @@ class ContextAwareExtractor:
         if not facts:
             return []
         full, short = full[keep].copy(), short[keep].copy()
-        renamed = [k for k, f in enumerate(facts) if _search_text(f) != f.content]
-        if renamed:  # a first-person fact's search text has its speaker in front: its vectors are of that text
-            report.repairs["first_person"] += len(renamed)
-            again, again_short = await self.encoder.encode_async([_search_text(facts[k]) for k in renamed], priority)
-            full[renamed], short[renamed] = again, again_short
+        renamed = await self._embed_search_texts(facts, full, short, priority)
+        if renamed:
+            report.repairs["first_person"] += renamed
         missing = [k for k, i in enumerate(keep) if kept[i].category is None]
         if missing:  # the answer gave no readable category: the non-LLM categorizer's choice
             picked = await self.categorizer.categorize_many([facts[k].content for k in missing], full[missing])
@@ -350,6 +344,18 @@ class ContextAwareExtractor:
         for f, e, sh in zip(facts, full, short, strict=True):
             f.embedding, f.embedding_short = e, sh
         return facts
+
+    async def _embed_search_texts(
+        self, facts: list[CandidateFact], full: np.ndarray, short: np.ndarray, priority: Priority
+    ) -> int:
+        """``full`` and ``short`` hold the vectors of the facts' contents, row by row; a fact whose search text
+        differs from its content (a first-person fact has its speaker in front) gets its row replaced by the
+        vectors of that text, which is what the fact is stored and searched with. Returns how many rows."""
+        texts = [_search_text(f) for f in facts]
+        renamed = [k for k, (f, text) in enumerate(zip(facts, texts, strict=True)) if text != f.content]
+        if renamed:
+            full[renamed], short[renamed] = await self.encoder.encode_async([texts[k] for k in renamed], priority)
+        return len(renamed)
 
     def _same_thing(self, fact: CandidateFact, target: Memory) -> bool:
         """Whether an UPDATE of ``target`` by ``fact`` passes the guard (see :attr:`update_min_similarity`)."""
