@@ -1,11 +1,12 @@
-"""The ingest pipeline's last stage: context-aware extraction.
+"""The ingest pipeline's last stage: facts extracted from the messages, each decided against the user's
+similar stored facts.
 
 Up to two LLM calls per batch of resolved messages of one user:
 
 1. **extract**: the messages, numbered, become candidate facts (content, category, scope, optional
    ISO event date, and the numbers of the messages each fact was said in: its provenance).
-2. **decide**: for each candidate, the 10 most similar *current facts* of that user are retrieved
-   and shown to the LLM under short aliases (``m1``, ``m2``, ...); the LLM answers ADD, UPDATE
+2. **decide**: for each candidate, the :data:`SIMILAR_FACTS_SHOWN` most similar *current facts* of that
+   user are retrieved and shown to the LLM under short aliases (``m1``, ``m2``, ...); the LLM answers ADD, UPDATE
    (alias), DELETE (alias) or NONE. Aliases are mapped back to real ids through a table built here,
    so an id the LLM invents (or one of another user) cannot name any memory. When no candidate has
    a similar fact (a new user's first messages), there is nothing to decide and the call is skipped:
@@ -57,7 +58,8 @@ from .answers import Action, Decisions, ExtractedFacts
 from .categorizer import EmbeddingCategorizer
 from .resolution import ResolvedMessage
 
-CONTEXT_SIZE = 10
+#: how many of the user's most similar stored facts the decide call is shown beside each candidate
+SIMILAR_FACTS_SHOWN = 10
 
 
 @dataclass(slots=True)
@@ -124,7 +126,7 @@ def numbered_transcript(messages: list[ResolvedMessage]) -> tuple[str, list[Reso
     return "\n".join(lines), shown
 
 
-class ContextAwareExtractor:
+class FactExtractor:
     """Runs the extract and decide calls; pure apart from the LLM and a read-only store query."""
 
     def __init__(
@@ -133,11 +135,11 @@ class ContextAwareExtractor:
         vectors: VectorSearch,
         encoder: MatryoshkaEncoder,
         categorizer: EmbeddingCategorizer,
-        context_size: int = CONTEXT_SIZE,
+        similar_facts: int = SIMILAR_FACTS_SHOWN,
         update_min_similarity: float = 0.0,
     ):
         self.llm, self.vectors, self.encoder, self.categorizer = llm, vectors, encoder, categorizer
-        self.context_size = context_size
+        self.similar_facts = similar_facts
         #: an UPDATE whose new fact is less similar than this to its target is taken as an ADD
         self.update_min_similarity = update_min_similarity
 
@@ -151,7 +153,7 @@ class ContextAwareExtractor:
         result.candidates = len(facts)
         if not facts:
             return result
-        # Context: the most similar current facts of this user, per candidate, under aliases.
+        # The most similar current facts of this user, per candidate, under aliases (what the decide call sees).
         alias_of: dict[str, Memory] = {}
         by_id: dict[str, str] = {}
         shown: list[list[str]] = []
@@ -161,8 +163,8 @@ class ContextAwareExtractor:
                 SearchFilter(owner, kinds=frozenset({MemoryKind.FACT})),
                 f.embedding,
                 None,
-                limit=self.context_size,
-                shortlist=self.context_size,
+                limit=self.similar_facts,
+                shortlist=self.similar_facts,
             )
             listed = []
             for h in hits.hits:
