@@ -38,8 +38,8 @@ from .paging import Listing, decode_cursor, encode_cursor
 from .prompt_block import PromptBlock, build_prompt_block
 from .providers.base import LLM, Embedder, Reranker
 from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycle, log_lifecycle
-from .retrieval.recipes import RetrievalConfig
 from .retrieval.pipeline import SearchQuery, SearchResponse
+from .retrieval.recipes import RetrievalConfig
 from .search_filter import MemoryFilter
 from .stores.roles import StoreBackend, StoreBundle
 from .stores.values import ApiKeyRecord, PagePosition, UserSummary
