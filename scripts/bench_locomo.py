@@ -15,7 +15,7 @@ dia_id); never by text.
 
 Scores per question: evidence recall@k (fraction of its evidence turns among the turns of
 the top k results), hit@k (any evidence turn in the top k), MRR (first evidence hit in the
-top 20). Every recipe in ``cognis_memory.retrieval.config.RECIPES`` runs over the same
+top 20). Every recipe in ``cognis_memory.retrieval.recipes.RECIPES`` runs over the same
 ingested data (the cross-encoder recipes only when ``--cross-encoder DIR`` or
 ``COGNIS_RERANKER_PATH`` names a local cross-encoder).
 
@@ -44,7 +44,7 @@ from typing import Any
 
 from cognis_dev import bench_common as bc
 
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
+from cognis_memory.retrieval.recipes import RECIPE_DESCRIPTIONS, RECIPES
 from cognis_memory.service import MemoryService, MessageBody
 
 KS = (1, 5, 10, 20)

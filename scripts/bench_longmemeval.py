@@ -69,7 +69,7 @@ from typing import Any
 from cognis_dev import bench_common as bc
 from cognis_dev.update_set import IngestReport, llm_summary
 
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
+from cognis_memory.retrieval.recipes import RECIPE_DESCRIPTIONS, RECIPES
 from cognis_memory.service import MemoryService, MessageBody
 
 TENANT = "bench-lme"

@@ -64,7 +64,7 @@ from cognis_dev import bench_common as bc
 from cognis_dev.update_oracle import UpdateSetOracle
 from cognis_dev.update_set import TENANT, evaluate, fact_audit, generate, ingest, llm_summary
 
-from cognis_memory.retrieval.config import RECIPE_DESCRIPTIONS
+from cognis_memory.retrieval.recipes import RECIPE_DESCRIPTIONS
 
 HEADERS = ["recipe", "current@1", "stale>current", "current R@5", "history R@5", "previous@1", "unchanged@1"]
 

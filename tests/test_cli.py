@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cognis_memory.cli import build_parser, main
-from cognis_memory.retrieval.config import RECIPES
+from cognis_memory.retrieval.recipes import RECIPES
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "examples" / "demo_conversation.jsonl"

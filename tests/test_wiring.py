@@ -10,7 +10,7 @@ import pytest
 from cognis_memory import wiring
 from cognis_memory.config import Settings
 from cognis_memory.errors import InvalidInputError
-from cognis_memory.retrieval.config import get_recipe, with_knobs
+from cognis_memory.retrieval.recipes import get_recipe, with_knobs
 from cognis_memory.service import MemoryService, MessageBody
 from cognis_memory.stores.embedded import EmbeddedStore
 from cognis_memory.telemetry.emitter import Telemetry

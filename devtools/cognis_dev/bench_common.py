@@ -326,7 +326,7 @@ def quality_service(db_path: Path, *, cache: bool = True, extraction_llm: Any = 
 def selected_recipes(arg: str | None, *, reranker: bool = False) -> list[str]:
     """The recipes named by a ``--recipes`` value (default: every recipe); the reranker-only recipes only
     when a reranker is configured. Unknown names stop the script naming them."""
-    from cognis_memory.retrieval.config import RECIPES, RERANKER_RECIPES
+    from cognis_memory.retrieval.recipes import RECIPES, RERANKER_RECIPES
 
     recipes = [r.strip() for r in arg.split(",")] if arg else list(RECIPES)
     unknown = [r for r in recipes if r not in RECIPES]

@@ -10,7 +10,7 @@ setting keeps its flat name (:mod:`.component_settings`): the environment variab
 (``Settings(store="dual")`` or a CLI flag), then the environment, then the default. Two settings
 belong to no single component and are fields here: ``store`` (which backend) and ``aws_region``
 (every AWS client: Bedrock, SageMaker, Secrets Manager, RDS IAM, OpenSearch SigV4).
-The retrieval knobs live in :class:`cognis_memory.retrieval.config.RetrievalConfig`; the
+The retrieval knobs live in :class:`cognis_memory.retrieval.recipes.RetrievalConfig`; the
 service settings carry the name of a recipe plus optional per-knob overrides. No component reads this
 class: each is built from its own section by :mod:`.wiring` (or by the service and the entry points).
 """

@@ -19,28 +19,28 @@ is emitted here.
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from . import wiring
-from .api_keys import LEGACY_LIST_KEY_NAME, MAX_KEY_LENGTH, hash_api_key, parse_api_key_list
+from .api_keys import hash_api_key as hash_api_key  # importable here before the key registry's split
 from .caching.result_cache import Cache
 from .config import Settings
-from .domain import Category, Job, JobStatus, Memory, MemoryKind, Message, Owner, utcnow
-from .encoding.batching import Priority
-from .errors import ConflictError, InvalidInputError, NotFoundError
+from .domain import Category, Job, JobStatus, Memory, Message, utcnow
+from .errors import InvalidInputError, NotFoundError
 from .ingest.pipeline import IngestResult, extraction_metrics
+from .key_registry import KeyRegistry
+from .memory_edits import WRITE_ATTEMPTS as WRITE_ATTEMPTS  # importable here before the split
+from .memory_edits import MemoryEditor
 from .message_body import MessageBody
 from .paging import Listing, decode_cursor, encode_cursor
 from .prompt_block import PromptBlock, build_prompt_block
 from .providers.base import LLM, Embedder, Reranker
 from .providers.model_lifecycle import BedrockModelLifecycleCheck, ModelLifecycle, log_lifecycle
-from .retrieval.config import RetrievalConfig
 from .retrieval.pipeline import SearchQuery, SearchResponse
+from .retrieval.recipes import RetrievalConfig
 from .search_filter import MemoryFilter
-from .search_text import search_text
 from .stores.roles import StoreBackend, StoreBundle
 from .stores.values import ApiKeyRecord, PagePosition, UserSummary
 from .telemetry import names
@@ -54,7 +54,6 @@ from .validation import (
     check_owner,
     check_query,
     check_time,
-    check_update,
     context_query,
     enum_value,
 )
@@ -64,8 +63,6 @@ MAX_PROMPT_BLOCK_TOKENS = 32000
 #: the job listing's filter for every job whose facts are still to come
 PENDING = "pending"
 PENDING_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
-#: how often an edit or a delete is tried when other writes replace the memory's current version meanwhile
-WRITE_ATTEMPTS = 3
 
 
 __all__ = ["MAX_PROMPT_BLOCK_TOKENS", "FilterRequest", "MemoryFilter", "MemoryService", "MessageBody"]
@@ -129,7 +126,12 @@ class MemoryService:
         self.retrieval = components.retrieval
         self.cached_retrieval = components.cached_retrieval
         self.worker = components.worker
-        self._listed_keys = self._bootstrap_api_keys()
+        api_keys = settings.api.api_keys
+        #: the API keys (a malformed ``COGNIS_API_KEYS`` raises ApiKeyListError here, so the service never starts)
+        self.keys = KeyRegistry(self.stores.api_keys, None if api_keys is None else api_keys.get_secret_value())
+        self.edits = MemoryEditor(
+            self.stores.memories, self.cache, self.encoder, memory_max_bytes=settings.ingest.memory_max_bytes
+        )
         self._started = False
 
     # -- construction -------------------------------------------------------------------
@@ -170,47 +172,19 @@ class MemoryService:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # -- API keys -----------------------------------------------------------------------
-    def _bootstrap_api_keys(self) -> dict[str, ApiKeyRecord]:
-        """The keys of ``COGNIS_API_KEYS`` by hash, held in memory only (see :mod:`cognis_memory.api_keys`).
-        A malformed list raises :class:`~cognis_memory.api_keys.ApiKeyListError`, so the service never starts."""
-        if self.settings.api.api_keys is None:
-            return {}
-        return parse_api_key_list(self.settings.api.api_keys.get_secret_value(), check_id)
-
+    # -- API keys (:mod:`.key_registry`) -----------------------------------------------
     async def create_api_key(self, tenant_id: str, *, read_only: bool = False, name: str = "") -> str:
         """A new random key for the tenant; only its hash is stored, so show it once."""
-        check_id("tenant_id", tenant_id)
-        if name == LEGACY_LIST_KEY_NAME:
-            raise InvalidInputError("name", f"{LEGACY_LIST_KEY_NAME!r} is reserved (keys copied from COGNIS_API_KEYS)")
-        key = "cgm_" + secrets.token_urlsafe(32)
-        await self.stores.api_keys.put_api_key(
-            ApiKeyRecord(hash_api_key(key), tenant_id, read_only=read_only, name=name)
-        )
-        return key
+        return await self.keys.create(tenant_id, read_only=read_only, name=name)
 
     async def authenticate(self, key: str) -> ApiKeyRecord | None:
         """The key's record: a key of ``COGNIS_API_KEYS`` that was never revoked, or a stored key."""
-        if not key or len(key) > MAX_KEY_LENGTH:
-            return None
-        key_hash = hash_api_key(key)
-        listed = self._listed_keys.get(key_hash)
-        if listed is not None:
-            return None if await self.stores.api_keys.api_key_revoked(key_hash) else listed
-        record = await self.stores.api_keys.get_api_key(key_hash)
-        if record is None or record.name == LEGACY_LIST_KEY_NAME:  # an earlier version's copy of a listed key
-            return None
-        return record
+        return await self.keys.authenticate(key)
 
     async def revoke_api_key(self, key: str) -> bool:
         """Revoke a key for good, in every process: a stored key, or a key of ``COGNIS_API_KEYS`` (whether or
         not this process was given that list). Returns whether the key was valid here until now."""
-        if not isinstance(key, str) or not key:
-            raise InvalidInputError("key", "is required")
-        key_hash = hash_api_key(key)
-        listed = key_hash in self._listed_keys and not await self.stores.api_keys.api_key_revoked(key_hash)
-        removed = await self.stores.api_keys.revoke_api_key(key_hash)
-        return listed or removed
+        return await self.keys.revoke(key)
 
     # -- ingest -------------------------------------------------------------------------
     async def add_messages(
@@ -316,37 +290,15 @@ class MemoryService:
         )
         return block, response
 
-    # -- memories -----------------------------------------------------------------------
-    # A memory is a chain of versions that keeps one id, its chain id (the id of its first version); every
-    # version has an id of its own too. Each call below takes either: the chain is found from any member.
-    async def _chain(self, owner: Owner, memory_id: str) -> list[Memory]:
-        """The version chain holding ``memory_id`` (the memory's id or any version's), oldest first; NotFoundError
-        when no memory of this owner has that id."""
-        check_id("memory_id", memory_id)
-        chain = await self.stores.memories.get_chain(owner, memory_id)
-        if not chain:
-            raise NotFoundError(f"memory {memory_id} not found")
-        return chain
-
-    @staticmethod
-    def _head(chain: list[Memory]) -> Memory:
-        """The chain's newest version: its current one, else (a deleted memory) its tombstone."""
-        return next((m for m in reversed(chain) if m.is_current), chain[-1])
-
-    async def _live_head(self, owner: Owner, memory_id: str) -> Memory:
-        head = self._head(await self._chain(owner, memory_id))
-        if head.deleted:
-            raise NotFoundError(f"memory {memory_id} was deleted (its versions stay readable in its history)")
-        return head
-
+    # -- memories (their version chains: :mod:`.memory_edits`) --------------------------
     async def get_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
         """The current version of the memory ``memory_id`` names (its id or any of its versions' ids);
         NotFoundError for an unknown id and for a deleted memory."""
-        return await self._live_head(check_owner(tenant_id, user_id), memory_id)
+        return await self.edits.live_head(check_owner(tenant_id, user_id), memory_id)
 
     async def history(self, tenant_id: str, user_id: str, memory_id: str) -> list[Memory]:
         """Every version of the memory (a deleted one's too, its tombstone last), oldest first."""
-        return await self._chain(check_owner(tenant_id, user_id), memory_id)
+        return await self.edits.chain(check_owner(tenant_id, user_id), memory_id)
 
     async def update_memory(
         self,
@@ -362,49 +314,13 @@ class MemoryService:
         version's id names the memory. NotFoundError for an unknown or deleted memory; ConflictError only
         when other writes keep replacing the current version while this one is written."""
         owner = check_owner(tenant_id, user_id)
-        current = await self._live_head(owner, memory_id)
-        changes = check_update(
-            content=content, category=category, event_time=event_time, max_bytes=self.settings.ingest.memory_max_bytes
-        )
-        if "content" in changes:
-            changes["time_expressions"] = []  # they were resolved in the text being replaced
-        for attempt in range(WRITE_ATTEMPTS):
-            own = dict(changes)
-            if current.kind is MemoryKind.RAW and "content" in own:
-                own["kind"] = MemoryKind.FACT  # an edited message is no longer the raw message
-            new = current.next_version(**own)
-            if "content" in own:
-                full, short = await self.encoder.encode_async([search_text(new)], Priority.QUERY)
-                new.embedding, new.embedding_short = full[0], short[0]
-            try:
-                new = await self.stores.memories.write_version(owner, current.id, new)
-            except ConflictError:  # another write replaced the current version meanwhile: edit the newer one
-                if attempt + 1 == WRITE_ATTEMPTS:
-                    raise
-                current = await self._live_head(owner, memory_id)
-                continue
-            await self.cache.invalidate(owner)
-            return new
-        raise AssertionError("unreachable")
+        return await self.edits.update(owner, memory_id, content=content, category=category, event_time=event_time)
 
     async def delete_memory(self, tenant_id: str, user_id: str, memory_id: str) -> Memory:
         """Soft delete: a tombstone version on top of the chain; history keeps the rest. Idempotent: deleting a
         memory already deleted writes nothing and returns its tombstone again. NotFoundError only for an id no
         memory of this owner has."""
-        owner = check_owner(tenant_id, user_id)
-        for attempt in range(WRITE_ATTEMPTS):
-            head = self._head(await self._chain(owner, memory_id))
-            if head.deleted:
-                return head
-            try:
-                tomb = await self.stores.memories.write_version(owner, head.id, head.tombstone())
-            except ConflictError:  # changed meanwhile (edited, or deleted by a concurrent call): look again
-                if attempt + 1 == WRITE_ATTEMPTS:
-                    raise
-                continue
-            await self.cache.invalidate(owner)
-            return tomb
-        raise AssertionError("unreachable")
+        return await self.edits.delete(check_owner(tenant_id, user_id), memory_id)
 
     async def forget_user(self, tenant_id: str, user_id: str) -> dict[str, int]:
         """Hard delete of everything of one user, in the store and the cache."""

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from .domain import RESERVED_METADATA_KEYS, Category, Message, Owner, Scope, as_utc
 from .errors import InvalidInputError
 from .message_body import MessageBody
-from .retrieval.config import RetrievalConfig, get_recipe
+from .retrieval.recipes import RetrievalConfig, get_recipe
 from .search_filter import FILTER_NAMES, ColumnFilter, Match, MemoryFilter, SearchFilter
 from .stores.records import MEMORY_FILTERS, Column
 

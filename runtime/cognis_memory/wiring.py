@@ -30,8 +30,8 @@ from .providers import factory as provider_factory
 from .providers.base import LLM, Embedder, Reranker
 from .providers.model_lifecycle import BedrockModelLifecycleCheck
 from .retrieval.cached import CachedRetrieval
-from .retrieval.config import RetrievalConfig, get_recipe, with_knobs
 from .retrieval.pipeline import RetrievalPipeline
+from .retrieval.recipes import RetrievalConfig, get_recipe, with_knobs
 from .stores.context import StoreContext
 from .stores.registry import STORES, StoreKind
 from .stores.roles import StoreBackend, StoreBundle, as_bundle

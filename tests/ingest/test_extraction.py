@@ -1,4 +1,5 @@
-"""Stage 3 (context-aware extraction) and durable jobs, through a real HTTP LLM endpoint.
+"""Stage 3 (fact extraction: each fact decided against the similar stored facts) and durable jobs,
+through a real HTTP LLM endpoint.
 
 The LLM is the real OpenAICompatibleLLM talking to a scripted chat-completions server on
 127.0.0.1 (tests/llm_server.py): the scripted "model" extracts facts from known sentences

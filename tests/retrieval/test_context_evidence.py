@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cognis_memory.retrieval.config import RECIPES
+from cognis_memory.retrieval.recipes import RECIPES
 from cognis_memory.retrieval.search_types import SearchResponse
 from cognis_memory.service import MessageBody
 

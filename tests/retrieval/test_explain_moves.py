@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
+from cognis_memory.retrieval.recipes import RECIPES, RetrievalConfig
 from cognis_memory.retrieval.search_types import SearchResponse
 from cognis_memory.retrieval.stages import SearchState, StageMove
 from cognis_memory.service import MessageBody

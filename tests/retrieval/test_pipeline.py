@@ -14,9 +14,9 @@ import pytest
 
 from cognis_memory.domain import Memory, Owner
 from cognis_memory.errors import DependencyUnavailableError
-from cognis_memory.retrieval.config import RECIPES, RetrievalConfig
 from cognis_memory.retrieval.conversation_context import neighbour_scores
 from cognis_memory.retrieval.query_analysis import name_candidates
+from cognis_memory.retrieval.recipes import RECIPES, RetrievalConfig
 from cognis_memory.retrieval.speakers import SpeakerDirectory
 from cognis_memory.search_filter import SearchFilter
 from cognis_memory.service import MessageBody

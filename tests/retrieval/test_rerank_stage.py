@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from cognis_memory.retrieval.config import RECIPES
+from cognis_memory.retrieval.recipes import RECIPES
 from cognis_memory.service import MessageBody
 
 T, U = "acme", "reranked"

@@ -12,7 +12,7 @@ import pytest
 from cognis_memory.domain import Category, Memory, Owner
 from cognis_memory.retrieval import cached
 from cognis_memory.retrieval.cached import search_cache_key
-from cognis_memory.retrieval.config import RECIPES
+from cognis_memory.retrieval.recipes import RECIPES
 from cognis_memory.retrieval.search_types import SearchHit, SearchQuery, SearchResponse
 from cognis_memory.search_filter import ColumnFilter, Match, SearchFilter
 from cognis_memory.stores.records import MEMORY_FILTERS, Column

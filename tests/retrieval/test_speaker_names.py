@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from cognis_memory.domain import Memory, Owner
-from cognis_memory.retrieval.config import RECIPES
 from cognis_memory.retrieval.query_analysis import analyze_query, find_names, name_candidates, strip_names
+from cognis_memory.retrieval.recipes import RECIPES
 from cognis_memory.retrieval.speakers import SpeakerDirectory, speaker_name
 from cognis_memory.service import MessageBody
 

@@ -32,7 +32,7 @@ from fastapi_offline import FastAPIOffline
 from ..service import MemoryService
 from .auth import ApiKeyAuth
 from .errors import ERROR_RESPONSES, install_error_handlers
-from .middleware import RequestBody, RequestContext
+from .middleware import RequestBody, RequestEnvelope
 from .routes import ROUTERS
 
 #: Where the docs pages' JavaScript, CSS and icon are served (open, like ``/docs`` itself).
@@ -66,10 +66,10 @@ def create_app(service: MemoryService, *, manage_lifecycle: bool = True) -> Fast
     settings = service.settings
     install_error_handlers(app)
 
-    # -- middleware (added innermost first: RequestContext ends up outermost) ----------------
+    # -- middleware (added innermost first: RequestEnvelope ends up outermost) ----------------
     app.add_middleware(RequestBody, max_bytes=settings.api.max_request_bytes)
     app.add_middleware(ApiKeyAuth, service=service)
-    app.add_middleware(RequestContext, telemetry=service.telemetry)
+    app.add_middleware(RequestEnvelope, telemetry=service.telemetry)
     if service.telemetry.tracing is not None:  # outermost: a SERVER span per request, child of its traceparent
         from ..telemetry.tracing import TraceRequests
 

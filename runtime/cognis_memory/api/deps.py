@@ -20,7 +20,7 @@ def _service(request: Request) -> MemoryService:
 
 @dataclass(frozen=True, slots=True)
 class Ids:
-    """The request's ids for the service's log line (set by the RequestContext middleware)."""
+    """The request's ids for the service's log line (set by the RequestEnvelope middleware)."""
 
     request_id: str
     client_request_id: str | None

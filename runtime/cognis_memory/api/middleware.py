@@ -1,6 +1,6 @@
 """ASGI middleware of the HTTP API, outermost first as :func:`cognis_memory.api.app.create_app` stacks them:
 
-1. :class:`RequestContext` gives each request a server-generated id (``X-Request-Id``; a
+1. :class:`RequestEnvelope` gives each request a server-generated id (``X-Request-Id``; a
    client's own ``X-Request-Id`` is kept, when it is a well-formed id, as the separate
    ``client_request_id``), adds the security headers, and turns any unexpected exception into
    a 500 error body *without* letting it reach the server: an exception that escapes the app
@@ -74,12 +74,12 @@ def unavailable_error(exc: DependencyUnavailableError) -> tuple[int, str, str, l
 
 
 def request_ids(scope: Scope) -> tuple[str, str | None]:
-    """(request id, client request id) set on the request's state by :class:`RequestContext`."""
+    """(request id, client request id) set on the request's state by :class:`RequestEnvelope`."""
     state = scope.get("state") or {}
     return state.get("request_id", ""), state.get("client_request_id")
 
 
-class RequestContext:
+class RequestEnvelope:
     """Request ids, security headers, and the last line of defence for unexpected errors."""
 
     def __init__(self, app: ASGIApp, telemetry: Telemetry) -> None:

@@ -286,7 +286,7 @@ def cmd_messages(args: argparse.Namespace) -> int:
 
 
 def cmd_recipes(args: argparse.Namespace) -> int:
-    from ..retrieval.config import RECIPE_DESCRIPTIONS, RECIPES
+    from ..retrieval.recipes import RECIPE_DESCRIPTIONS, RECIPES
 
     for name, cfg in RECIPES.items():
         print(f"{name:28s} {RECIPE_DESCRIPTIONS.get(name, '')}")

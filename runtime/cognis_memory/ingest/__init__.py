@@ -1,1 +1,1 @@
-"""The ingest pipeline: raw store, speaker/time resolution, context-aware extraction, embedding."""
+"""The ingest pipeline: raw store, speaker/time resolution, fact extraction, embedding."""

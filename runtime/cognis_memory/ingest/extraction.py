@@ -1,11 +1,12 @@
-"""The ingest pipeline's last stage: context-aware extraction.
+"""The ingest pipeline's last stage: facts extracted from the messages, each decided against the user's
+similar stored facts.
 
 Up to two LLM calls per batch of resolved messages of one user:
 
 1. **extract**: the messages, numbered, become candidate facts (content, category, scope, optional
    ISO event date, and the numbers of the messages each fact was said in: its provenance).
-2. **decide**: for each candidate, the 10 most similar *current facts* of that user are retrieved
-   and shown to the LLM under short aliases (``m1``, ``m2``, ...); the LLM answers ADD, UPDATE
+2. **decide**: for each candidate, the :data:`SIMILAR_FACTS_SHOWN` most similar *current facts* of that
+   user are retrieved and shown to the LLM under short aliases (``m1``, ``m2``, ...); the LLM answers ADD, UPDATE
    (alias), DELETE (alias) or NONE. Aliases are mapped back to real ids through a table built here,
    so an id the LLM invents (or one of another user) cannot name any memory. When no candidate has
    a similar fact (a new user's first messages), there is nothing to decide and the call is skipped:
@@ -57,7 +58,8 @@ from .answers import Action, Decisions, ExtractedFacts
 from .categorizer import EmbeddingCategorizer
 from .resolution import ResolvedMessage
 
-CONTEXT_SIZE = 10
+#: how many of the user's most similar stored facts the decide call is shown beside each candidate
+SIMILAR_FACTS_SHOWN = 10
 
 
 @dataclass(slots=True)
@@ -124,7 +126,7 @@ def numbered_transcript(messages: list[ResolvedMessage]) -> tuple[str, list[Reso
     return "\n".join(lines), shown
 
 
-class ContextAwareExtractor:
+class FactExtractor:
     """Runs the extract and decide calls; pure apart from the LLM and a read-only store query."""
 
     def __init__(
@@ -133,11 +135,11 @@ class ContextAwareExtractor:
         vectors: VectorSearch,
         encoder: MatryoshkaEncoder,
         categorizer: EmbeddingCategorizer,
-        context_size: int = CONTEXT_SIZE,
+        similar_facts: int = SIMILAR_FACTS_SHOWN,
         update_min_similarity: float = 0.0,
     ):
         self.llm, self.vectors, self.encoder, self.categorizer = llm, vectors, encoder, categorizer
-        self.context_size = context_size
+        self.similar_facts = similar_facts
         #: an UPDATE whose new fact is less similar than this to its target is taken as an ADD
         self.update_min_similarity = update_min_similarity
 
@@ -151,7 +153,7 @@ class ContextAwareExtractor:
         result.candidates = len(facts)
         if not facts:
             return result
-        # Context: the most similar current facts of this user, per candidate, under aliases.
+        # The most similar current facts of this user, per candidate, under aliases (what the decide call sees).
         alias_of: dict[str, Memory] = {}
         by_id: dict[str, str] = {}
         shown: list[list[str]] = []
@@ -161,8 +163,8 @@ class ContextAwareExtractor:
                 SearchFilter(owner, kinds=frozenset({MemoryKind.FACT})),
                 f.embedding,
                 None,
-                limit=self.context_size,
-                shortlist=self.context_size,
+                limit=self.similar_facts,
+                shortlist=self.similar_facts,
             )
             listed = []
             for h in hits.hits:
@@ -266,11 +268,7 @@ class ContextAwareExtractor:
             # vectors of its search text, which differ only for a first-person text (its speaker in front)
             as_said, as_said_short = await self.encoder.encode_async([f.content for f in merged], priority)
             full, short = as_said.copy(), as_said_short.copy()
-            named = [j for j, f in enumerate(merged) if _search_text(f) != f.content]
-            if named:
-                full[named], short[named] = await self.encoder.encode_async(
-                    [_search_text(merged[j]) for j in named], priority
-                )
+            await self._embed_search_texts(merged, full, short, priority)
             for (k, original), f, e, s, c in zip(rewritten, merged, full, short, as_said, strict=True):
                 f.embedding, f.embedding_short = e, s
                 if original.embedding is not None and float(original.embedding @ c) < self.update_min_similarity:
@@ -337,11 +335,9 @@ class ContextAwareExtractor:
         if not facts:
             return []
         full, short = full[keep].copy(), short[keep].copy()
-        renamed = [k for k, f in enumerate(facts) if _search_text(f) != f.content]
-        if renamed:  # a first-person fact's search text has its speaker in front: its vectors are of that text
-            report.repairs["first_person"] += len(renamed)
-            again, again_short = await self.encoder.encode_async([_search_text(facts[k]) for k in renamed], priority)
-            full[renamed], short[renamed] = again, again_short
+        renamed = await self._embed_search_texts(facts, full, short, priority)
+        if renamed:
+            report.repairs["first_person"] += renamed
         missing = [k for k, i in enumerate(keep) if kept[i].category is None]
         if missing:  # the answer gave no readable category: the non-LLM categorizer's choice
             picked = await self.categorizer.categorize_many([facts[k].content for k in missing], full[missing])
@@ -350,6 +346,18 @@ class ContextAwareExtractor:
         for f, e, sh in zip(facts, full, short, strict=True):
             f.embedding, f.embedding_short = e, sh
         return facts
+
+    async def _embed_search_texts(
+        self, facts: list[CandidateFact], full: np.ndarray, short: np.ndarray, priority: Priority
+    ) -> int:
+        """``full`` and ``short`` hold the vectors of the facts' contents, row by row; a fact whose search text
+        differs from its content (a first-person fact has its speaker in front) gets its row replaced by the
+        vectors of that text, which is what the fact is stored and searched with. Returns how many rows."""
+        texts = [_search_text(f) for f in facts]
+        renamed = [k for k, (f, text) in enumerate(zip(facts, texts, strict=True)) if text != f.content]
+        if renamed:
+            full[renamed], short[renamed] = await self.encoder.encode_async([texts[k] for k in renamed], priority)
+        return len(renamed)
 
     def _same_thing(self, fact: CandidateFact, target: Memory) -> bool:
         """Whether an UPDATE of ``target`` by ``fact`` passes the guard (see :attr:`update_min_similarity`)."""

@@ -8,7 +8,7 @@
    ``raw`` memory and is searchable at once, with a category from the non-LLM categorizer; its
    content is the message's text as said (speaker and resolved dates are fields, which its search
    text, :mod:`cognis_memory.search_text`, puts back for embedding and keyword search);
-4. **extraction** — when an LLM is configured: context-aware ADD/UPDATE/DELETE/NONE, the new
+4. **extraction** — when an LLM is configured: ADD/UPDATE/DELETE/NONE against the similar stored facts, the new
    facts embedded (the embedding stage again) and applied, each UPDATE/DELETE as one atomic
    version write.
 
@@ -53,7 +53,7 @@ from ..telemetry import names
 from ..telemetry.recorder import StageRecorder
 from .answers import Action
 from .categorizer import EmbeddingCategorizer
-from .extraction import CandidateFact, ContextAwareExtractor, ExtractionResult, Operation
+from .extraction import CandidateFact, ExtractionResult, FactExtractor, Operation
 from .resolution import ResolvedMessage, resolve_parts
 from .supersession import mark_superseded
 
@@ -147,7 +147,7 @@ class IngestPipeline:
         self.messages, self.memories, self.jobs = messages, memories, jobs
         self.encoder, self.cache, self.categorizer, self.llm = encoder, cache, categorizer, llm
         self.extractor = (
-            ContextAwareExtractor(llm, vectors, encoder, categorizer, update_min_similarity=update_min_similarity)
+            FactExtractor(llm, vectors, encoder, categorizer, update_min_similarity=update_min_similarity)
             if llm is not None
             else None
         )

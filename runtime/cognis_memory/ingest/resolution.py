@@ -116,13 +116,14 @@ def resolve_parts(message: Message, max_bytes: int) -> list[ResolvedMessage]:
     the dates in its own text and has its own raw-memory id (:func:`part_id`). A part's memory content
     is its at most ``max_bytes`` of the message, as said."""
     texts = split_text(message.content, max_bytes)
-    if len(texts) == 1:
-        return [resolve_message(message)]
     out = []
     for i, text in enumerate(texts):
-        r = resolve_message(replace(message, content=text))
+        # a part is resolved as a message of its own text and raw-memory id, then keeps the message it is of
+        own_id = (
+            part_id(message.raw_memory_id, i) if len(texts) > 1 and message.raw_memory_id else message.raw_memory_id
+        )
+        r = resolve_message(replace(message, content=text, raw_memory_id=own_id))
         r.message, r.part, r.parts = message, i, len(texts)
-        r.memory_id = part_id(message.raw_memory_id, i) if message.raw_memory_id else None
         out.append(r)
     return out
 

@@ -20,9 +20,9 @@ from ..domain import utcnow
 from ..search_filter import SearchFilter
 from ..serialization import memory_from_dict, memory_to_dict
 from ..telemetry.recorder import StageRecorder
-from .config import RetrievalConfig
 from .pipeline import RetrievalPipeline, SearchHit, SearchQuery, SearchResponse
 from .query_analysis import QueryAnalysis
+from .recipes import RetrievalConfig
 
 #: The form of a cached answer, part of every key: entries of another form (written by an earlier release, e.g.
 #: memories without their ``chain_id``, form 1) are never read, they expire unread.

@@ -3,7 +3,7 @@
 One concept, one name: this module, its stage class :class:`ConversationContext`, and, shortened
 because they are published, the ``context`` stage of the logs, metrics and ``explain`` and the
 ``context``/``context_weight``/``context_max_lift``/``context_window_minutes`` fields of
-:class:`~.config.RetrievalConfig`.
+:class:`~.recipes.RetrievalConfig`.
 
 An answer is often split over turns: a question and its reply, a statement and the
 follow-up that names the thing. A turn that matches the query lends part of its score to

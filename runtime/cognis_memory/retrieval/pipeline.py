@@ -34,9 +34,9 @@ from ..search_filter import SearchFilter
 from ..stores.roles import KeywordSearch, MemoryVersions, VectorSearch
 from ..stores.values import ScoredMemory, VectorSearchResult
 from ..telemetry.recorder import StageRecorder
-from .config import RetrievalConfig
 from .fusion import tie_order, weighted_rrf
 from .query_analysis import QueryAnalysis, analysed_query, analyze_query, name_candidates
+from .recipes import RetrievalConfig
 from .registry import RETRIEVAL_STAGES
 from .search_types import SearchHit, SearchQuery, SearchResponse
 from .speakers import SpeakerDirectory

@@ -4,7 +4,7 @@ Each entry is the stage's name (as logged, ``<name>_ms``, and as the ``Stage`` d
 ``StageLatency`` metric) and its loader, a function that imports the stage's module and returns its
 :class:`~.stages.RetrievalStage` class; :func:`~.stages.load_stages` builds them and checks the order of
 their phases. A new stage adds its loader and its line here, its switch and weights to
-:class:`~.config.RetrievalConfig`, and nothing else outside its own module and test. The providers
+:class:`~.recipes.RetrievalConfig`, and nothing else outside its own module and test. The providers
 (:mod:`cognis_memory.providers.registry`) and the stores (:mod:`cognis_memory.stores.registry`) are
 registered the same way.
 """

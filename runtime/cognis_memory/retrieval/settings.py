@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from ..component_settings import ComponentSettings
-from .config import ARCHITECTURE, with_knobs
+from .recipes import ARCHITECTURE, with_knobs
 
 
 class RetrievalSettings(ComponentSettings):

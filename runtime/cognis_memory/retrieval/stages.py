@@ -8,7 +8,7 @@ name), the ``phase`` it works on, when it runs (:meth:`~RetrievalStage.enabled`)
 does (:meth:`~RetrievalStage.apply`). :data:`~.registry.RETRIEVAL_STAGES` lists them, in the
 order they run, as ``name -> loader`` (a function that imports the stage's module and returns its
 class); adding a stage means its module, its loader and line there (and its switch and weights in
-:class:`~.config.RetrievalConfig`), and its test.
+:class:`~.recipes.RetrievalConfig`), and its test.
 
 Phases, in order; each one's data is made from the previous one's when the pipeline reaches it:
 
@@ -40,8 +40,8 @@ from ..domain import Memory
 from ..providers.base import Reranker
 from ..stores.roles import MemoryVersions
 from ..telemetry.recorder import StageRecorder
-from .config import RetrievalConfig
 from .query_analysis import AnalysedQuery
+from .recipes import RetrievalConfig
 from .search_types import SearchHit, SearchQuery, StageMove
 
 Phase = Literal["fused", "final", "ranking", "hits"]

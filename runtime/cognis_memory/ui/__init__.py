@@ -30,7 +30,7 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     ),
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
-)  # the API's RequestContext adds nosniff and cache-control: no-store to every response
+)  # the API's RequestEnvelope adds nosniff and cache-control: no-store to every response
 
 
 class _WithHeaders:
