@@ -243,6 +243,40 @@ CREATE TRIGGER memories_chain_id BEFORE INSERT ON memories
     FOR EACH ROW WHEN (NEW.chain_id IS NULL) EXECUTE FUNCTION memories_fill_chain_id();
 """,
     ),
+    Migration(
+        8,
+        "superseded sources as a memory column",
+        """
+-- A fact version's superseded sources (the messages that stated what it replaced, oldest first) were the key
+-- "superseded_sources" of its metadata. They become a column; the fact rows written before get the key's list
+-- (its string items, in order) and lose the key. Only facts: their metadata is the service's own, while a raw
+-- memory's holds the caller's message metadata, where a key of that name is the caller's and stays.
+ALTER TABLE memories ADD COLUMN superseded_sources text[] NOT NULL DEFAULT '{{}}';
+CREATE FUNCTION memories_superseded_sources_of(metadata jsonb) RETURNS text[] LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN jsonb_typeof(metadata -> 'superseded_sources') = 'array' THEN ARRAY(
+        SELECT e.value #>> '{{}}' FROM jsonb_array_elements(metadata -> 'superseded_sources') WITH ORDINALITY AS e(value, n)
+        WHERE jsonb_typeof(e.value) = 'string' ORDER BY e.n
+    ) ELSE '{{}}'::text[] END
+$$;
+UPDATE memories
+SET superseded_sources = memories_superseded_sources_of(metadata), metadata = metadata - 'superseded_sources'
+WHERE kind = 'fact' AND metadata ? 'superseded_sources';
+-- A service of an earlier release still running during a deploy inserts fact versions with the key in their
+-- metadata: the trigger moves it into the column, as the UPDATE above did for the rows written before. (The
+-- metadata is looked at in the function, not in the trigger's WHEN, which would tie the column to the trigger.)
+CREATE FUNCTION memories_move_superseded_sources() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.metadata ? 'superseded_sources' THEN
+        NEW.superseded_sources := memories_superseded_sources_of(NEW.metadata);
+        NEW.metadata := NEW.metadata - 'superseded_sources';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER memories_superseded_sources BEFORE INSERT ON memories
+    FOR EACH ROW WHEN (NEW.kind = 'fact') EXECUTE FUNCTION memories_move_superseded_sources();
+""",
+    ),
 )
 
 
