@@ -25,7 +25,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cognis_memory.domain import Memory, MemoryKind
-from cognis_memory.ingest.supersession import superseded_sources
 from cognis_memory.service import MemoryService
 
 from .bench_common import message_body
@@ -407,7 +406,7 @@ def stated_turns(memory: Memory, turn_of: dict[str, str], values_of: dict[str, l
     so the current version of a changed fact counts for the new value only), and only those whose value
     its text mentions: a fact citing a turn it says nothing of (chit-chat, or another attribute's
     statement) is not credited with it."""
-    stale = set(superseded_sources(memory))
+    stale = set(memory.superseded_sources)
     turns = {turn_of[m] for m in memory.source_message_ids if m in turn_of and m not in stale}
     if memory.kind is not MemoryKind.FACT:
         return turns

@@ -133,6 +133,11 @@ class Memory:
     deleted: bool = False
     replaces_id: str | None = None
     source_message_ids: list[str] = field(default_factory=list)
+    #: a fact version's messages that stated what it replaced, oldest first (of ``source_message_ids`` and
+    #: of the earlier versions' own): set by ingest when a later message updates the fact
+    #: (:mod:`cognis_memory.ingest.supersession`), read by retrieval's current-state ordering; empty for raw
+    #: memories and for facts never updated
+    superseded_sources: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     #: the time expressions of a raw memory's content, each resolved against the message's time:
     #: ``{"text": "yesterday", "date": "7 May 2023", "start": ISO, "end": ISO, "granularity": "day"}``
@@ -185,16 +190,9 @@ class Memory:
         )
 
 
-#: The metadata key under which a fact's version lists the messages that stated what it replaced: written by
-#: ingest when a later message updates the fact (:mod:`cognis_memory.ingest.supersession`), read by
-#: retrieval's current-state stage (:mod:`cognis_memory.retrieval.current_state`).
-SUPERSEDED_SOURCES = "superseded_sources"
-
-
-def superseded_sources(memory: Memory) -> list[str]:
-    """Message ids that stated earlier, replaced versions of this fact (empty for raw memories)."""
-    value = memory.metadata.get(SUPERSEDED_SOURCES) if isinstance(memory.metadata, dict) else None
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+#: The metadata key under which stores written before kept a fact version's ``superseded_sources`` (the
+#: migrations move it into the field) and under which the API still shows them, deprecated, for a release.
+SUPERSEDED_SOURCES_KEY = "superseded_sources"
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ def memory(
         category=Category.PERSONAL_DETAILS,
         kind=kind,
         source_message_ids=sources,
-        metadata={"superseded_sources": stale} if stale is not None else {},
+        superseded_sources=stale or [],
     )
 
 
@@ -137,7 +137,7 @@ async def _fixture_facts(svc: Any, histories: list[bu.UserHistory]) -> list[Memo
     bluefin = orbital.next_version(  # covers employer=Bluefin Robotics; not Orbital Foods again
         content="User works at Bluefin Robotics",
         source_message_ids=["msg-u000-s3-t04", "msg-u000-s5-t06"],
-        metadata={"superseded_sources": ["msg-u000-s3-t04"]},
+        superseded_sources=["msg-u000-s3-t04"],
     )
     ghent = fact(u0, "User lives in Ghent", "u000-s3-t06", is_current=False)  # covers home=Ghent, then deleted
     memories = [

@@ -69,7 +69,7 @@ def test_no_supersession_across_speakers_within_the_gap_or_between_unrelated_sta
 def test_a_fact_outranks_the_raw_message_it_replaced_whatever_their_similarity() -> None:
     stale_raw = _mem("raw-porto", _vec(1), 0, source_message_ids=["m1"])
     fact = _fact("fact-lisbon", _vec(0, 0, 0, 1), 30, source_message_ids=["m1", "m2"],
-                 metadata={"superseded_sources": ["m1"]})  # fmt: skip
+                 superseded_sources=["m1"])  # fmt: skip
     order, below = _order([stale_raw, _mem("noise", _vec(0, 1), 3), fact])
     assert order == ["fact-lisbon", "raw-porto", "noise"] and below == {"raw-porto": "fact-lisbon"}
     assert _order([stale_raw, fact], "history")[0] == ["raw-porto", "fact-lisbon"]
@@ -86,7 +86,7 @@ def test_a_history_query_leads_with_the_message_of_the_value_replaced_last() -> 
     first = _mem("raw-porto", _vec(1), 0, source_message_ids=["m1"])
     second = _mem("raw-lisbon", _vec(1, 0.1), 30, source_message_ids=["m2"])
     fact = _fact("fact-madrid", _vec(0, 0, 1), 60, source_message_ids=["m1", "m2", "m3"],
-                 metadata={"superseded_sources": ["m1", "m2"]})  # fmt: skip
+                 superseded_sources=["m1", "m2"])  # fmt: skip
     order, _ = _order([fact, first, second], "history", similar=False)
     assert order[0] == "raw-lisbon"  # the previous value, not the first one
 
@@ -164,7 +164,8 @@ async def test_with_an_llm_the_replaced_fact_link_ranks_stale_messages_below_the
     facts = [m for m in await svc.stores.memories.list_memories(Owner(T, "dana")) if m.kind is MemoryKind.FACT]
     (fact,) = facts
     assert fact.content == "Dana lives in Lisbon"
-    assert fact.metadata["superseded_sources"] == [r1.messages[0].id]  # the message that stated Berlin
+    assert fact.superseded_sources == [r1.messages[0].id]  # the message that stated Berlin
+    assert fact.metadata == {}  # a field of its own, not a metadata key
     assert fact.message_time == later  # dated by the new evidence
     res = await svc.search(T, "dana", "Where does Dana live now?", now=later + timedelta(days=1), explain=True)
     ids = [h.memory.id for h in res.hits]

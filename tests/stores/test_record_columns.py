@@ -147,9 +147,10 @@ async def test_postgres_schema_made_before_a_column_gains_it_when_migrated(postg
     with psycopg.connect(dsn, autocommit=True) as conn:
         for name in DROPPED:
             conn.execute(f"ALTER TABLE memories DROP COLUMN {name}")
+        # a raw memory: a fact's insert runs the trigger that reads a fact's metadata (migration 8)
         conn.execute(
             "INSERT INTO memories (id, tenant_id, user_id, scope, category, kind, content, created_at, version,"
-            " is_current, embedding, embedding_short) VALUES ('m1', 't', 'u', %s, %s, 'fact', 'old', now(), 1, true,"
+            " is_current, embedding, embedding_short) VALUES ('m1', 't', 'u', %s, %s, 'raw', 'old', now(), 1, true,"
             " %s, %s)",
             (Scope.USER.value, Category.HOBBIES.value, vec, short),
         )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from ..domain import Category, Job, Memory, MemoryKind, Message, Scope
+from ..domain import SUPERSEDED_SOURCES_KEY, Category, Job, Memory, MemoryKind, Message, Scope
 from ..message_body import IsoDatetime, MessageBody
 from ..stores.values import UserSummary
 
@@ -109,7 +109,15 @@ class MemoryOut(BaseModel):
     deleted: bool
     replaces_id: str | None = Field(description="The `version_id` of the version this one replaced.")
     source_message_ids: list[str]
-    metadata: dict[str, Any]
+    superseded_sources: list[str] = Field(
+        default_factory=list,  # a server of an earlier release sends none
+        description="A fact version's messages (ids, oldest first) that stated a value it replaced: the fact "
+        "no longer says what they said. Empty for a message's memory and a fact never updated.",
+    )
+    metadata: dict[str, Any] = Field(
+        description="Deprecated key: a fact's `superseded_sources` is also here, where earlier releases showed it "
+        "(for one more release); read the field of that name."
+    )
     time_expressions: list[dict[str, Any]] = Field(
         default_factory=list,  # a server of an earlier release sends none
         description="The time expressions of a message's content, each with the absolute date it was resolved "
@@ -122,6 +130,8 @@ class MemoryOut(BaseModel):
         """Every declared field from the memory's attribute of the same name (a new field is one line above),
         but the two ids: ``id`` is the memory's (its chain id), ``version_id`` the version's."""
         fields = {name: getattr(m, name) for name in cls.model_fields if name not in ("id", "version_id")}
+        if m.superseded_sources:  # the deprecated copy, where earlier releases kept them
+            fields["metadata"] = {**m.metadata, SUPERSEDED_SOURCES_KEY: list(m.superseded_sources)}
         return cls(id=m.chain_id, version_id=m.id, **fields)
 
 

@@ -25,8 +25,9 @@ from .query_analysis import QueryAnalysis
 from .recipes import RetrievalConfig
 
 #: The form of a cached answer, part of every key: entries of another form (written by an earlier release, e.g.
-#: memories without their ``chain_id``, form 1) are never read, they expire unread.
-CACHED_FORM = 2
+#: memories without their ``chain_id``, form 1, or with a fact's ``superseded_sources`` in its metadata, form 2)
+#: are never read, they expire unread.
+CACHED_FORM = 3
 
 
 class CachedRetrieval:

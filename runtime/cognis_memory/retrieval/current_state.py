@@ -22,8 +22,8 @@ direction is reversed: the oldest predecessor comes first, the later statement b
 Nothing is removed; only the order changes.
 
 With an extraction LLM, facts and the raw messages they came from are linked explicitly
-(written by :mod:`cognis_memory.ingest.supersession`, read with
-:func:`cognis_memory.domain.superseded_sources`): a raw memory whose message stated a value that a
+(written by :mod:`cognis_memory.ingest.supersession` into a fact version's
+:attr:`~cognis_memory.domain.Memory.superseded_sources`): a raw memory whose message stated a value that a
 current fact among the candidates has replaced is superseded by that fact, whatever their
 similarity and rank, so a stale message never ranks above the fact that replaced it. That link
 needs no reading of the query: it holds for every query that is not about the past (a question
@@ -40,7 +40,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..domain import Memory, MemoryKind, superseded_sources
+from ..domain import Memory, MemoryKind
 from .stages import RetrievalStage, SearchState
 
 
@@ -110,7 +110,7 @@ def _evidence(head: Sequence[str], memories: Mapping[str, Memory]) -> dict[str, 
     for d in head:
         m = memories[d]
         if m.kind is MemoryKind.FACT and m.is_current:
-            for order, msg in enumerate(superseded_sources(m)):
+            for order, msg in enumerate(m.superseded_sources):
                 stale.setdefault(msg, (d, order))
     if not stale:
         return {}

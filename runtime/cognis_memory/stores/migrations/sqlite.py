@@ -203,6 +203,27 @@ DROP TABLE temp.chain_roots;
 CREATE INDEX memories_owner_chain ON memories (tenant_id, user_id, chain_id);
 """,
     ),
+    Migration(
+        5,
+        "superseded sources as a memory column",
+        # A fact version's superseded sources (the messages that stated what it replaced, oldest first) were
+        # the key "superseded_sources" of its metadata. They become a column; the fact rows written before
+        # get the key's list (its text items, in order) and lose the key. Only facts: their metadata is the
+        # service's own, while a raw memory's holds the caller's message metadata, where a key of that name
+        # is the caller's and stays. Metadata SQLite's JSON functions cannot read is left as it is (a fact's
+        # metadata never held anything but this key).
+        """
+ALTER TABLE memories ADD COLUMN superseded_sources TEXT NOT NULL DEFAULT '[]';
+UPDATE memories
+SET superseded_sources = CASE WHEN json_type(metadata, '$.superseded_sources') = 'array'
+        THEN (SELECT json_group_array(e.value) FROM json_each(memories.metadata, '$.superseded_sources') AS e
+              WHERE e.type = 'text')
+        ELSE '[]' END,
+    metadata = json_remove(metadata, '$.superseded_sources')
+WHERE kind = 'fact'
+  AND CASE WHEN json_valid(metadata) THEN json_type(metadata, '$.superseded_sources') IS NOT NULL ELSE 0 END;
+""",
+    ),
 )
 
 

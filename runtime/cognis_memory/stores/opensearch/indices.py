@@ -14,9 +14,10 @@ store opens: every document is rewritten in the new layout (:func:`message_in_la
 is recorded, so a later open costs one mapping read. The ``memories`` index likewise records
 :data:`MEMORY_LAYOUT_KEY`: one made before layout 2 gets each memory's chain id (the id of its chain's
 first version, found by walking ``replaces_id`` back) written into every document that lacks it (each
-document written whole again, see :func:`memory_document`). The exact-time fields the time-ordered listings
-sort on (:data:`SAID_US`, :data:`TS_US`) are filled in on open for the documents written before them
-(:meth:`OpenSearchIndices._add_exact_times`).
+document written whole again, see :func:`memory_document`); one made before layout 3 gets each fact's
+superseded sources moved out of its metadata into their field (:func:`memory_in_layout_3`). The exact-time
+fields the time-ordered listings sort on (:data:`SAID_US`, :data:`TS_US`) are filled in on open for the
+documents written before them (:meth:`OpenSearchIndices._add_exact_times`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy import exceptions as os_exc
 
-from ...domain import Memory, Scope
+from ...domain import SUPERSEDED_SOURCES_KEY, Memory, MemoryKind, Scope
 from ..records import MEMORY_RECORD, MESSAGE_RECORD, OPENSEARCH, aware, epoch_us, memory_from_row
 from ..vector_space import KEY as VECTOR_SPACE_KEY
 from ..vector_space import check as check_vector_space
@@ -41,8 +42,9 @@ MESSAGE_LAYOUT_KEY = "message_layout"
 MESSAGE_LAYOUT = 2
 #: The ``_meta`` key of the memories index holding the layout of its documents (absent: layout 1).
 MEMORY_LAYOUT_KEY = "memory_layout"
-#: 2: every memory document has ``chain_id`` (layout 1 had none).
-MEMORY_LAYOUT = 2
+#: 2: every memory document has ``chain_id`` (layout 1 had none). 3: a fact's ``superseded_sources`` is a
+#: field of its own (layouts 1 and 2 kept it in ``metadata``).
+MEMORY_LAYOUT = 3
 #: documents rewritten per bulk request when an index is upgraded
 UPGRADE_PAGE = 500
 #: A memory's listing time (:attr:`~cognis_memory.domain.Memory.said_at`) and a message's timestamp in exact
@@ -78,6 +80,21 @@ def message_in_layout_2(source: dict[str, Any]) -> dict[str, Any]:
     scope = Scope.CONTEXT if metadata.pop("scope", None) == Scope.CONTEXT.value else Scope.USER
     raw_memory_id = metadata.pop("raw_memory_id", None)
     return {**source, "metadata": metadata, "scope": scope.value, "raw_memory_id": raw_memory_id}
+
+
+def memory_in_layout_3(source: dict[str, Any]) -> dict[str, Any] | None:
+    """The whole document of a fact whose metadata holds its superseded sources (layouts 1 and 2), with them
+    moved into their field (the list's text items, in order); None for any other document. A raw memory's
+    metadata is the caller's message metadata: a key of that name there is the caller's and stays."""
+    metadata = source.get("metadata")
+    if source.get("kind") != MemoryKind.FACT.value or not isinstance(metadata, dict):
+        return None
+    if SUPERSEDED_SOURCES_KEY not in metadata:
+        return None
+    rest = dict(metadata)
+    value = rest.pop(SUPERSEDED_SOURCES_KEY)
+    sources = [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+    return memory_document(source, superseded_sources=sources, metadata=rest)
 
 
 class OpenSearchIndices:
@@ -301,12 +318,25 @@ class OpenSearchIndices:
         return meta
 
     async def _upgrade_memories(self) -> None:
-        """Give every memory document of an index made before :data:`MEMORY_LAYOUT` its chain id (see the
-        module's docstring), then record the layout. Conditional writes, as for the messages: safe when
-        several stores open at once, and a document changed meanwhile is read again."""
+        """Bring a memories index made before :data:`MEMORY_LAYOUT` to it (see the module's docstring), then
+        record the layout. Conditional writes, as for the messages: safe when several stores open at once, and
+        a document changed meanwhile is read again."""
         meta = await self._index_meta(self.memories)
-        if meta.get(MEMORY_LAYOUT_KEY, 1) >= MEMORY_LAYOUT:
+        layout = meta.get(MEMORY_LAYOUT_KEY, 1)
+        if layout >= MEMORY_LAYOUT:
             return
+        if layout < 2:
+            await self._fill_chain_ids()
+        await self._move_superseded_sources()
+        meta = await self._index_meta(self.memories)
+        await self.runner(
+            self.client.indices.put_mapping,
+            index=self.memories,
+            body={"_meta": {**meta, MEMORY_LAYOUT_KEY: MEMORY_LAYOUT}},
+        )
+
+    async def _fill_chain_ids(self) -> None:
+        """Write its chain id into every memory document without one, page by page."""
         client, timeout = self.client, self.write_timeout_s
         query = {"bool": {"must_not": [{"exists": {"field": "chain_id"}}]}}
         await self.runner(client.indices.refresh, index=self.memories, request_timeout=timeout)
@@ -336,9 +366,51 @@ class OpenSearchIndices:
                     f"upgrading the memories of {self.memories}: memories without a chain id keep being written "
                     "(is an older release of cognis-memory still running on this index?)"
                 )
-        meta = await self._index_meta(self.memories)
-        await self.runner(
-            client.indices.put_mapping, index=self.memories, body={"_meta": {**meta, MEMORY_LAYOUT_KEY: MEMORY_LAYOUT}}
+
+    async def _move_superseded_sources(self) -> None:
+        """Rewrite every fact document whose metadata holds its superseded sources in layout 3
+        (:func:`memory_in_layout_3`). The facts without the field are read page by page in a fixed order
+        (``search_after``: a fact with no superseded source still lacks the field once rewritten, so the
+        search does not shrink as the documents are done); a document changed since it was read is not
+        written, and the facts are read again until a pass meets no such change."""
+        client, timeout = self.client, self.write_timeout_s
+        query = {"bool": {"filter": [{"term": {"kind": MemoryKind.FACT.value}}],
+                          "must_not": [{"exists": {"field": "superseded_sources"}}]}}  # fmt: skip
+        order = [{"tenant_id": "asc"}, {"user_id": "asc"}, {"memory_id": "asc"}]  # unique: the document id's parts
+        for _ in range(3):
+            await self.runner(client.indices.refresh, index=self.memories, request_timeout=timeout)
+            changed, after = 0, None
+            while True:
+                page = {"size": UPGRADE_PAGE, "query": query, "seq_no_primary_term": True, "sort": order}
+                res = await self.runner(
+                    client.search, index=self.memories, request_timeout=timeout,
+                    body=page | ({"search_after": after} if after else {}),
+                )  # fmt: skip
+                hits = res["hits"]["hits"]
+                if not hits:
+                    break
+                after = hits[-1]["sort"]
+                body: list[dict[str, Any]] = []
+                for h in hits:
+                    doc = memory_in_layout_3(h["_source"])
+                    if doc is not None:
+                        where = {"_index": h["_index"], "_id": h["_id"], "if_seq_no": h["_seq_no"]}
+                        body += [{"index": where | {"if_primary_term": h["_primary_term"]}}, doc]
+                if not body:
+                    continue
+                done = await self.runner(client.bulk, body=body, refresh=True, request_timeout=timeout)
+                statuses = [int(it["index"].get("status", 500)) for it in done["items"]]
+                failed = [
+                    it["index"] for it, st in zip(done["items"], statuses, strict=True) if st not in (200, 201, 409)
+                ]
+                if failed:
+                    raise RuntimeError(f"upgrading the memories of {self.memories}: a write failed: {failed[0]}")
+                changed += statuses.count(409)
+            if not changed:
+                return
+        raise RuntimeError(
+            f"upgrading the memories of {self.memories}: facts with superseded sources in their metadata keep being "
+            "changed while they are moved (is an older release of cognis-memory still running on this index?)"
         )
 
     async def _chain_roots(self, sources: Sequence[dict[str, Any]]) -> dict[str, str]:

@@ -74,6 +74,7 @@ MEMORY_RECORD: tuple[Column, ...] = (
     Column("deleted", "flag"),
     Column("replaces_id"),
     Column("source_message_ids", "ids"),
+    Column("superseded_sources", "ids"),  # kept in metadata by stores written before: the migrations move it
     Column("metadata", "json"),
     Column("chain_id"),  # the id of the chain's first version: the memory's id in the API
     Column("time_expressions", "json_list"),
