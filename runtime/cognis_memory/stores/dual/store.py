@@ -351,4 +351,6 @@ def from_settings(context: StoreContext, *, postgres: PostgresSettings, opensear
         search_timeout_s=min(opensearch.timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
         write_timeout_s=opensearch.timeout_s,
     )
-    return DualStore(system_of_record, keyword, background_drain_interval_s=1.0).roles()
+    # one loop drains for every write of the process: rounds of up to 500 rows (one _bulk request each) catch up
+    # a backlog (OpenSearch back after an outage) in fewer, cheaper requests than rounds of 100
+    return DualStore(system_of_record, keyword, outbox_batch=500, background_drain_interval_s=1.0).roles()
