@@ -79,3 +79,41 @@ async def test_a_write_is_never_hidden_by_a_cached_search(cached) -> None:
     after_delete, hit = await _search(svc, captured, query)
     assert not hit and not any("bee hives" in c for c in after_delete)
     assert "I keep three goats in the garden" in after_delete
+
+
+async def test_a_search_cached_before_the_keyword_side_caught_up_is_not_served_after_it(
+    tmp_path, embedder, redis_server, postgres_server, opensearch_server
+) -> None:
+    """The dual store as the service runs it (drain loop, index refreshed by OpenSearch's clock): a search
+    right after a write may miss the new message (its words reach OpenSearch within the outbox lag), and
+    once the lag has passed the same search shows it, although the answer without it was cached."""
+    import asyncio
+
+    from cognis_memory.caching.redis_cache import RedisCache
+    from tests.store_kinds import build_dual
+    from tests.stores.helpers import create_database
+
+    settings = Settings(data_dir=tmp_path, run_worker=False)
+    handle = build_dual(
+        create_database(postgres_server.dsn), opensearch_server.url, embedder.dim, settings.encoder.dim_short,
+        refresh="wait_for", background_drain_interval_s=1.0,
+    )  # fmt: skip
+    captured = CapturedTelemetry()
+    cache = RedisCache(redis_server.url, ttl_s=300)
+    await cache.forget_user(_owner())
+    svc = MemoryService(settings, store=handle.store, embedder=embedder, cache=cache, telemetry=captured.telemetry)
+    await svc.start()
+    try:
+        topics = ["sailing", "chess", "pottery", "tango", "kayak", "violin", "bread", "hiking", "poetry", "tea"]
+        others = [f"I talked about {a} and {b} with my sister" for a in topics for b in topics[:2] if a != b]
+        await svc.add_messages(TENANT, USER, [MessageBody(content=c, speaker="Robin") for c in others])
+        await asyncio.sleep(2.5)  # the seeded messages are in OpenSearch
+        query = "did I mention zqmedlar"
+        await _search(svc, captured, query)
+        await svc.add_messages(TENANT, USER, [MessageBody(content="zqmedlar is what I named the cat", speaker="Robin")])
+        await _search(svc, captured, query)  # within the lag: may be computed without the new message, and cached
+        await asyncio.sleep(2.5)  # the outbox lag: the drain pushes it and OpenSearch refreshes
+        later, _ = await _search(svc, captured, query)
+        assert "zqmedlar is what I named the cat" in later, later
+    finally:
+        await svc.close()

@@ -39,7 +39,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from ...domain import Memory, Owner
@@ -103,6 +103,7 @@ class DualStore:
         self._drain_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
+        self._indexed_listeners: list[Callable[[Owner], Awaitable[None]]] = []
         postgres.attach_outbox(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -128,6 +129,21 @@ class DualStore:
         return {"postgres": pg, "opensearch": os_ok}
 
     # -- outbox ----------------------------------------------------------------------------------
+    def on_indexed(self, listener: Callable[[Owner], Awaitable[None]]) -> None:
+        """Call ``listener(owner)`` after a drain pushed changes of that owner's memories to OpenSearch (with the
+        ``refresh="wait_for"`` of the service's index: once they are searchable there). The service invalidates
+        the owner's cached searches with it: one computed after the write but before its keyword side caught
+        up would otherwise be served until its TTL."""
+        self._indexed_listeners.append(listener)
+
+    async def _indexed(self, owners: set[Owner]) -> None:
+        for owner in owners:
+            for listener in self._indexed_listeners:
+                try:
+                    await listener(owner)
+                except Exception:  # the documents are indexed; a listener's failure is only logged
+                    log.exception("dual store: on_indexed listener failed")
+
     def _mark_down(self) -> None:
         self._os_down_until = time.monotonic() + self.down_skip_s
 
@@ -250,6 +266,7 @@ class DualStore:
             result.failed += len(items)
             return
         ok_ids = [i.id for i in items if outcomes[str(i.memory_id)].ok]
+        await self._indexed({Owner(i.tenant_id, i.user_id) for i in items if outcomes[str(i.memory_id)].ok})
         await batch.ack(ok_ids)
         result.done += len(ok_ids)
         for item in items:
@@ -350,6 +367,9 @@ def from_settings(context: StoreContext, *, postgres: PostgresSettings, opensear
         index_prefix=opensearch.index_prefix,
         search_timeout_s=min(opensearch.timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
         write_timeout_s=opensearch.timeout_s,
+        # the drain's bulk returns once its documents are searchable (the next periodic refresh, <= 1 s), so
+        # on_indexed fires when a search sees them; writes do not wait for it (they only wake the drain)
+        refresh="wait_for",
     )
     # one loop drains for every write of the process: rounds of up to 500 rows (one _bulk request each) catch up
     # a backlog (OpenSearch back after an outage) in fewer, cheaper requests than rounds of 100
