@@ -10,9 +10,12 @@ Write path (transactional outbox):
    The loop also drains every ``interval_s``, and backs off exponentially while OpenSearch is
    down (wake-ups do not cut a backoff short). Without a running loop (tools, tests) the writer
    makes one best-effort drain attempt itself (skipped for a few seconds after OpenSearch was
-   found down). A drain locks a batch of rows with ``FOR UPDATE SKIP LOCKED`` (several processes can
-   drain at once), pushes them in one bulk request, and deletes the rows only after OpenSearch
-   acknowledged them; failures stay in the outbox with an attempt count and the last error.
+   found down). The service's index pushes with ``refresh="wait_for"``, so a round ends when its
+   documents are searchable, and then tells :meth:`DualStore.on_indexed` listeners which users
+   changed (the service invalidates their cached searches). A drain locks a batch of rows with
+   ``FOR UPDATE SKIP LOCKED`` (several processes can drain at once), pushes them in one bulk
+   request, and deletes the rows only after OpenSearch acknowledged them; failures stay in the
+   outbox with an attempt count and the last error.
 3. The drain does not replay the outbox row: it pushes the memory's state *as Postgres has it
    now* (current -> index; superseded or gone -> delete), under external versions (see
    :mod:`..opensearch.keyword_index`), so replays in any order converge and a stale retry cannot
