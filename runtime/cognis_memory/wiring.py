@@ -227,6 +227,8 @@ def build_components(
     config = retrieval_config or named_recipe(settings, settings.retrieval.recipe)  # refused before anything starts
     stores = as_bundle(store)
     cache = cache or NullCache()
+    if not isinstance(cache, NullCache) and callable(on_indexed := getattr(stores.backend, "on_indexed", None)):
+        on_indexed(cache.invalidate)  # the dual store: a search cached before its keyword side caught up is dropped
     emitter = telemetry or Telemetry.from_settings(settings.telemetry)
     encoder = build_encoder(settings, embedder)
     ingest = build_ingest(settings, encoder, stores, cache=cache, llm=llm)

@@ -4,12 +4,18 @@ Write path (transactional outbox):
 
 1. Every write goes to Postgres, and in the *same transaction* the outbox gets one row per
    OpenSearch change (memory id, version, op ``upsert``/``delete``; ``forget`` for a user).
-2. Right after the commit the writer makes one best-effort drain attempt (skipped for a few
-   seconds after OpenSearch was found down, so writes stay fast while it is out), and a
-   background loop (:meth:`DualStore.start_background_drain`) drains the rest with exponential
-   backoff. A drain locks a batch of rows with ``FOR UPDATE SKIP LOCKED`` (several processes can
-   drain at once), pushes them in one bulk request, and deletes the rows only after OpenSearch
-   acknowledged them; failures stay in the outbox with an attempt count and the last error.
+2. Right after the commit the writer wakes the background drain loop
+   (:meth:`DualStore.start_background_drain`, run by the service) and returns: the write never
+   waits for OpenSearch, and one drain round pushes the rows of every write since the last one.
+   The loop also drains every ``interval_s``, and backs off exponentially while OpenSearch is
+   down (wake-ups do not cut a backoff short). Without a running loop (tools, tests) the writer
+   makes one best-effort drain attempt itself (skipped for a few seconds after OpenSearch was
+   found down). The service's index pushes with ``refresh="wait_for"``, so a round ends when its
+   documents are searchable, and then tells :meth:`DualStore.on_indexed` listeners which users
+   changed (the service invalidates their cached searches). A drain locks a batch of rows with
+   ``FOR UPDATE SKIP LOCKED`` (several processes can drain at once), pushes them in one bulk
+   request, and deletes the rows only after OpenSearch acknowledged them; failures stay in the
+   outbox with an attempt count and the last error.
 3. The drain does not replay the outbox row: it pushes the memory's state *as Postgres has it
    now* (current -> index; superseded or gone -> delete), under external versions (see
    :mod:`..opensearch.keyword_index`), so replays in any order converge and a stale retry cannot
@@ -36,7 +42,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from ...domain import Memory, Owner
@@ -70,9 +76,11 @@ class DualStore:
     (the system of record) through the transactional outbox. :meth:`roles` composes the store:
     PostgreSQL supplies every role but keyword search, :class:`HydratedKeywordSearch` that one.
 
-    ``outbox_batch``: rows per drain round. ``inline_drain``: try a drain right after each write.
+    ``outbox_batch``: rows per drain round. ``inline_drain``: without a running background loop, try a drain
+    right after each write (with one, a write wakes the loop instead).
     ``down_skip_s``: after OpenSearch was found down, skip inline drains for that long.
-    ``background_drain_interval_s``: when set, ``open()`` starts the background drain loop.
+    ``background_drain_interval_s``: when set, ``open()`` starts the background drain loop (backing off to
+    ``down_skip_s`` at most while OpenSearch is down).
     """
 
     name = "dual"
@@ -97,6 +105,8 @@ class DualStore:
         self._os_down_until = 0.0
         self._drain_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._indexed_listeners: list[Callable[[Owner], Awaitable[None]]] = []
         postgres.attach_outbox(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -108,7 +118,9 @@ class DualStore:
             log.warning("dual store: OpenSearch unavailable at open (%s); keyword search degraded until it returns", e)
             self._mark_down()
         if self.background_drain_interval_s is not None:
-            self.start_background_drain(interval_s=self.background_drain_interval_s)
+            # while OpenSearch is down, one attempt every down_skip_s at most: it drains soon after it returns
+            interval = self.background_drain_interval_s
+            self.start_background_drain(interval_s=interval, max_backoff_s=max(interval, self.down_skip_s))
 
     async def close(self) -> None:
         await self.stop_background_drain()
@@ -120,11 +132,30 @@ class DualStore:
         return {"postgres": pg, "opensearch": os_ok}
 
     # -- outbox ----------------------------------------------------------------------------------
+    def on_indexed(self, listener: Callable[[Owner], Awaitable[None]]) -> None:
+        """Call ``listener(owner)`` after a drain pushed changes of that owner's memories to OpenSearch (with the
+        ``refresh="wait_for"`` of the service's index: once they are searchable there). The service invalidates
+        the owner's cached searches with it: one computed after the write but before its keyword side caught
+        up would otherwise be served until its TTL."""
+        self._indexed_listeners.append(listener)
+
+    async def _indexed(self, owners: set[Owner]) -> None:
+        for owner in owners:
+            for listener in self._indexed_listeners:
+                try:
+                    await listener(owner)
+                except Exception:  # the documents are indexed; a listener's failure is only logged
+                    log.exception("dual store: on_indexed listener failed")
+
     def _mark_down(self) -> None:
         self._os_down_until = time.monotonic() + self.down_skip_s
 
     async def after_write(self) -> None:
-        """One best-effort drain right after a commit (never raises; the outbox keeps the work)."""
+        """Right after a commit: wake the background drain loop, or without one make one best-effort drain
+        (never raises; the outbox keeps the work)."""
+        if self._drain_task is not None and not self._drain_task.done():
+            self._wake.set()
+            return
         if not self.inline_drain or time.monotonic() < self._os_down_until:
             return
         try:
@@ -238,6 +269,7 @@ class DualStore:
             result.failed += len(items)
             return
         ok_ids = [i.id for i in items if outcomes[str(i.memory_id)].ok]
+        await self._indexed({Owner(i.tenant_id, i.user_id) for i in items if outcomes[str(i.memory_id)].ok})
         await batch.ack(ok_ids)
         result.done += len(ok_ids)
         for item in items:
@@ -254,6 +286,7 @@ class DualStore:
         if self._drain_task is not None and not self._drain_task.done():
             return
         self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
         self._drain_task = asyncio.create_task(self._drain_loop(interval_s, max_backoff_s), name="cognis-outbox-drain")
 
     async def stop_background_drain(self) -> None:
@@ -261,26 +294,32 @@ class DualStore:
         if task is None:
             return
         self._stop.set()
+        self._wake.set()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
 
     async def _drain_loop(self, interval_s: float, max_backoff_s: float) -> None:
+        """Drain, then wait for a write's wake-up or ``interval_s``; after a failure wait out the backoff
+        (only a stop ends it early), so writes during an outage do not turn into a stream of attempts."""
         delay = interval_s
         while not self._stop.is_set():
+            self._wake.clear()  # a write from now on wakes the next round
+            failed = False
             try:
                 n = await self.drain_outbox(self.outbox_batch)
                 delay = interval_s
                 if n >= self.outbox_batch:
                     continue  # more waiting: go again at once
             except DependencyUnavailableError as e:
-                delay = min(max_backoff_s, delay * 2)
+                failed, delay = True, min(max_backoff_s, delay * 2)
                 log.info("dual store: outbox drain waiting for OpenSearch (%s); next try in %.1fs", e, delay)
             except Exception:  # keep the loop alive (Postgres blips, bugs are logged)
-                delay = min(max_backoff_s, delay * 2)
+                failed, delay = True, min(max_backoff_s, delay * 2)
                 log.exception("dual store: outbox drain failed; next try in %.1fs", delay)
+            event = self._stop if failed else self._wake
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=delay * random.uniform(0.8, 1.2))
+                await asyncio.wait_for(event.wait(), timeout=delay * random.uniform(0.8, 1.2))
 
     # -- roles ---------------------------------------------------------------------------------
     def roles(self) -> StoreBundle:
@@ -331,5 +370,10 @@ def from_settings(context: StoreContext, *, postgres: PostgresSettings, opensear
         index_prefix=opensearch.index_prefix,
         search_timeout_s=min(opensearch.timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
         write_timeout_s=opensearch.timeout_s,
+        # the drain's bulk returns once its documents are searchable (the next periodic refresh, <= 1 s), so
+        # on_indexed fires when a search sees them; writes do not wait for it (they only wake the drain)
+        refresh="wait_for",
     )
-    return DualStore(system_of_record, keyword, background_drain_interval_s=1.0).roles()
+    # one loop drains for every write of the process: rounds of up to 500 rows (one _bulk request each) catch up
+    # a backlog (OpenSearch back after an outage) in fewer, cheaper requests than rounds of 100
+    return DualStore(system_of_record, keyword, outbox_batch=500, background_drain_interval_s=1.0).roles()

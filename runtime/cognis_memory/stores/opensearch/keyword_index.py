@@ -17,6 +17,10 @@ Index design (one alias ``<prefix>-keyword`` over ``<prefix>-keyword-000001``):
   absolute dates) is ``text`` with the standard analyzer, with an ``english`` (stemmed) subfield;
   a search scores both (``bool.should`` of two ``match`` queries); a document written before it
   existed is scored on ``content`` instead, which held that text then.
+* Bulk loads (:meth:`OpenSearchKeywordIndex.bulk_index`) run their ``_bulk`` requests and their one
+  closing refresh under ``bulk_timeout_s`` (300 s), not the service's per-request timeout: the refresh
+  of a large load (100k documents: longer than the 5 s default here) is one request that must not be
+  given up while OpenSearch is still doing the work.
 * Refresh: ``refresh`` is passed to every write. The default ``False`` makes documents visible at
   the next periodic refresh (1 s): the keyword side of a search may lag a write by up to a
   second, while the vector side (Postgres) is immediate. Tests pass ``refresh=True`` for
@@ -105,6 +109,7 @@ class OpenSearchKeywordIndex:
         refresh: Refresh = False,
         search_timeout_s: float = 1.0,
         write_timeout_s: float = 10.0,
+        bulk_timeout_s: float = 300.0,
         max_workers: int = 8,
     ) -> None:
         self.runner = OpenSearchRunner(client, max_workers=max_workers)
@@ -115,6 +120,7 @@ class OpenSearchKeywordIndex:
         self.refresh = refresh
         self.search_timeout_s = search_timeout_s
         self.write_timeout_s = write_timeout_s
+        self.bulk_timeout_s = bulk_timeout_s
         self._ready = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -137,8 +143,10 @@ class OpenSearchKeywordIndex:
     async def close(self) -> None:
         self.runner.close()
 
-    async def refresh_now(self) -> None:
-        await self.runner(self.client.indices.refresh, index=self.alias)
+    async def refresh_now(self, *, timeout_s: float | None = None) -> None:
+        """Make every document written so far searchable; ``timeout_s``: the request's (default: the client's)."""
+        extra = {} if timeout_s is None else {"request_timeout": timeout_s}
+        await self.runner(self.client.indices.refresh, index=self.alias, **extra)
 
     # -- search -------------------------------------------------------------------------------
     async def search(self, flt: SearchFilter, text: str, *, limit: int) -> list[tuple[str, float]]:
@@ -204,7 +212,8 @@ class OpenSearchKeywordIndex:
         )  # fmt: skip
 
     async def bulk_index(self, memories: Sequence[Memory], *, chunk: int = 2000) -> None:
-        """Index many current memories fast (imports, benchmarks): no refresh per request."""
+        """Index many current memories fast (imports, benchmarks): no refresh per request, one at the end. Every
+        request here waits up to ``bulk_timeout_s``: a slow answer is OpenSearch still working, not down."""
         await self.ensure_index()
         for i in range(0, len(memories), chunk):
             body: list[dict[str, Any]] = []
@@ -215,12 +224,12 @@ class OpenSearchKeywordIndex:
                                        "version_type": "external"}})  # fmt: skip
                 body.append(memory_fields(m))
             if body:
-                res = await self.runner(self.client.bulk, body=body, request_timeout=120)
+                res = await self.runner(self.client.bulk, body=body, request_timeout=self.bulk_timeout_s)
                 if res.get("errors"):
                     bad = [it for it in res["items"] if it["index"].get("status", 500) not in (200, 201, 409)]
                     if bad:
                         raise RuntimeError(f"bulk index failed for {len(bad)} documents, e.g. {bad[0]}")
-        await self.refresh_now()
+        await self.refresh_now(timeout_s=self.bulk_timeout_s)
 
     # -- reconcile / tests --------------------------------------------------------------------
     async def scan(self, *, tenant_id: str | None = None, page: int = 5000) -> AsyncIterator[KeywordDoc]:

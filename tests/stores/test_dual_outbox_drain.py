@@ -1,0 +1,92 @@
+"""The dual store's outbox relay as the service runs it (background drain loop), against the real
+PostgreSQL and an OpenSearch of its own: a write wakes the loop and does not wait for OpenSearch, so
+an OpenSearch that stops answering (SIGSTOP: the process is there, its sockets accept, nothing
+answers) costs writes nothing, and what they wrote is searchable soon after it answers again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+from cognis_dev.fixtures import start_or_skip
+
+from cognis_memory.domain import Owner
+from cognis_memory.errors import DependencyUnavailableError
+from cognis_memory.search_filter import SearchFilter
+from cognis_memory.stores.dual import DualStore
+from cognis_memory.stores.opensearch import OpenSearchKeywordIndex
+from cognis_memory.stores.postgres import PostgresStore
+from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix, os_client
+
+pytestmark = pytest.mark.integration
+
+#: The loop's own period: far longer than anything below waits, so only a write's wake-up explains a prompt drain.
+INTERVAL_S = 60.0
+#: OpenSearch request timeout of the store (what a write used to wait for when OpenSearch did not answer).
+TIMEOUT_S = 5.0
+
+
+async def _found(store: DualStore, owner: Owner, word: str, within_s: float) -> float | None:
+    """Seconds until a keyword search of ``word`` finds a memory of ``owner``, or None after ``within_s``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < within_s:
+        with contextlib.suppress(DependencyUnavailableError):  # a fresh node's first searches can be slow here
+            if await store.roles().keywords.keyword_search(SearchFilter(owner), word, limit=5):
+                return time.monotonic() - t0
+        await asyncio.sleep(0.1)
+    return None
+
+
+async def test_writes_wake_the_drain_and_never_wait_for_a_stopped_opensearch(
+    postgres_server, rng: np.random.Generator
+) -> None:
+    from cognis_dev.local_servers import OpenSearchServer
+
+    server = start_or_skip(OpenSearchServer(die_with_parent=True))
+    keyword = OpenSearchKeywordIndex(
+        os_client(server.url, timeout=TIMEOUT_S), index_prefix=new_prefix(), replicas=0, refresh=True,
+        search_timeout_s=2.0, write_timeout_s=TIMEOUT_S,
+    )  # fmt: skip
+    store = DualStore(
+        PostgresStore(create_database(postgres_server.dsn), dim=DIM, dim_short=DIM_SHORT),
+        keyword,
+        down_skip_s=2.0,
+        background_drain_interval_s=INTERVAL_S,
+    )
+    await store.open()
+    stopped = False
+    try:
+        o = new_owner()
+        await store.roles().memories.insert_memories([make_memory(o, "I planted a quince tree", rng)])
+        took = await _found(store, o, "quince", within_s=10.0)
+        assert took is not None, "the write did not wake the drain loop"
+
+        os.killpg(server.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+        stopped = True
+        await asyncio.sleep(0.2)
+        slowest = 0.0
+        for word in ("medlar", "rowan", "sloe"):
+            t0 = time.monotonic()
+            await store.roles().memories.insert_memories([make_memory(o, f"I found a {word} bush", rng)])
+            slowest = max(slowest, time.monotonic() - t0)
+            await asyncio.sleep(0.5)
+        # a write's own cost here is milliseconds; one that waited for OpenSearch took TIMEOUT_S
+        assert slowest < TIMEOUT_S / 2, f"a write waited {slowest:.1f} s for the stopped OpenSearch"
+        assert await store.outbox_size() == 3
+
+        os.killpg(server.pid, signal.SIGCONT)  # type: ignore[arg-type]
+        stopped = False
+        # the loop retries every down_skip_s (2 s) at most while OpenSearch is out, not every INTERVAL_S
+        for word in ("medlar", "rowan", "sloe"):
+            assert await _found(store, o, word, within_s=20.0) is not None, f"{word} never reached OpenSearch"
+        assert await store.outbox_size() == 0
+    finally:
+        if stopped:
+            os.killpg(server.pid, signal.SIGCONT)  # type: ignore[arg-type]
+        await store.close()
+        server.stop()
