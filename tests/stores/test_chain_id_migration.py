@@ -34,20 +34,17 @@ from cognis_memory.stores.postgres.connection import register_vector_types
 from cognis_memory.stores.records import MEMORY_RECORD, POSTGRES, SQLITE, insert_statement, memory_to_row
 from tests.reliability.helpers import DIM_SHORT, make_service
 from tests.store_kinds import build_dual, build_embedded, build_opensearch, unique_prefix
+from tests.stores.old_schema import old_row, opensearch_memories, postgres_before, sqlite_before, unit_vector
 
 MIGRATION_NAME = "memory chain id"
 T0 = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 ANA, BOB = Owner("acme", "ana"), Owner("acme", "bob")
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    return (v / np.linalg.norm(v)).astype(np.float32)
-
-
 def _memory(owner: Owner, content: str, dim: int, rng: np.random.Generator) -> Memory:
-    full = _unit(rng.normal(size=dim))
+    full = unit_vector(rng.normal(size=dim))
     return Memory(owner.tenant_id, owner.user_id, content, Category.PERSONAL_DETAILS, message_time=T0,
-                  embedding=full, embedding_short=_unit(full[:DIM_SHORT]))  # fmt: skip
+                  embedding=full, embedding_short=unit_vector(full[:DIM_SHORT]))  # fmt: skip
 
 
 def old_chains(dim: int) -> dict[str, list[Memory]]:
@@ -74,14 +71,8 @@ def expected_chain_ids(chains: dict[str, list[Memory]]) -> dict[str, str]:
 
 def _old_row(m: Memory, values: Any, columns: list[str]) -> dict[str, Any]:
     """The row the old code wrote: the record mapping's row in the columns of the old schema."""
-    row = memory_to_row(m, values)
     assert "chain_id" not in columns, "the old schema has no chain id"
-    return {c: row[c] for c in columns}
-
-
-def _earlier(migrations: tuple[Any, ...]) -> list[Any]:
-    version = next(m.version for m in migrations if m.name == MIGRATION_NAME)
-    return [m for m in migrations if m.version < version]
+    return old_row(memory_to_row, m, values, columns)
 
 
 async def check_behaviour(store: Any, embedder: Any, chains: dict[str, list[Memory]]) -> None:
@@ -127,12 +118,7 @@ async def test_sqlite_fills_the_chain_id_of_every_stored_version(tmp_path: Path,
     chains = old_chains(embedder.dim)
     conn = connect(path)
     try:
-        earlier = _earlier(sqlite_migrations.MIGRATIONS)
-        for m in earlier:  # the schema of the old code, recorded as it recorded it
-            for statement in m.statements():
-                conn.execute(statement)
-        conn.execute("INSERT INTO schema_version(version) VALUES (?)", (earlier[-1].version,))
-        columns = [r[1] for r in conn.execute("PRAGMA table_info(memories)")]
+        columns = sqlite_before(conn, MIGRATION_NAME, "memories")
         conn.execute("BEGIN")
         for versions in chains.values():
             for m in versions:
@@ -158,19 +144,7 @@ async def test_sqlite_fills_the_chain_id_of_every_stored_version(tmp_path: Path,
 # -- PostgreSQL (the dual store) ----------------------------------------------------------------------
 async def _old_postgres(dsn: str, dim: int, chains: dict[str, list[Memory]]) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        await conn.execute(
-            "CREATE TABLE schema_migrations ("
-            " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for m in _earlier(pg_migrations.MIGRATIONS):  # what the old code's migration run did
-            async with conn.transaction():
-                await conn.execute(m.render(dim, DIM_SHORT))
-                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name))
-        cur = await conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'memories' ORDER BY ordinal_position"
-        )
-        columns = [r[0] for r in await cur.fetchall()]
+        columns = await postgres_before(conn, MIGRATION_NAME, "memories", dim=dim, dim_short=DIM_SHORT)
         await register_vector_types(conn)
         for versions in chains.values():
             for m in versions:
@@ -228,17 +202,6 @@ def _old_document(m: Memory, successor_id: str | None) -> dict[str, Any]:
     return doc
 
 
-async def _memories_index(store: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The memories index's mapping, and its documents' sources by memory id."""
-    client = store.client
-    found = await store.runner(client.indices.get_mapping, index=store.memories)
-    await store.runner(client.indices.refresh, index=store.memories)
-    res = await store.runner(
-        client.search, index=store.memories, body={"size": 100, "query": {"match_all": {}}, "seq_no_primary_term": True}
-    )
-    return next(iter(found.values()))["mappings"], {h["_source"]["memory_id"]: h for h in res["hits"]["hits"]}
-
-
 @pytest.mark.integration
 async def test_opensearch_fills_the_chain_id_of_every_stored_version(opensearch_server, embedder) -> None:
     prefix = unique_prefix("chainid")
@@ -250,7 +213,7 @@ async def test_opensearch_fills_the_chain_id_of_every_stored_version(opensearch_
             for m, successor in zip(versions, [*versions[1:], None], strict=True):
                 doc = _old_document(m, successor.id if successor else None)
                 assert await old.create(old.memories, owner_key(m.tenant_id, m.user_id, m.id), doc)
-        mapping, docs = await _memories_index(old)
+        mapping, docs = await opensearch_memories(old)
     finally:
         await old.close()
     assert "chain_id" not in mapping["properties"] and "_meta" not in mapping
@@ -259,7 +222,7 @@ async def test_opensearch_fills_the_chain_id_of_every_stored_version(opensearch_
     store = build_opensearch(opensearch_server.url, embedder.dim, DIM_SHORT, prefix=prefix).store
     try:
         await store.open()  # the additive mapping update and the documents' rewrite
-        mapping, docs = await _memories_index(store)
+        mapping, docs = await opensearch_memories(store)
     finally:
         await store.close()
     assert mapping["_meta"] == {MEMORY_LAYOUT_KEY: MEMORY_LAYOUT}
@@ -271,7 +234,7 @@ async def test_opensearch_fills_the_chain_id_of_every_stored_version(opensearch_
     again = build_opensearch(opensearch_server.url, embedder.dim, DIM_SHORT, prefix=prefix).store
     try:
         await again.open()  # the layout is recorded: nothing is rewritten
-        _, after = await _memories_index(again)
+        _, after = await opensearch_memories(again)
     finally:
         await again.close()
     assert {i: d["_seq_no"] for i, d in after.items()} == {i: d["_seq_no"] for i, d in docs.items()}

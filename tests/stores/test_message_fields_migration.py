@@ -46,6 +46,7 @@ from cognis_memory.stores.records import (
 )
 from tests.reliability.helpers import DIM_SHORT, make_service
 from tests.store_kinds import build_dual, build_embedded, build_opensearch, unique_prefix
+from tests.stores.old_schema import old_row, postgres_before, sqlite_before
 from tests.stores.test_field_sites import sql_table_columns
 
 MIGRATION_NAME = "message scope and raw memory id as columns"
@@ -126,14 +127,8 @@ EXPECTED = {
 
 def _old_row(m: Message, values: Any, columns: list[str]) -> dict[str, Any]:
     """The row the old code wrote: the record mapping's row in the columns of the old schema."""
-    row = message_to_row(m, values)
     assert {"scope", "raw_memory_id"} - set(columns) == {"scope", "raw_memory_id"}, "the old schema has neither"
-    return {c: row[c] for c in columns}
-
-
-def _earlier(migrations: tuple[Any, ...]) -> list[Any]:
-    version = next(m.version for m in migrations if m.name == MIGRATION_NAME)
-    return [m for m in migrations if m.version < version]
+    return old_row(message_to_row, m, values, columns)
 
 
 async def check_behaviour(store: Any, embedder: Any, owner: Owner) -> None:
@@ -178,12 +173,7 @@ async def test_sqlite_moves_scope_and_raw_memory_id_out_of_message_metadata(tmp_
     owner = Owner("acme", "ana")
     conn = connect(path)
     try:
-        earlier = _earlier(sqlite_migrations.MIGRATIONS)
-        for m in earlier:  # the schema of the old code, recorded as it recorded it
-            for statement in m.statements():
-                conn.execute(statement)
-        conn.execute("INSERT INTO schema_version(version) VALUES (?)", (earlier[-1].version,))
-        columns = [r[1] for r in conn.execute("PRAGMA table_info(messages)")]
+        columns = sqlite_before(conn, MIGRATION_NAME, "messages")
         # metadata that SQLite's JSON functions cannot read (Python's JSON writer lets NaN through) is left as it was
         nan = Message("acme", "nan", "not a number", T0, metadata={"x": float("nan")})
         conn.execute("BEGIN")
@@ -210,19 +200,7 @@ async def test_sqlite_moves_scope_and_raw_memory_id_out_of_message_metadata(tmp_
 # -- PostgreSQL (the dual store's messages) ---------------------------------------------------------------
 async def _old_postgres(dsn: str, dim: int, owner: Owner) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        await conn.execute(
-            "CREATE TABLE schema_migrations ("
-            " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for m in _earlier(pg_migrations.MIGRATIONS):  # what the old code's migration run did
-            async with conn.transaction():
-                await conn.execute(m.render(dim, DIM_SHORT))
-                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name))
-        cur = await conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'messages' ORDER BY ordinal_position"
-        )
-        columns = [r[0] for r in await cur.fetchall()]
+        columns = await postgres_before(conn, MIGRATION_NAME, "messages", dim=dim, dim_short=DIM_SHORT)
         for m in old_messages(owner):
             row = _old_row(m, POSTGRES, columns)
             await conn.execute(insert_statement("messages", columns, "%s"), tuple(row.values()))

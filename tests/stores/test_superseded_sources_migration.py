@@ -36,6 +36,14 @@ from cognis_memory.stores.postgres.connection import register_vector_types
 from cognis_memory.stores.records import POSTGRES, SQLITE, epoch_us, insert_statement, memory_to_row
 from tests.reliability.helpers import DIM_SHORT, make_service
 from tests.store_kinds import build_dual, build_embedded, build_opensearch, unique_prefix
+from tests.stores.old_schema import (
+    old_row,
+    opensearch_memories,
+    postgres_before,
+    postgres_columns,
+    sqlite_before,
+    unit_vector,
+)
 
 MIGRATION_NAME = "superseded sources as a memory column"
 KEY = "superseded_sources"
@@ -49,18 +57,14 @@ def old_reading(m: Memory) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    return (v / np.linalg.norm(v)).astype(np.float32)
-
-
 def old_memories(dim: int) -> dict[str, Memory]:
     """The memories as the old code wrote them (superseded sources in a fact's metadata), by name."""
     rng = np.random.default_rng(34)
 
     def memory(owner: Owner, name: str, content: str, days: int, **kw: Any) -> Memory:
-        full = _unit(rng.normal(size=dim))
+        full = unit_vector(rng.normal(size=dim))
         return Memory(owner.tenant_id, owner.user_id, content, Category.PERSONAL_DETAILS, speaker="Ana",
-                      message_time=T0 + timedelta(days=days), embedding=full, embedding_short=_unit(full[:DIM_SHORT]),
+                      message_time=T0 + timedelta(days=days), embedding=full, embedding_short=unit_vector(full[:DIM_SHORT]),
                       id=f"{owner.user_id}-{name}", **kw)  # fmt: skip
 
     raw = {f"raw-{city}": memory(ANA, f"raw-{city}", f"I live in {city}", d, kind=MemoryKind.RAW,
@@ -107,13 +111,7 @@ def expected(memories: dict[str, Memory]) -> dict[str, tuple[list[str], dict[str
 def _old_row(m: Memory, values: Any, columns: list[str]) -> dict[str, Any]:
     """The row the old code wrote: the record mapping's row in the columns of the old schema."""
     assert KEY not in columns, "the old schema has no superseded sources column"
-    row = memory_to_row(m, values)
-    return {c: row[c] for c in columns}
-
-
-def _earlier(migrations: tuple[Any, ...]) -> list[Any]:
-    version = next(m.version for m in migrations if m.name == MIGRATION_NAME)
-    return [m for m in migrations if m.version < version]
+    return old_row(memory_to_row, m, values, columns)
 
 
 async def check_behaviour(store: Any, embedder: Any, memories: dict[str, Memory]) -> None:
@@ -156,12 +154,7 @@ async def test_sqlite_moves_the_superseded_sources_into_their_column(tmp_path: P
     memories = old_memories(embedder.dim)
     conn = connect(path)
     try:
-        earlier = _earlier(sqlite_migrations.MIGRATIONS)
-        for m in earlier:  # the schema of the old code, recorded as it recorded it
-            for statement in m.statements():
-                conn.execute(statement)
-        conn.execute("INSERT INTO schema_version(version) VALUES (?)", (earlier[-1].version,))
-        columns = [r[1] for r in conn.execute("PRAGMA table_info(memories)")]
+        columns = sqlite_before(conn, MIGRATION_NAME, "memories")
         conn.execute("BEGIN")
         for m in memories.values():
             conn.execute(insert_statement("memories", columns, "?"), tuple(_old_row(m, SQLITE, columns).values()))
@@ -186,25 +179,9 @@ async def test_sqlite_moves_the_superseded_sources_into_their_column(tmp_path: P
 
 
 # -- PostgreSQL (the dual store) ----------------------------------------------------------------------
-async def _table_columns(conn: psycopg.AsyncConnection) -> list[str]:
-    cur = await conn.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'memories' ORDER BY ordinal_position"
-    )
-    return [r[0] for r in await cur.fetchall()]
-
-
 async def _old_postgres(dsn: str, dim: int, memories: dict[str, Memory]) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        await conn.execute(
-            "CREATE TABLE schema_migrations ("
-            " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for m in _earlier(pg_migrations.MIGRATIONS):  # what the old code's migration run did
-            async with conn.transaction():
-                await conn.execute(m.render(dim, DIM_SHORT))
-                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name))
-        columns = await _table_columns(conn)
+        columns = await postgres_before(conn, MIGRATION_NAME, "memories", dim=dim, dim_short=DIM_SHORT)
         await register_vector_types(conn)
         for m in memories.values():
             await conn.execute(
@@ -231,7 +208,7 @@ async def test_postgres_moves_the_superseded_sources_into_their_column(
         # a service of the earlier release, still running during a deploy, inserts a fact version with the key in
         # its metadata and no column: the trigger moves it; a raw memory's caller key stays
         await register_vector_types(conn)
-        old_columns = [c for c in await _table_columns(conn) if c != KEY]
+        old_columns = [c for c in await postgres_columns(conn, "memories") if c != KEY]
         home3, callers = memories["home3"], memories["raw-callers-key"]
         late = home3.next_version(content="Ana lives in Rome", metadata={KEY: ["msg-porto", "msg-madrid"], "x": 1})
         late.id = "late-version"
@@ -280,17 +257,6 @@ def _record_before() -> tuple[Any, ...]:
     return tuple(c for c in MEMORY_RECORD if c.name != KEY)
 
 
-async def _memories_index(store: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The memories index's mapping, and its documents (with sequence numbers) by memory id."""
-    client = store.client
-    found = await store.runner(client.indices.get_mapping, index=store.memories)
-    await store.runner(client.indices.refresh, index=store.memories)
-    res = await store.runner(
-        client.search, index=store.memories, body={"size": 100, "query": {"match_all": {}}, "seq_no_primary_term": True}
-    )
-    return next(iter(found.values()))["mappings"], {h["_source"]["memory_id"]: h for h in res["hits"]["hits"]}
-
-
 @pytest.mark.integration
 @pytest.mark.parametrize("layout", [1, 2])
 async def test_opensearch_moves_the_superseded_sources_into_their_field(opensearch_server, embedder, layout) -> None:
@@ -304,7 +270,7 @@ async def test_opensearch_moves_the_superseded_sources_into_their_field(opensear
         for m in memories.values():
             doc = _old_document(m, successor.get(m.id), layout)
             assert await old.create(old.memories, owner_key(m.tenant_id, m.user_id, m.id), doc)
-        mapping, docs = await _memories_index(old)
+        mapping, docs = await opensearch_memories(old)
     finally:
         await old.close()
     assert KEY not in mapping["properties"] and mapping.get("_meta", {}).get(MEMORY_LAYOUT_KEY, 1) == layout
@@ -313,7 +279,7 @@ async def test_opensearch_moves_the_superseded_sources_into_their_field(opensear
     store = build_opensearch(opensearch_server.url, embedder.dim, DIM_SHORT, prefix=prefix).store
     try:
         await store.open()  # the additive mapping update and the facts' rewrite
-        mapping, docs = await _memories_index(store)
+        mapping, docs = await opensearch_memories(store)
     finally:
         await store.close()
     assert mapping["_meta"] == {MEMORY_LAYOUT_KEY: MEMORY_LAYOUT} and MEMORY_LAYOUT == 3
@@ -326,7 +292,7 @@ async def test_opensearch_moves_the_superseded_sources_into_their_field(opensear
     again = build_opensearch(opensearch_server.url, embedder.dim, DIM_SHORT, prefix=prefix).store
     try:
         await again.open()  # the layout is recorded: nothing is rewritten
-        _, after = await _memories_index(again)
+        _, after = await opensearch_memories(again)
     finally:
         await again.close()
     assert {i: d["_seq_no"] for i, d in after.items()} == {i: d["_seq_no"] for i, d in docs.items()}
