@@ -226,6 +226,7 @@ def load(
         trace_sample_ratio=r.float("traceSampleRatio", d["trace_sample_ratio"]),
         adot_collector_image=r.str("adotCollectorImage", d["adot_collector_image"]),
         embedding_model=r.str("embeddingModel", d["embedding_model"]),
+        opensearch_shards=r.int("opensearchShards", d["opensearch_shards"]),
     )
 
     d = _defaults(ObservabilitySettings)

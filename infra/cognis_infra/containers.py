@@ -79,6 +79,7 @@ def container_environment(args: ServiceArgs) -> list[dict[str, Any]]:
         env["COGNIS_SAGEMAKER_ENDPOINT"] = args.reranker_endpoint_name
     env["COGNIS_TELEMETRY"] = s.telemetry_mode
     env["COGNIS_EMBEDDING_MODEL"] = s.embedding_model
+    env["COGNIS_OPENSEARCH_SHARDS"] = str(s.opensearch_shards)
     if s.traces:
         env["COGNIS_TRACES"] = "otlp"
         env["COGNIS_OTLP_ENDPOINT"] = f"http://{COLLECTOR_OTLP_HTTP}/v1/traces"

@@ -60,6 +60,8 @@ class ServiceSettings:
     adot_collector_image: str = ADOT_COLLECTOR_IMAGE
     #: ``COGNIS_EMBEDDING_MODEL`` of the API; a model other than the default is fetched into the image at build.
     embedding_model: str = "all-MiniLM-L6-v2"
+    #: ``COGNIS_OPENSEARCH_SHARDS`` of the API: primary shards of each index it creates (fixed at creation).
+    opensearch_shards: int = 1
 
     def __post_init__(self) -> None:
         if self.http_only and self.certificate_arn:
@@ -92,6 +94,8 @@ class ServiceSettings:
             raise ValueError(f"cognis:telemetryMode must be one of {', '.join(TELEMETRY_MODES)}")
         if self.embedding_model not in EMBEDDING_MODELS:
             raise ValueError(f"cognis:embeddingModel must be one of {', '.join(EMBEDDING_MODELS)}")
+        if not 1 <= self.opensearch_shards <= 1024:
+            raise ValueError("cognis:opensearchShards must be between 1 and 1024")
         if not 0.0 <= self.trace_sample_ratio <= 1.0:
             raise ValueError("cognis:traceSampleRatio must be between 0 and 1")
         if not self.adot_collector_image.strip():

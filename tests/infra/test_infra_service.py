@@ -110,11 +110,23 @@ def test_environment_points_at_the_other_components(program, env):
         "COGNIS_SERVICE_NAME": "cognis-test",
         "COGNIS_TELEMETRY": "emf",
         "COGNIS_EMBEDDING_MODEL": "all-MiniLM-L6-v2",
+        "COGNIS_OPENSEARCH_SHARDS": "1",
         "COGNIS_HOST": "0.0.0.0",
         "COGNIS_PORT": "8080",
         "COGNIS_DATA_DIR": "/tmp/cognis",
         "HF_HUB_OFFLINE": "1",
     }
+
+
+def test_the_stack_sets_the_opensearch_shards_of_the_indices_the_api_creates():
+    from tests.infra.infra_harness import run_program
+
+    run = run_program({"opensearchShards": "6"})
+    containers = json.loads(run.one(TASK_DEF, "api-task")["containerDefinitions"])
+    (api,) = [c for c in containers if c["name"] == "api"]
+    assert {"name": "COGNIS_OPENSEARCH_SHARDS", "value": "6"} in api["environment"]
+    with pytest.raises(ValueError, match="cognis:opensearchShards"):
+        run_program({"opensearchShards": "0"})
 
 
 def test_secrets_are_injected_from_secrets_manager(program, container):

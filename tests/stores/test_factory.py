@@ -106,7 +106,7 @@ async def test_settings_build_working_dual_and_opensearch_stores(postgres_server
     dsn = create_database(postgres_server.dsn)
     for kind in ("dual", "opensearch"):
         settings = Settings(store=kind, postgres_dsn=dsn, opensearch_url=opensearch_server.url,
-                            opensearch_index_prefix=new_prefix())  # fmt: skip
+                            opensearch_index_prefix=new_prefix(), opensearch_shards=2)  # fmt: skip
         roles = build_store(settings, dim=DIM, dim_short=DIM_SHORT)
         store = roles.backend
         assert isinstance(store, DualStore if kind == "dual" else OpenSearchStore)
@@ -127,6 +127,12 @@ async def test_settings_build_working_dual_and_opensearch_stores(postgres_server
                 m.id
             ]
             assert all((await store.health()).values())
+            # the indices it created have the configured primary shards
+            index, search = (
+                (store.keyword, store.keyword.alias) if isinstance(store, DualStore) else (store, store.memories)
+            )
+            found = await index.runner(index.client.indices.get_settings, index=search)
+            assert [v["settings"]["index"]["number_of_shards"] for v in found.values()] == ["2"]
         finally:
             await store.close()
 

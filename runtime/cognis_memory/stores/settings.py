@@ -100,6 +100,15 @@ class OpenSearchSettings(ComponentSettings):
         "cognis", alias="opensearch_index_prefix", description="Prefix of the OpenSearch index names."
     )
     timeout_s: float = Field(5.0, alias="opensearch_timeout_s", description="OpenSearch request timeout, seconds.")
+    shards: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        alias="opensearch_shards",
+        description="Primary shards of each index the store creates; fixed when an index is created (an existing "
+        "index keeps its count). The dual store's keyword index holds about 0.3 KB per memory (docs/deploy.md, "
+        "Capacity guide).",
+    )
     ca_certs: str | None = Field(
         None,
         alias="opensearch_ca_certs",

@@ -368,6 +368,7 @@ def from_settings(context: StoreContext, *, postgres: PostgresSettings, opensear
     keyword = OpenSearchKeywordIndex(
         opensearch_client(opensearch, store=context.kind, aws_region=context.aws_region),
         index_prefix=opensearch.index_prefix,
+        shards=opensearch.shards,
         search_timeout_s=min(opensearch.timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
         write_timeout_s=opensearch.timeout_s,
         # the drain's bulk returns once its documents are searchable (the next periodic refresh, <= 1 s), so

@@ -58,6 +58,7 @@ def from_settings(context: StoreContext, *, opensearch: OpenSearchSettings) -> S
     return OpenSearchStore(
         opensearch_client(opensearch, store=context.kind, aws_region=context.aws_region),
         index_prefix=opensearch.index_prefix,
+        shards=opensearch.shards,
         dim=context.dim,
         dim_short=context.dim_short,
         search_timeout_s=opensearch.timeout_s,
