@@ -647,13 +647,14 @@ async def measure_server_store(
             await svc.search(TENANT, u, queries[0] + " warm")
         svc.telemetry.take()
 
-        whole_cpu, whole_wall = [], []
+        whole_cpu, whole_wall, answers = [], [], []
         server0 = servers.cpu_s()
         for q, u in zip(queries, picked, strict=True):
             c0, w0 = time.process_time(), time.perf_counter()
-            await svc.search(TENANT, u, q)
+            res = await svc.search(TENANT, u, q)
             whole_wall.append((time.perf_counter() - w0) * 1000)
             whole_cpu.append((time.process_time() - c0) * 1000)
+            answers.append([h.memory.id for h in res.hits])
         # the servers' CPU is only known for servers this script started (not for --postgres-dsn/--opensearch-url)
         server_ms = (servers.cpu_s() - server0) * 1000 / len(queries) if servers.measures_cpu else None
         records = svc.telemetry.take()
@@ -689,6 +690,9 @@ async def measure_server_store(
             "recall_at_10_vs_exact_two_stage": round(sum(recall_two) / len(recall_two), 4),
             "recall_at_10_vs_exact_full": round(sum(recall_full) / len(recall_full), 4),
             "load_avg": os.getloadavg(),
+            # the ids each search returned, in order: two runtimes on one store must agree unless a change
+            # is meant to alter results
+            "answers": answers,
         }
     finally:
         await svc.close()
@@ -816,6 +820,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )  # fmt: skip
         print(payload["cold_serve_table_markdown"])
     if server_compare:
+        for c in server_compare:
+            pairs = list(zip(c["before"]["answers"], c["after"]["answers"], strict=True))
+            c["same_answers"] = sum(a == b for a, b in pairs)
+            print(f"round {c['round']}: {c['same_answers']} of {len(pairs)} searches returned the same ids in the "
+                  "same order before and after", file=sys.stderr)  # fmt: skip
         payload["server_compare"] = server_compare
         payload["server_compare_table_markdown"] = bc.fmt_table(
             ["round", "runtime", *STORE_HEADERS],
