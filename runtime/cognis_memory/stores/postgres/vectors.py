@@ -4,9 +4,9 @@ Two-stage vector search in one SQL statement: an HNSW shortlist of ``shortlist``
 vector with every filter in the ``WHERE`` clause (a subquery), with ``hnsw.iterative_scan =
 relaxed_order`` and ``hnsw.ef_search >= shortlist`` set locally (without the iterative scan a selective
 filter such as one user's rows can return far fewer rows than asked), then exact full-vector rescoring
-of that shortlist by the outer query, on the rows the index scan already read. One statement instead of
+of that shortlist by the outer query, on the rows the shortlist already read. One statement instead of
 a shortlist query and a second query by id: one round trip less, and no second lookup of the shortlisted
-rows (at 100k memories of one user the second query cost about 5 ms of its own). Without a short query
+rows. Without a short query
 vector the search is one exact full-vector stage. Scores are cosine similarities (1 - cosine distance).
 
 Timings: ``vector_short`` is the statement (both stages run in the server), ``vector_full`` the
@@ -82,15 +82,18 @@ class PostgresVectorSearch:
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
                 (str(min(_MAX_EF_SEARCH, max(40, shortlist))), self.iterative_scan),
             )
-            # the window count is taken over the whole shortlist, before the outer LIMIT
+            # The full-vector distance is computed by the outer query, on the shortlist only: in the subquery
+            # it would be computed (and each full vector read from TOAST) for every row the subquery sorts, which
+            # is all of the owner's rows when the planner scans the owner's index instead of HNSW (a small user
+            # among many). The window count is taken over the whole shortlist, before the outer LIMIT.
             await cur.execute(
-                f"SELECT {_COLS_S}, 1 - s.distance AS score, count(*) OVER () AS shortlisted FROM ("
-                f"SELECT {_COLS_M}, m.embedding <=> %s AS distance FROM memories m"
+                f"SELECT {_COLS_S}, 1 - (s.embedding <=> %s) AS score, count(*) OVER () AS shortlisted FROM ("
+                f"SELECT {_COLS_M} FROM memories m"
                 f" WHERE m.tenant_id = %s AND m.user_id = %s AND m.is_current{extra}"
                 " ORDER BY m.embedding_short <=> %s LIMIT %s"
-                ") s ORDER BY s.distance, s.id LIMIT %s",
+                ") s ORDER BY s.embedding <=> %s, s.id LIMIT %s",
                 (q_full, owner.tenant_id, owner.user_id, *fparams, np.asarray(query_short, dtype=np.float32),
-                 shortlist, limit),
+                 shortlist, q_full, limit),
             )  # fmt: skip
             rows = await cur.fetchall()
             timings["vector_short"] = (time.perf_counter() - t0) * 1000
