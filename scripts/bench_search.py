@@ -396,6 +396,27 @@ def _measure_in_subprocess(
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _measure_server_in_subprocess(
+    tree: Path | None, kind: str, servers: Servers, n: int, layout: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """``measure_server_store`` in a fresh process running the runtime of ``tree`` (default: this one), on
+    the reused store of (kind, n, layout) on these servers."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(tree / "runtime"), str(tree / "devtools"), env.get("PYTHONPATH", "")])
+    pids = [str(s.pid) for s in servers.started] + [str(p) for p in servers.pids]
+    cmd = [sys.executable, __file__, "--measure-server", kind, "--sizes", str(n), "--layouts", layout, "--reuse",
+           "--queries", str(args.queries), "--per-user", str(args.per_user), "--vocab", str(args.vocab),
+           "--db", str(args.db), "--opensearch-url", str(servers.os_url), "--server-pids", ",".join(pids),
+           "--opensearch-timeout", str(args.opensearch_timeout)]  # fmt: skip
+    if servers.pg_dsn:
+        cmd += ["--postgres-dsn", servers.pg_dsn]
+    out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"measure {kind} ({tree or 'this tree'}) failed with {out.returncode}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]), runtime=str(tree or "this tree"))
+
+
 API_KEY = "bench-search-key"
 
 
@@ -471,6 +492,8 @@ class Servers:
 
     def __init__(self, args: argparse.Namespace, kinds: list[str]) -> None:
         self.started: list[Any] = []
+        #: processes of servers this script did not start whose CPU is counted too (``--server-pids``)
+        self.pids = [int(p) for p in (args.server_pids or "").split(",") if p]
         self.pg_dsn, self.os_url = args.postgres_dsn, args.opensearch_url
         self.timeout_s: float = args.opensearch_timeout
         if "dual" in kinds and not self.pg_dsn:
@@ -491,9 +514,9 @@ class Servers:
         import psutil
 
         total = 0.0
-        for server in self.started:
+        for pid in [server.pid for server in self.started] + self.pids:
             try:
-                root = psutil.Process(server.pid)
+                root = psutil.Process(pid)
                 for p in [root, *root.children(recursive=True)]:
                     t = p.cpu_times()
                     total += t.user + t.system
@@ -501,9 +524,13 @@ class Servers:
                 continue
         return total
 
+    @property
+    def measures_cpu(self) -> bool:
+        return bool(self.started or self.pids)
+
     def settings(self, kind: str, name: str) -> dict[str, Any]:
-        """The service settings of a fresh ``kind`` store called ``name``: its own PostgreSQL database and
-        its own OpenSearch index prefix, so stores of one run (and of other runs) never share rows."""
+        """The service settings of a ``kind`` store called ``name``: its own PostgreSQL database (created
+        unless it exists) and its own OpenSearch index prefix, so stores never share rows."""
         # the load's one refresh of 100k documents takes longer than the service's 5 s request timeout here
         out: dict[str, Any] = {"store": kind, "opensearch_url": self.os_url, "opensearch_index_prefix": name,
                                "opensearch_timeout_s": self.timeout_s}  # fmt: skip
@@ -513,7 +540,8 @@ class Servers:
 
             assert self.pg_dsn
             with psycopg.connect(self.pg_dsn, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
+                if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+                    conn.execute(f'CREATE DATABASE "{name}"')
             out["postgres_dsn"] = make_conninfo(**{**conninfo_to_dict(self.pg_dsn), "dbname": name})
         return out
 
@@ -559,7 +587,13 @@ async def measure_server_store(
     from cognis_memory.stores.values import SearchFilter
     from cognis_memory.wiring import build_embedder, build_store
 
-    name = f"bench_{kind}_{uuid.uuid4().hex[:8]}"
+    # --reuse: one store per (kind, size, layout) on these servers, loaded by the first run that needs it
+    name = f"bench_{kind}_{layout}_{n}" if args.reuse else f"bench_{kind}_{uuid.uuid4().hex[:8]}"
+    marker = Path(args.db) / f"{name}.loaded.json"
+    where = {"postgres_dsn": servers.pg_dsn if kind == "dual" else None, "opensearch_url": servers.os_url}
+    reused = json.loads(marker.read_text()) if args.reuse and marker.exists() else None
+    if reused is not None and reused["servers"] != where:
+        raise SystemExit(f"{marker} was loaded on other servers ({reused['servers']}); delete it to reload")
     settings = Settings(**servers.settings(kind, name), run_worker=False)
     embedder = build_embedder(settings)
     synth = bc.SyntheticVectors(embedder, vocab=args.vocab)
@@ -577,34 +611,52 @@ async def measure_server_store(
         async def collect(batch: list[Memory]) -> None:
             loaded.extend(batch)
 
-        t0 = time.perf_counter()
-        await bc.bulk_load(svc, synth, [(TENANT, u) for u in owners], n, batch=5000, insert=collect)
-        await svc.stores.backend.bulk_load(loaded)
-        load_s = time.perf_counter() - t0
-        print(f"{kind}: loaded {n} in {load_s:.1f} s ({n / load_s:.0f} memories/s)", file=sys.stderr, flush=True)
         vectors: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        for u in owners:
-            mine = [m for m in loaded if m.user_id == u]
+
+        def keep_vectors(u: str, mine: list[Memory]) -> None:
             vectors[u] = (np.array([m.id for m in mine]), np.stack([m.embedding for m in mine]),
                           np.stack([m.embedding_short for m in mine]))  # fmt: skip
-        loaded.clear()
+
+        if reused is None:
+            t0 = time.perf_counter()
+            await bc.bulk_load(svc, synth, [(TENANT, u) for u in owners], n, batch=5000, insert=collect)
+            await svc.stores.backend.bulk_load(loaded)
+            load_s = time.perf_counter() - t0
+            print(f"{kind}: loaded {n} in {load_s:.1f} s ({n / load_s:.0f} memories/s)", file=sys.stderr, flush=True)
+            by_user: dict[str, list[Memory]] = {}
+            for m in loaded:
+                by_user.setdefault(m.user_id, []).append(m)
+            loaded.clear()
+            for u, mine in by_user.items():
+                keep_vectors(u, mine)
+            del by_user
+            if args.reuse:
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text(json.dumps({"servers": where, "load_s": load_s}))
+        else:
+            load_s = float(reused["load_s"])
+            print(f"{kind}: reusing {name} (loaded in {load_s:.1f} s)", file=sys.stderr, flush=True)
 
         picked, queries, first_ms = await first_search(svc, owners, n, args.queries)
+        for u in dict.fromkeys(picked):
+            if u not in vectors:  # a reused store: the searched users' vectors as stored
+                keep_vectors(u, [m async for m in svc.export(TENANT, u, include_history=False)])
         for q in queries[:3]:
             await svc.search(TENANT, picked[0], q + " warm")
         for u in dict.fromkeys(picked[1:]):
             await svc.search(TENANT, u, queries[0] + " warm")
         svc.telemetry.take()
 
-        whole_cpu, whole_wall = [], []
+        whole_cpu, whole_wall, answers = [], [], []
         server0 = servers.cpu_s()
         for q, u in zip(queries, picked, strict=True):
             c0, w0 = time.process_time(), time.perf_counter()
-            await svc.search(TENANT, u, q)
+            res = await svc.search(TENANT, u, q)
             whole_wall.append((time.perf_counter() - w0) * 1000)
             whole_cpu.append((time.process_time() - c0) * 1000)
+            answers.append([h.memory.id for h in res.hits])
         # the servers' CPU is only known for servers this script started (not for --postgres-dsn/--opensearch-url)
-        server_ms = (servers.cpu_s() - server0) * 1000 / len(queries) if servers.started else None
+        server_ms = (servers.cpu_s() - server0) * 1000 / len(queries) if servers.measures_cpu else None
         records = svc.telemetry.take()
         stage, explained = await stages_alone(svc, queries, picked)
 
@@ -638,6 +690,9 @@ async def measure_server_store(
             "recall_at_10_vs_exact_two_stage": round(sum(recall_two) / len(recall_two), 4),
             "recall_at_10_vs_exact_full": round(sum(recall_full) / len(recall_full), 4),
             "load_avg": os.getloadavg(),
+            # the ids each search returned, in order: two runtimes on one store must agree unless a change
+            # is meant to alter results
+            "answers": answers,
         }
     finally:
         await svc.close()
@@ -690,7 +745,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     unknown = set(kinds) - {"embedded", *SERVER_STORES}
     if unknown:
         raise SystemExit(f"--stores: unknown {sorted(unknown)}")
-    rows, compare, cold, store_rows = [], [], [], []
+    rows, compare, cold, store_rows, server_compare = [], [], [], [], []
+    if args.compare_with and set(kinds) & set(SERVER_STORES) and not args.reuse:
+        raise SystemExit("--compare-with on server stores needs --reuse (both runtimes search the same store)")
     servers = Servers(args, kinds) if set(kinds) & set(SERVER_STORES) else None
     try:
         for n in sizes:
@@ -699,6 +756,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     if kind == "embedded":
                         continue
                     assert servers is not None
+                    if args.compare_with:
+                        # the store loaded once (by this runtime), then measured by each runtime in turn
+                        for rnd in range(args.rounds):
+                            got = {label: _measure_server_in_subprocess(Path(tree) if tree else None, kind, servers,
+                                                                        n, layout, args)
+                                   for label, tree in _order(rnd, args.compare_with)}  # fmt: skip
+                            server_compare.append({"round": rnd + 1, "before": got["before"], "after": got["after"]})
+                            print(bc.fmt_table(["runtime", *STORE_HEADERS],
+                                               [[k, *_store_row(v)] for k, v in got.items()]), file=sys.stderr, flush=True)  # fmt: skip
+                        continue
                     r = await measure_server_store(kind, servers, n, layout, args)
                     store_rows.append(r)
                     print(bc.fmt_table(STORE_HEADERS, [_store_row(r)]), file=sys.stderr, flush=True)
@@ -752,6 +819,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
               c.get("http_search_wall", {}).get("p95", "-"), f"{c['load']:.1f}"] for c in cold],
         )  # fmt: skip
         print(payload["cold_serve_table_markdown"])
+    if server_compare:
+        for c in server_compare:
+            pairs = list(zip(c["before"]["answers"], c["after"]["answers"], strict=True))
+            c["same_answers"] = sum(a == b for a, b in pairs)
+            print(f"round {c['round']}: {c['same_answers']} of {len(pairs)} searches returned the same ids in the "
+                  "same order before and after", file=sys.stderr)  # fmt: skip
+        payload["server_compare"] = server_compare
+        payload["server_compare_table_markdown"] = bc.fmt_table(
+            ["round", "runtime", *STORE_HEADERS],
+            [[c["round"], label, *_store_row(c[label])] for c in server_compare for label in ("before", "after")],
+        )
+        print(payload["server_compare_table_markdown"])
     if compare:
         table = bc.fmt_table(
             ["round", "memories", "layout", "before CPU p50", "after", "ratio", "before CPU p95", "after", "ratio",
@@ -819,9 +898,22 @@ def main(argv: list[str] | None = None) -> int:
         default=300.0,
         help="OpenSearch request timeout of the server stores, s (the bulk load's refresh needs more than 5)",
     )
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep each server store (named by kind, layout and size) and reuse it in later runs on the same "
+        "servers (a marker file under --db says it is loaded); use with --postgres-dsn/--opensearch-url",
+    )
+    p.add_argument("--server-pids", default="", help="pids of the given servers, to count their CPU per search")
     p.add_argument("--measure", default=None, metavar="DB", help=argparse.SUPPRESS)
+    p.add_argument("--measure-server", default=None, metavar="KIND", help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(bc.REPO / "bench-results"))
     args = p.parse_args(argv)
+    if args.measure_server:
+        servers = Servers(args, [args.measure_server])
+        result = asyncio.run(measure_server_store(args.measure_server, servers, int(args.sizes), args.layouts, args))
+        print(json.dumps(result, default=str))
+        return 0
     if args.measure:
         result = asyncio.run(measure(Path(args.measure), int(args.sizes), args.layouts, args))
         print(json.dumps(result, default=str))

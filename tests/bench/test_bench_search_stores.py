@@ -69,3 +69,27 @@ def test_the_server_stores_are_loaded_searched_and_scored_on_the_real_servers(
         # 200 memories (50 per user) fit in the shortlist: the store must return the exact top ten
         assert r["recall_at_10_vs_exact_two_stage"] == 1.0, r
     assert "| dual" in payload["stores_table_markdown"]
+
+
+def test_a_reused_server_store_is_loaded_once_and_two_runtimes_are_compared_on_it(
+    postgres_server: Any, opensearch_server: Any, tmp_path: Path
+) -> None:
+    servers = ["--postgres-dsn", postgres_server.dsn, "--opensearch-url", opensearch_server.url]
+    common = ["--stores", "dual", "--sizes", "120", "--layouts", "many_users", "--per-user", "40", "--queries", "4",
+              "--reuse", "--db", str(tmp_path / "stores"), *servers]  # fmt: skip
+    assert _in_thread(bench.main, [*common, "--out", str(tmp_path / "first")]) == 0
+    marker = tmp_path / "stores" / "bench_dual_many_users_120.loaded.json"
+    loaded = json.loads(marker.read_text())
+    assert loaded["servers"]["postgres_dsn"] == postgres_server.dsn
+    # the second run searches the same store (not a second load): its load time is the first run's
+    assert _in_thread(bench.main, [*common, "--out", str(tmp_path / "second"), "--compare-with", str(ROOT),
+                                   "--rounds", "1"]) == 0  # fmt: skip
+    payload = json.loads((tmp_path / "second" / "search.json").read_text())
+    (c,) = payload["server_compare"]
+    for side in ("before", "after"):
+        assert c[side]["load_s"] == round(loaded["load_s"], 1) and c[side]["recall_at_10_vs_exact_two_stage"] == 1.0
+        assert len(c[side]["answers"]) == 4 and all(c[side]["answers"])
+    # the same runtime on both sides: the same ids in the same order for every search
+    assert c["same_answers"] == 4
+    first = json.loads((tmp_path / "first" / "search.json").read_text())["stores"][0]
+    assert first["answers"] == c["after"]["answers"]

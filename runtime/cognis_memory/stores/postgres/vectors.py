@@ -1,11 +1,16 @@
 """PostgreSQL's vector-search role (pgvector).
 
-Two-stage vector search, both stages in SQL inside one transaction: an HNSW shortlist of ``shortlist``
-rows on the short vector with every filter in the ``WHERE`` clause, with ``hnsw.iterative_scan =
+Two-stage vector search in one SQL statement: an HNSW shortlist of ``shortlist`` rows on the short
+vector with every filter in the ``WHERE`` clause (a subquery), with ``hnsw.iterative_scan =
 relaxed_order`` and ``hnsw.ef_search >= shortlist`` set locally (without the iterative scan a selective
 filter such as one user's rows can return far fewer rows than asked), then exact full-vector rescoring
-of that shortlist. Without a short query vector the search is one exact full-vector stage. Scores are
-cosine similarities (1 - cosine distance).
+of that shortlist by the outer query, on the rows the shortlist already read. One statement instead of
+a shortlist query and a second query by id: one round trip less, and no second lookup of the shortlisted
+rows. Without a short query
+vector the search is one exact full-vector stage. Scores are cosine similarities (1 - cosine distance).
+
+Timings: ``vector_short`` is the statement (both stages run in the server), ``vector_full`` the
+conversion of the returned rows.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from ..values import ScoredMemory, VectorSearchResult
 from .connection import PostgresDatabase
 
 _COLS_M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+_COLS_S = ", ".join(f"s.{c}" for c in MEMORY_COLUMNS)
 #: pgvector accepts ef_search up to 1000.
 _MAX_EF_SEARCH = 1000
 
@@ -76,24 +82,23 @@ class PostgresVectorSearch:
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
                 (str(min(_MAX_EF_SEARCH, max(40, shortlist))), self.iterative_scan),
             )
+            # The full-vector distance is computed by the outer query, on the shortlist only: in the subquery
+            # it would be computed (and each full vector read from TOAST) for every row the subquery sorts, which
+            # is all of the owner's rows when the planner scans the owner's index instead of HNSW (a small user
+            # among many). The window count is taken over the whole shortlist, before the outer LIMIT.
             await cur.execute(
-                "SELECT m.id FROM memories m"
+                f"SELECT {_COLS_S}, 1 - (s.embedding <=> %s) AS score, count(*) OVER () AS shortlisted FROM ("
+                f"SELECT {_COLS_M} FROM memories m"
                 f" WHERE m.tenant_id = %s AND m.user_id = %s AND m.is_current{extra}"
-                " ORDER BY m.embedding_short <=> %s LIMIT %s",
-                (owner.tenant_id, owner.user_id, *fparams, np.asarray(query_short, dtype=np.float32), shortlist),
-            )
-            cand = [r["id"] for r in await cur.fetchall()]
+                " ORDER BY m.embedding_short <=> %s LIMIT %s"
+                ") s ORDER BY s.embedding <=> %s, s.id LIMIT %s",
+                (q_full, owner.tenant_id, owner.user_id, *fparams, np.asarray(query_short, dtype=np.float32),
+                 shortlist, q_full, limit),
+            )  # fmt: skip
+            rows = await cur.fetchall()
             timings["vector_short"] = (time.perf_counter() - t0) * 1000
-            t1 = time.perf_counter()
-            rows = []
-            if cand:
-                await cur.execute(
-                    f"SELECT {_COLS_M}, 1 - (m.embedding <=> %s) AS score FROM memories m"
-                    " WHERE m.id = ANY(%s) AND m.tenant_id = %s AND m.user_id = %s AND m.is_current"
-                    " ORDER BY m.embedding <=> %s, m.id LIMIT %s",
-                    (q_full, cand, owner.tenant_id, owner.user_id, q_full, limit),
-                )
-                rows = await cur.fetchall()
-            timings["vector_full"] = (time.perf_counter() - t1) * 1000
+        t1 = time.perf_counter()
         hits = [ScoredMemory(memory_from_row(r, POSTGRES), float(r["score"])) for r in rows]
-        return VectorSearchResult(hits=hits, candidates_short=len(cand), timings_ms=timings)
+        timings["vector_full"] = (time.perf_counter() - t1) * 1000
+        return VectorSearchResult(hits=hits, candidates_short=int(rows[0]["shortlisted"]) if rows else 0,
+                                  timings_ms=timings)  # fmt: skip
