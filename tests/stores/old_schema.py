@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
 
+from cognis_memory.domain import Owner
+from cognis_memory.stores.filters import owner_token
 from cognis_memory.stores.migrations import postgres as pg_migrations
 from cognis_memory.stores.migrations import sqlite as sqlite_migrations
+from cognis_memory.stores.records import SQLITE, insert_statement
+from tests.reliability.helpers import DIM_SHORT
+from tests.store_kinds import build_embedded
 
 
 def migrations_before(migrations: Iterable[Any], name: str) -> list[Any]:
@@ -79,3 +85,27 @@ async def opensearch_memories(store: Any) -> tuple[dict[str, Any], dict[str, dic
 def unit_vector(v: np.ndarray) -> np.ndarray:
     """``v`` scaled to length 1, as float32 (a stored embedding)."""
     return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def insert_sqlite_memories(conn: sqlite3.Connection, columns: list[str], memories: Iterable[Any], row: Any) -> None:
+    """Write ``memories`` as the earlier release did: ``row(m, SQLITE, columns)`` each, and the full-text row
+    of each current one, in one transaction."""
+    conn.execute("BEGIN")
+    for m in memories:
+        conn.execute(insert_statement("memories", columns, "?"), tuple(row(m, SQLITE, columns).values()))
+        if m.is_current:
+            conn.execute(
+                "INSERT INTO memories_fts(owner, content, memory_id) VALUES (?, ?, ?)",
+                (owner_token(Owner(m.tenant_id, m.user_id)), m.content, m.id),
+            )
+    conn.execute("COMMIT")
+
+
+async def open_embedded(path: Path, dim: int) -> None:
+    """Open the embedded store at ``path`` once with this build (its migrations run), and check the file is at
+    the newest schema version afterwards."""
+    handle = build_embedded(path, dim, DIM_SHORT)
+    await handle.store.open()
+    await handle.store.close()
+    with sqlite3.connect(path) as db:
+        assert sqlite_migrations.schema_version(db) == sqlite_migrations.MIGRATIONS[-1].version

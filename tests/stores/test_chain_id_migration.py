@@ -24,17 +24,23 @@ from cognis_memory.domain import Category, Memory, Owner
 from cognis_memory.errors import NotFoundError
 from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.embedded import connect
-from cognis_memory.stores.filters import owner_token
 from cognis_memory.stores.migrations import postgres as pg_migrations
-from cognis_memory.stores.migrations import sqlite as sqlite_migrations
 from cognis_memory.stores.opensearch.client import ensure_index
 from cognis_memory.stores.opensearch.documents import memory_fields, owner_key
 from cognis_memory.stores.opensearch.indices import MEMORY_LAYOUT, MEMORY_LAYOUT_KEY
 from cognis_memory.stores.postgres.connection import register_vector_types
-from cognis_memory.stores.records import MEMORY_RECORD, POSTGRES, SQLITE, insert_statement, memory_to_row
+from cognis_memory.stores.records import MEMORY_RECORD, POSTGRES, insert_statement, memory_to_row
 from tests.reliability.helpers import DIM_SHORT, make_service
 from tests.store_kinds import build_dual, build_embedded, build_opensearch, unique_prefix
-from tests.stores.old_schema import old_row, opensearch_memories, postgres_before, sqlite_before, unit_vector
+from tests.stores.old_schema import (
+    insert_sqlite_memories,
+    old_row,
+    open_embedded,
+    opensearch_memories,
+    postgres_before,
+    sqlite_before,
+    unit_vector,
+)
 
 MIGRATION_NAME = "memory chain id"
 T0 = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
@@ -119,24 +125,12 @@ async def test_sqlite_fills_the_chain_id_of_every_stored_version(tmp_path: Path,
     conn = connect(path)
     try:
         columns = sqlite_before(conn, MIGRATION_NAME, "memories")
-        conn.execute("BEGIN")
-        for versions in chains.values():
-            for m in versions:
-                conn.execute(insert_statement("memories", columns, "?"), tuple(_old_row(m, SQLITE, columns).values()))
-                if m.is_current:
-                    conn.execute(
-                        "INSERT INTO memories_fts(owner, content, memory_id) VALUES (?, ?, ?)",
-                        (owner_token(Owner(m.tenant_id, m.user_id)), m.content, m.id),
-                    )
-        conn.execute("COMMIT")
+        insert_sqlite_memories(conn, columns, [m for versions in chains.values() for m in versions], _old_row)
     finally:
         conn.close()
 
-    handle = build_embedded(path, embedder.dim, DIM_SHORT)
-    await handle.store.open()
-    await handle.store.close()
+    await open_embedded(path, embedder.dim)
     with sqlite3.connect(path) as db:
-        assert sqlite_migrations.schema_version(db) == sqlite_migrations.MIGRATIONS[-1].version
         assert dict(db.execute("SELECT id, chain_id FROM memories").fetchall()) == expected_chain_ids(chains)
     await check_behaviour(build_embedded(path, embedder.dim, DIM_SHORT).store, embedder, chains)
 

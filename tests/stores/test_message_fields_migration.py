@@ -46,7 +46,7 @@ from cognis_memory.stores.records import (
 )
 from tests.reliability.helpers import DIM_SHORT, make_service
 from tests.store_kinds import build_dual, build_embedded, build_opensearch, unique_prefix
-from tests.stores.old_schema import old_row, postgres_before, sqlite_before
+from tests.stores.old_schema import old_row, open_embedded, postgres_before, sqlite_before
 from tests.stores.test_field_sites import sql_table_columns
 
 MIGRATION_NAME = "message scope and raw memory id as columns"
@@ -183,11 +183,8 @@ async def test_sqlite_moves_scope_and_raw_memory_id_out_of_message_metadata(tmp_
     finally:
         conn.close()
 
-    handle = build_embedded(path, embedder.dim, DIM_SHORT)
-    await handle.store.open()
-    await handle.store.close()
+    await open_embedded(path, embedder.dim)
     with sqlite3.connect(path) as db:
-        assert sqlite_migrations.schema_version(db) == sqlite_migrations.MIGRATIONS[-1].version
         rows = db.execute(
             "SELECT client_message_id, scope, raw_memory_id, metadata FROM messages WHERE user_id = 'ana'"
         )

@@ -26,18 +26,18 @@ from cognis_memory.domain import Category, Memory, MemoryKind, Owner
 from cognis_memory.ingest.supersession import mark_superseded
 from cognis_memory.retrieval.current_state import evidence_links
 from cognis_memory.stores.embedded import connect
-from cognis_memory.stores.filters import owner_token
 from cognis_memory.stores.migrations import postgres as pg_migrations
-from cognis_memory.stores.migrations import sqlite as sqlite_migrations
 from cognis_memory.stores.opensearch.client import ensure_index
 from cognis_memory.stores.opensearch.documents import memory_fields, owner_key
 from cognis_memory.stores.opensearch.indices import MEMORY_LAYOUT, MEMORY_LAYOUT_KEY, SAID_US
 from cognis_memory.stores.postgres.connection import register_vector_types
-from cognis_memory.stores.records import POSTGRES, SQLITE, epoch_us, insert_statement, memory_to_row
+from cognis_memory.stores.records import POSTGRES, epoch_us, insert_statement, memory_to_row
 from tests.reliability.helpers import DIM_SHORT, make_service
 from tests.store_kinds import build_dual, build_embedded, build_opensearch, unique_prefix
 from tests.stores.old_schema import (
+    insert_sqlite_memories,
     old_row,
+    open_embedded,
     opensearch_memories,
     postgres_before,
     postgres_columns,
@@ -155,23 +155,12 @@ async def test_sqlite_moves_the_superseded_sources_into_their_column(tmp_path: P
     conn = connect(path)
     try:
         columns = sqlite_before(conn, MIGRATION_NAME, "memories")
-        conn.execute("BEGIN")
-        for m in memories.values():
-            conn.execute(insert_statement("memories", columns, "?"), tuple(_old_row(m, SQLITE, columns).values()))
-            if m.is_current:
-                conn.execute(
-                    "INSERT INTO memories_fts(owner, content, memory_id) VALUES (?, ?, ?)",
-                    (owner_token(Owner(m.tenant_id, m.user_id)), m.content, m.id),
-                )
-        conn.execute("COMMIT")
+        insert_sqlite_memories(conn, columns, memories.values(), _old_row)
     finally:
         conn.close()
 
-    handle = build_embedded(path, embedder.dim, DIM_SHORT)
-    await handle.store.open()
-    await handle.store.close()
+    await open_embedded(path, embedder.dim)
     with sqlite3.connect(path) as db:
-        assert sqlite_migrations.schema_version(db) == sqlite_migrations.MIGRATIONS[-1].version
         rows = db.execute("SELECT id, superseded_sources, metadata FROM memories WHERE kind = 'fact'").fetchall()
     assert all(KEY not in metadata for _, _, metadata in rows)
     assert dict((i, s) for i, s, _ in rows)[memories["home3"].id] == '["msg-porto","msg-lisbon"]'
