@@ -106,7 +106,7 @@ NO_OWNER_TOKEN = Edit('owner : "{owner_token(owner)}" AND ', "", 1, "EmbeddedSea
 NO_USER_INDEX_ROWS = Edit("AND user_id = ? AND is_current", "AND (user_id = ? OR 1) AND is_current", 1,
                           "EmbeddedSearch._load_index_rows")  # fmt: skip
 NO_USER_FETCH = Edit("AND user_id = ? AND id IN", "AND (user_id = ? OR 1) AND id IN", 1, "EmbeddedBase._fetch")
-NO_USER_PG_VECTOR = Edit("m.user_id = %s", "(m.user_id = %s OR TRUE)", 3, "PostgresVectorSearch.vector_search")
+NO_USER_PG_VECTOR = Edit("m.user_id = %s", "(m.user_id = %s OR TRUE)", 2, "PostgresVectorSearch.vector_search")
 NO_USER_PG_HYDRATION = Edit("AND user_id = %s AND is_current AND id", "AND (user_id = %s OR TRUE) AND is_current AND id",
                             1)  # fmt: skip
 NO_USER_OS_FILTER = Edit('{"term": {"user_id": flt.owner.user_id}},', "", 1, "opensearch_filter")
