@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import uuid
+import warnings
 from collections.abc import Iterable
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -228,3 +230,11 @@ def _field_of(path: list[str | int | None]) -> str:
     for part in labels:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
     return out
+
+
+def __getattr__(name: str) -> Any:
+    # The outermost middleware was called RequestContext; the old name works, with a warning, for one release.
+    if name == "RequestContext":
+        warnings.warn(f"{__name__}.RequestContext is deprecated; use RequestEnvelope", DeprecationWarning, stacklevel=2)
+        return RequestEnvelope
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

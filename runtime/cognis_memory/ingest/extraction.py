@@ -40,9 +40,11 @@ atomic version write), and the :class:`~.answer_repair.AnswerReport` of the call
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -393,3 +395,27 @@ def _cited(numbers: list[int], similarity: np.ndarray, report: AnswerReport) -> 
 def _same_text(a: str, b: str) -> bool:
     """Whether two texts are the same once case, spacing and a final full stop are ignored."""
     return " ".join(a.lower().rstrip(". ").split()) == " ".join(b.lower().rstrip(". ").split())
+
+
+class _ContextAwareExtractor(FactExtractor):
+    """The old name of :class:`FactExtractor`, which also took the count of similar facts as ``context_size``."""
+
+    def __init__(self, *args: Any, context_size: int | None = None, **kwargs: Any):
+        if context_size is not None:
+            kwargs.setdefault("similar_facts", context_size)
+        super().__init__(*args, **kwargs)
+
+
+#: Names this module had before the rename to what they hold; each still works, with a warning, for one release.
+_DEPRECATED_NAMES: dict[str, tuple[str, Any]] = {
+    "ContextAwareExtractor": ("FactExtractor", _ContextAwareExtractor),
+    "CONTEXT_SIZE": ("SIMILAR_FACTS_SHOWN", SIMILAR_FACTS_SHOWN),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED_NAMES:
+        new_name, value = _DEPRECATED_NAMES[name]
+        warnings.warn(f"{__name__}.{name} is deprecated; use {new_name}", DeprecationWarning, stacklevel=2)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
