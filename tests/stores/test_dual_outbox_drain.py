@@ -90,3 +90,45 @@ async def test_writes_wake_the_drain_and_never_wait_for_a_stopped_opensearch(
             os.killpg(server.pid, signal.SIGCONT)  # type: ignore[arg-type]
         await store.close()
         server.stop()
+
+
+async def test_a_drain_round_tells_its_listeners_of_many_owners_concurrently(
+    postgres_server, opensearch_server, rng: np.random.Generator
+) -> None:
+    """The cache invalidations of a round run while its outbox rows are locked: one slow Redis round trip per
+    owner, awaited one after another, would hold up to 500 rows for 500 round trips. Each listener call here
+    waits until a second one is under way, which only calls made concurrently can satisfy."""
+    keyword = OpenSearchKeywordIndex(
+        os_client(opensearch_server.url), index_prefix=new_prefix(), replicas=0, refresh=True
+    )
+    store = DualStore(
+        PostgresStore(create_database(postgres_server.dsn), dim=DIM, dim_short=DIM_SHORT), keyword, inline_drain=False
+    )  # the rows wait for the one drain below
+    await store.open()
+    told: list[Owner] = []
+    in_flight, peak = 0, 0
+    two_at_once = asyncio.Event()
+
+    async def listener(owner: Owner) -> None:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        if in_flight >= 2:
+            two_at_once.set()
+        try:
+            await asyncio.wait_for(two_at_once.wait(), timeout=2.0)
+        finally:
+            in_flight -= 1
+        told.append(owner)
+
+    store.on_indexed(listener)
+    try:
+        owners = [new_owner() for _ in range(40)]
+        for o in owners:
+            await store.roles().memories.insert_memories([make_memory(o, "I keep bees on the roof", rng)])
+        assert await store.drain_outbox() == len(owners)
+        assert sorted(told, key=str) == sorted(owners, key=str)  # each owner once
+        assert 2 <= peak <= 16
+        assert await store.outbox_size() == 0
+    finally:
+        await store.close()

@@ -57,6 +57,9 @@ from .outbox import OutboxBatch, OutboxItem, PostgresOutbox
 
 log = logging.getLogger(__name__)
 
+#: How many on_indexed calls (a cache invalidation each: one Redis round trip) a drain round has in flight at once.
+INDEXED_CALLS_AT_ONCE = 16
+
 
 @dataclass(slots=True)
 class DrainResult:
@@ -140,12 +143,22 @@ class DualStore:
         self._indexed_listeners.append(listener)
 
     async def _indexed(self, owners: set[Owner]) -> None:
-        for owner in owners:
-            for listener in self._indexed_listeners:
+        """Tell the listeners, concurrently (up to :data:`INDEXED_CALLS_AT_ONCE` calls at a time), which owners
+        a push made searchable. It runs before the batch's rows are acknowledged, while they are still
+        locked: a process that dies in between leaves the rows to be pushed and announced again, where one
+        that acknowledged first could leave an owner's stale cached searches to their TTL."""
+        if not owners or not self._indexed_listeners:
+            return
+        limit = asyncio.Semaphore(INDEXED_CALLS_AT_ONCE)
+
+        async def tell(listener: Callable[[Owner], Awaitable[None]], owner: Owner) -> None:
+            async with limit:
                 try:
                     await listener(owner)
                 except Exception:  # the documents are indexed; a listener's failure is only logged
                     log.exception("dual store: on_indexed listener failed")
+
+        await asyncio.gather(*(tell(listener, o) for o in owners for listener in self._indexed_listeners))
 
     def _mark_down(self) -> None:
         self._os_down_until = time.monotonic() + self.down_skip_s
