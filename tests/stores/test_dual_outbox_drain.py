@@ -15,12 +15,15 @@ import numpy as np
 import pytest
 from cognis_dev.fixtures import start_or_skip
 
+from cognis_memory.config import Settings
 from cognis_memory.domain import Owner
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.dual import DualStore
+from cognis_memory.stores.dual.store import DRAIN_ROUND_SPACING_S
 from cognis_memory.stores.opensearch import OpenSearchKeywordIndex
 from cognis_memory.stores.postgres import PostgresStore
+from cognis_memory.wiring import build_store
 from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix, os_client
 
 pytestmark = pytest.mark.integration
@@ -130,5 +133,59 @@ async def test_a_drain_round_tells_its_listeners_of_many_owners_concurrently(
         assert sorted(told, key=str) == sorted(owners, key=str)  # each owner once
         assert 2 <= peak <= 16
         assert await store.outbox_size() == 0
+    finally:
+        await store.close()
+
+
+async def _refreshes(keyword: OpenSearchKeywordIndex) -> int:
+    stats = await keyword.runner(keyword.client.indices.stats, index=keyword.alias, metric="refresh")
+    return int(stats["_all"]["primaries"]["refresh"]["total"])
+
+
+async def test_the_service_drain_makes_each_round_searchable_and_spaces_its_refreshes(
+    postgres_server, opensearch_server, rng: np.random.Generator
+) -> None:
+    """The dual store as the settings build it: with the index's periodic refresh off, what a drain round
+    pushed is searchable as soon as the round is done (its bulk refreshed the shards it wrote; one that waited
+    for a periodic refresh would wait forever here), and a stream of writes does not turn into a refresh per
+    write: rounds start at most every DRAIN_ROUND_SPACING_S."""
+    settings = Settings(
+        store="dual",
+        postgres_dsn=create_database(postgres_server.dsn),
+        opensearch_url=opensearch_server.url,
+        opensearch_index_prefix=new_prefix(),
+    )
+    store = build_store(settings, dim=DIM, dim_short=DIM_SHORT).backend
+    assert isinstance(store, DualStore)
+    await store.open()  # starts the background drain, as the service does
+    try:
+        keyword = store.keyword
+        await keyword.runner(
+            keyword.client.indices.put_settings, index=keyword.alias, body={"index": {"refresh_interval": "-1"}}
+        )
+        o = new_owner()
+        await store.roles().memories.insert_memories([make_memory(o, "I planted a quince tree", rng)])
+        for _ in range(200):
+            if await store.outbox_size() == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert await store.outbox_size() == 0, "the drain round did not finish"
+        found = await store.roles().keywords.keyword_search(SearchFilter(o), "quince", limit=5)
+        assert len(found) == 1, "a drained write was not searchable: its round did not refresh"
+
+        before = await _refreshes(keyword)
+        t0 = time.monotonic()
+        for i in range(40):  # a write every 25 ms for about a second, each waking the drain
+            await store.roles().memories.insert_memories([make_memory(o, f"note {i} about the orchard", rng)])
+            await asyncio.sleep(0.025)
+        for _ in range(200):
+            if await store.outbox_size() == 0:
+                break
+            await asyncio.sleep(0.05)
+        took = time.monotonic() - t0
+        refreshes = await _refreshes(keyword) - before
+        # a round per DRAIN_ROUND_SPACING_S over the time it took, and one more at each end
+        assert 1 <= refreshes <= took / DRAIN_ROUND_SPACING_S + 2, (refreshes, took)
+        assert len(await store.roles().keywords.keyword_search(SearchFilter(o), "orchard", limit=50)) == 40
     finally:
         await store.close()

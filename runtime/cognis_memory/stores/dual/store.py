@@ -10,9 +10,11 @@ Write path (transactional outbox):
    The loop also drains every ``interval_s``, and backs off exponentially while OpenSearch is
    down (wake-ups do not cut a backoff short). Without a running loop (tools, tests) the writer
    makes one best-effort drain attempt itself (skipped for a few seconds after OpenSearch was
-   found down). The service's index pushes with ``refresh="wait_for"``, so a round ends when its
+   found down). The service's index pushes with ``refresh=true``, so a round ends when its
    documents are searchable, and then tells :meth:`DualStore.on_indexed` listeners which users
-   changed (the service invalidates their cached searches). A drain locks a batch of rows with
+   changed (the service invalidates their cached searches). Rounds start at most every
+   ``min_round_spacing_s`` (0.25 s in the service), which bounds those refreshes to four a second
+   per process, each covering every write of its round. A drain locks a batch of rows with
    ``FOR UPDATE SKIP LOCKED`` (several processes can drain at once), pushes them in one bulk
    request, and deletes the rows only after OpenSearch acknowledged them; failures stay in the
    outbox with an attempt count and the last error.
@@ -40,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -83,7 +86,8 @@ class DualStore:
     right after each write (with one, a write wakes the loop instead).
     ``down_skip_s``: after OpenSearch was found down, skip inline drains for that long.
     ``background_drain_interval_s``: when set, ``open()`` starts the background drain loop (backing off to
-    ``down_skip_s`` at most while OpenSearch is down).
+    ``down_skip_s`` at most while OpenSearch is down). ``min_round_spacing_s``: the loop starts a round at
+    most that often (writes arriving in between wait for the next round, which pushes them together).
     """
 
     name = "dual"
@@ -97,6 +101,7 @@ class DualStore:
         inline_drain: bool = True,
         down_skip_s: float = 5.0,
         background_drain_interval_s: float | None = None,
+        min_round_spacing_s: float = 0.0,
     ) -> None:
         self.pg = postgres
         self.outbox = PostgresOutbox(postgres)
@@ -105,6 +110,7 @@ class DualStore:
         self.inline_drain = inline_drain
         self.down_skip_s = down_skip_s
         self.background_drain_interval_s = background_drain_interval_s
+        self.min_round_spacing_s = min_round_spacing_s
         self._os_down_until = 0.0
         self._drain_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -126,7 +132,11 @@ class DualStore:
             self.start_background_drain(interval_s=interval, max_backoff_s=max(interval, self.down_skip_s))
 
     async def close(self) -> None:
-        await self.stop_background_drain()
+        """Stop the drain loop, then push what its last writes left in the outbox (one best-effort round): a
+        short-lived process (a CLI ``add``) would otherwise leave its writes to the next process's drain."""
+        if self._drain_task is not None:
+            await self.stop_background_drain()
+            await self._drain_once()
         await self.pg.close()
         await self.keyword.close()
 
@@ -137,7 +147,7 @@ class DualStore:
     # -- outbox ----------------------------------------------------------------------------------
     def on_indexed(self, listener: Callable[[Owner], Awaitable[None]]) -> None:
         """Call ``listener(owner)`` after a drain pushed changes of that owner's memories to OpenSearch (with the
-        ``refresh="wait_for"`` of the service's index: once they are searchable there). The service invalidates
+        ``refresh=true`` of the service's index: once they are searchable there). The service invalidates
         the owner's cached searches with it: one computed after the write but before its keyword side caught
         up would otherwise be served until its TTL."""
         self._indexed_listeners.append(listener)
@@ -169,14 +179,20 @@ class DualStore:
         if self._drain_task is not None and not self._drain_task.done():
             self._wake.set()
             return
-        if not self.inline_drain or time.monotonic() < self._os_down_until:
+        if self.inline_drain:
+            await self._drain_once()
+
+    async def _drain_once(self) -> None:
+        """One best-effort drain round (never raises; the outbox keeps the work), skipped for a while after
+        OpenSearch was found down."""
+        if time.monotonic() < self._os_down_until:
             return
         try:
             await self._drain_batch(self.outbox_batch)
         except DependencyUnavailableError as e:
             log.info("dual store: OpenSearch unavailable, outbox keeps the write (%s)", e)
         except Exception:  # the write itself succeeded
-            log.exception("dual store: inline outbox drain failed")
+            log.exception("dual store: outbox drain failed")
 
     async def after_forget(self, outbox_id: int) -> dict[str, int]:
         """Run the ``forget`` item of a user at once (``delete_by_query`` on tenant + user); when
@@ -316,14 +332,23 @@ class DualStore:
         """Drain, then wait for a write's wake-up or ``interval_s``; after a failure wait out the backoff
         (only a stop ends it early), so writes during an outage do not turn into a stream of attempts."""
         delay = interval_s
+        round_started, full = -math.inf, False
         while not self._stop.is_set():
+            spacing_left = round_started + self.min_round_spacing_s - time.monotonic()
+            if spacing_left > 0 and not full:  # a round just ran: let this one gather the writes of the spacing
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), timeout=spacing_left)
+                if self._stop.is_set():
+                    break
+            round_started = time.monotonic()
             self._wake.clear()  # a write from now on wakes the next round
             failed = False
             try:
-                n = await self.drain_outbox(self.outbox_batch)
+                res = await self._drain_batch(self.outbox_batch)  # one bulk request per round
                 delay = interval_s
-                if n >= self.outbox_batch:
-                    continue  # more waiting: go again at once
+                full = res.claimed >= self.outbox_batch and res.done > 0
+                if full:
+                    continue  # a backlog: go again at once (a full round already shares its refresh)
             except DependencyUnavailableError as e:
                 failed, delay = True, min(max_backoff_s, delay * 2)
                 log.info("dual store: outbox drain waiting for OpenSearch (%s); next try in %.1fs", e, delay)
@@ -353,6 +378,12 @@ class DualStore:
         await self.pg.memories.bulk_load(memories)
         await self.keyword.bulk_index([m for m in memories if m.is_current])
 
+
+#: The service's drain starts a round at most this often: each round's bulk refreshes the shards it wrote (a new
+#: small segment), so this bounds the refreshes to four a second per process, while a write waits at most this
+#: long, plus one round, to be searchable. Waiting out the index's own 1 s refresh instead (``refresh=wait_for``)
+#: made every round last up to a second, and the writes that came during it waited for the next one.
+DRAIN_ROUND_SPACING_S = 0.25
 
 #: Keyword searches give up quickly so that the pipeline can answer from the vector side.
 KEYWORD_SEARCH_TIMEOUT_CAP_S = 2.0
@@ -384,10 +415,16 @@ def from_settings(context: StoreContext, *, postgres: PostgresSettings, opensear
         shards=opensearch.shards,
         search_timeout_s=min(opensearch.timeout_s, KEYWORD_SEARCH_TIMEOUT_CAP_S),
         write_timeout_s=opensearch.timeout_s,
-        # the drain's bulk returns once its documents are searchable (the next periodic refresh, <= 1 s), so
+        # the drain's bulk refreshes the shards it wrote, so its documents are searchable when it returns and
         # on_indexed fires when a search sees them; writes do not wait for it (they only wake the drain)
-        refresh="wait_for",
+        refresh=True,
     )
     # one loop drains for every write of the process: rounds of up to 500 rows (one _bulk request each) catch up
     # a backlog (OpenSearch back after an outage) in fewer, cheaper requests than rounds of 100
-    return DualStore(system_of_record, keyword, outbox_batch=500, background_drain_interval_s=1.0).roles()
+    return DualStore(
+        system_of_record,
+        keyword,
+        outbox_batch=500,
+        background_drain_interval_s=1.0,
+        min_round_spacing_s=DRAIN_ROUND_SPACING_S,
+    ).roles()

@@ -23,8 +23,10 @@ Index design (one alias ``<prefix>-keyword`` over ``<prefix>-keyword-000001``):
   given up while OpenSearch is still doing the work.
 * Refresh: ``refresh`` is passed to every write. The default ``False`` makes documents visible at
   the next periodic refresh (1 s): the keyword side of a search may lag a write by up to a
-  second, while the vector side (Postgres) is immediate. Tests pass ``refresh=True`` for
-  read-after-write; ``"wait_for"`` is the middle ground (the write waits for the next refresh).
+  second, while the vector side (Postgres) is immediate. ``refresh=True`` refreshes the shards a
+  request wrote, so its documents are searchable when it returns: the dual store's drain uses it, one
+  bulk request per round and rounds at most four a second (:data:`..dual.store.DRAIN_ROUND_SPACING_S`).
+  ``"wait_for"`` waits for the next periodic refresh instead (up to the index's 1 s interval).
 """
 
 from __future__ import annotations
