@@ -24,9 +24,12 @@ from .emitter import Telemetry
 
 #: Seconds between two readings: one data point per one-minute CloudWatch period.
 OUTBOX_REPORT_INTERVAL_S = 60.0
+#: A reading not answered within this is given up (logged) and the next tick tries again; past the pool's own
+#: wait for a connection (10 s), so it only ends a reading that hangs (a connection that stopped answering).
+OUTBOX_READ_TIMEOUT_S = 30.0
 
 
-class OutboxState(Protocol):
+class OutboxReading(Protocol):
     """What the store's ``outbox_state()`` answers (``cognis_memory.stores.dual.OutboxState``)."""
 
     @property
@@ -38,16 +41,18 @@ class OutboxState(Protocol):
 
 class OutboxReporter:
     """Reads ``read()`` (the store's ``outbox_state``) every ``interval_s`` in a task of the running loop and
-    emits it through ``telemetry``; a reading that takes longer than ``interval_s`` is given up (logged)."""
+    emits it through ``telemetry``; a reading that takes longer than ``read_timeout_s`` is given up (logged)."""
 
     def __init__(
         self,
-        read: Callable[[], Awaitable[OutboxState]],
+        read: Callable[[], Awaitable[OutboxReading]],
         telemetry: Telemetry,
         *,
         interval_s: float = OUTBOX_REPORT_INTERVAL_S,
+        read_timeout_s: float = OUTBOX_READ_TIMEOUT_S,
     ) -> None:
-        self._read, self.telemetry, self.interval_s = read, telemetry, interval_s
+        self._read, self.telemetry = read, telemetry
+        self.interval_s, self.read_timeout_s = interval_s, read_timeout_s
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
 
@@ -55,7 +60,7 @@ class OutboxReporter:
         """Read the outbox state and emit it; the EMF blob written, or None (metrics off, or the read failed:
         the failure is logged, never raised)."""
         try:
-            state = await asyncio.wait_for(self._read(), timeout=self.interval_s)
+            state = await asyncio.wait_for(self._read(), timeout=self.read_timeout_s)
             return self.telemetry.emit_gauges(
                 {
                     names.OUTBOX_BACKLOG: (float(state.rows), "Count"),
