@@ -51,7 +51,8 @@ class AlarmMaker:
 
 
 def api_alarms(alarm: AlarmMaker, args: ObservabilityArgs) -> None:
-    """The API's: search latency p95/p99, 5xx rate, liveness, healthy targets, running tasks, readiness."""
+    """The API's: search latency p95/p99, dead-lettered jobs, the outbox's oldest row, 5xx rate, liveness, healthy
+    targets, running tasks, readiness."""
     s = args.settings
     svc_dims = {names.DIM_SERVICE: args.service_name}
     for pct, threshold in (("p95", s.retrieval_p95_ms), ("p99", s.retrieval_p99_ms)):
@@ -79,6 +80,25 @@ def api_alarms(alarm: AlarmMaker, args: ObservabilityArgs) -> None:
         period=300,
         evaluation_periods=1,
         threshold=0,
+    )
+    # The dual store's outbox: PostgreSQL writes still to push to OpenSearch. Every API task reports the same
+    # shared table once a minute (Maximum over them); a row older than the threshold in 3 of 5 minutes means
+    # the drain is stuck or outrun, and new memories are missing from keyword search. No data is not a fault:
+    # an empty outbox reports 0, and no report at all means no task runs, which running-tasks and not-ready
+    # catch (a store without an outbox never reports).
+    alarm(
+        "outbox-oldest-age",
+        f"The oldest write waiting for OpenSearch is older than {s.outbox_oldest_age_s:g} s in 3 of 5 minutes "
+        "(keyword search is missing new memories)",
+        treat_missing_data="notBreaching",
+        namespace=args.metrics_namespace,
+        metric_name=names.OUTBOX_OLDEST_AGE,
+        dimensions=svc_dims,
+        statistic="Maximum",
+        period=60,
+        evaluation_periods=5,
+        datapoints_to_alarm=3,
+        threshold=s.outbox_oldest_age_s,
     )
 
     alb_dims = {"LoadBalancer": args.alb_arn_suffix}

@@ -240,6 +240,7 @@ def load(
         aurora_acu_fraction=r.float("auroraAcuAlarmFraction", d["aurora_acu_fraction"]),
         reranker_p95_ms=r.float("rerankerP95Ms", d["reranker_p95_ms"]),
         reranker_errors_per_5min=r.int("rerankerErrorsPer5Min", d["reranker_errors_per_5min"]),
+        outbox_oldest_age_s=r.float("outboxOldestAgeSeconds", d["outbox_oldest_age_s"]),
     )
 
     image = r.str("image", None)

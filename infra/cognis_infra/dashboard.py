@@ -1,5 +1,6 @@
 """The CloudWatch dashboard's body: traffic, latency percentiles, per-stage latency (found by
-``SEARCH``), errors, degraded answers, store health, targets and alarms, laid out two widgets a row.
+``SEARCH``), errors, degraded answers, the dual store's outbox backlog, store health, targets and alarms,
+laid out two widgets a row.
 :class:`~.observability.Observability` creates the dashboard from it."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class DashboardInputs:
     reranker_endpoint: str | None
     reranker_variant: str
     retrieval_p95_ms: float
+    outbox_oldest_age_s: float = 300.0
     alarm_arns: Sequence[str] = ()
 
 
@@ -75,7 +77,7 @@ def _stage_search(namespace: str, service: str, pipeline: str, stat: str, period
 
 def dashboard_body(d: DashboardInputs) -> dict:
     """The dashboard: traffic, latency percentiles, per-stage latency, errors, degraded
-    answers, store health (OpenSearch, Aurora, Redis, reranker), targets and alarms."""
+    answers, the outbox backlog, store health (OpenSearch, Aurora, Redis, reranker), targets and alarms."""
     ns, svc = d.namespace, {names.DIM_SERVICE: d.service}
     ops = (names.OPERATION_SEARCH, names.OPERATION_INGEST)
     alb = {"LoadBalancer": d.alb}
@@ -154,6 +156,18 @@ def dashboard_body(d: DashboardInputs) -> dict:
                 _metric(ns, names.LLM_ANSWERS_UNUSABLE, svc, label="answers unusable"),
             ],
             d.region,
+        ),
+        _widget(
+            "Outbox: writes waiting for OpenSearch (rows, oldest age s)",
+            [
+                _metric(ns, names.OUTBOX_BACKLOG, svc, label="rows waiting"),
+                _metric(ns, names.OUTBOX_OLDEST_AGE, svc, label="oldest row age (s)", yAxis="right"),
+            ],
+            d.region,
+            stat="Maximum",  # a level every task reports for the same table, not a count to add up
+            annotations={
+                "horizontal": [{"label": "oldest age alarm", "value": d.outbox_oldest_age_s, "yAxis": "right"}]
+            },
         ),
         _widget(
             "OpenSearch health",
@@ -278,13 +292,15 @@ def dashboard_body(d: DashboardInputs) -> dict:
                 "properties": {"title": "Alarms", "alarms": sorted(d.alarm_arns)},
             }
         )
-    # Lay widgets out two per row.
-    y = 0
-    for i, w in enumerate(widgets):
-        w["x"] = 0 if w["width"] == 24 else (i % 2) * 12
-        w["y"] = y
-        if w["width"] == 24 or i % 2 == 1:
-            y += w["height"]
+    # Lay widgets out left to right, a new row when one does not fit in the 24 columns (two half-width widgets a
+    # row): whatever the count of half-width widgets, a full-width one starts a row of its own below them.
+    x = y = row_height = 0
+    for w in widgets:
+        if x + w["width"] > 24:
+            x, y, row_height = 0, y + row_height, 0
+        w["x"], w["y"] = x, y
+        x += w["width"]
+        row_height = max(row_height, w["height"])
     return {"start": "-PT6H", "periodOverride": "inherit", "widgets": widgets}
 
 

@@ -10,6 +10,9 @@ runtime emits them with (``cognis_memory/telemetry/names.py``), so the two sides
   found by a ``SEARCH`` expression: the runtime's stage registry names them, no list here);
 * ``Requests`` / ``Errors`` / ``DegradedAnswers`` {service, Operation};
 * ``JobsDeadLettered`` {service} - alarm on any dead-lettered ingest job;
+* ``OutboxBacklog`` / ``OutboxOldestAgeSeconds`` {service} - the dual store's writes still to push to
+  OpenSearch, reported once a minute by each task; alarm when the oldest is older than
+  ``cognis:outboxOldestAgeSeconds`` (300 s) in 3 of 5 minutes, dashboard shows both;
 * ``Ready`` {service} - written by each task's readiness probe (``GET /ready``: 1 or 0);
   alarm when any task is not ready for 3 of 5 minutes, dashboard shows the ready share.
 
@@ -127,6 +130,7 @@ class Observability(CognisComponent):
                         db_max_acu=args.db_max_acu,
                         reranker_variant=args.reranker_variant,
                         retrieval_p95_ms=s.retrieval_p95_ms,
+                        outbox_oldest_age_s=s.outbox_oldest_age_s,
                         **v,
                     )
                 )

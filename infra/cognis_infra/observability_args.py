@@ -37,10 +37,16 @@ class ObservabilitySettings:
     aurora_acu_fraction: float = 0.9
     reranker_p95_ms: float = 500.0
     reranker_errors_per_5min: int = 5
+    #: The oldest row of the dual store's outbox older than this, seconds, in 3 of 5 minutes: OpenSearch is
+    #: behind (new memories missing from keyword search). The drain pushes a write within a second or two, and
+    #: retries a row at most 5 minutes apart, so a row older than 5 minutes is stuck, not merely queued.
+    outbox_oldest_age_s: float = 300.0
 
     def __post_init__(self) -> None:
         if not 0 < self.aurora_acu_fraction <= 1:
             raise ValueError("cognis:auroraAcuAlarmFraction must be in (0, 1]")
+        if self.outbox_oldest_age_s <= 0:
+            raise ValueError("cognis:outboxOldestAgeSeconds must be above 0")
         if self.alarm_email is not None and "@" not in self.alarm_email:
             raise ValueError(f"cognis:alarmEmail is not an e-mail address: {self.alarm_email}")
         domain = (self.alarm_email or "").rpartition("@")[2].lower()

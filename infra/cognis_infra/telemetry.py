@@ -25,6 +25,8 @@ METRIC_DIMENSIONS: dict[str, tuple[str, ...]] = {
     names.EXTRACTIONS_DEFERRED: (names.DIM_SERVICE,),
     names.LLM_ANSWERS_REPAIRED: (names.DIM_SERVICE,),
     names.LLM_ANSWERS_UNUSABLE: (names.DIM_SERVICE,),
+    names.OUTBOX_BACKLOG: (names.DIM_SERVICE,),
+    names.OUTBOX_OLDEST_AGE: (names.DIM_SERVICE,),
 }
 
 #: Emitted by the task's readiness probe container (not by the runtime): 1 when ``GET /ready``

@@ -126,6 +126,7 @@ class MemoryService:
         self.retrieval = components.retrieval
         self.cached_retrieval = components.cached_retrieval
         self.worker = components.worker
+        self.outbox_report = components.outbox_report
         api_keys = settings.api.api_keys
         #: the API keys (a malformed ``COGNIS_API_KEYS`` raises ApiKeyListError here, so the service never starts)
         self.keys = KeyRegistry(self.stores.api_keys, None if api_keys is None else api_keys.get_secret_value())
@@ -151,7 +152,10 @@ class MemoryService:
             self.llm_model = await asyncio.to_thread(self._model_check.check)
             log_lifecycle(self.llm_model)
         if self.settings.jobs.run_worker if run_worker is None else run_worker:
+            # the process that runs the background work also reports the outbox backlog (not a CLI command)
             self.worker.start()
+            if self.outbox_report is not None:
+                self.outbox_report.start()
         self._started = True
         return self
 
@@ -159,6 +163,8 @@ class MemoryService:
         if not self._started:
             return
         await self.worker.stop()
+        if self.outbox_report is not None:
+            await self.outbox_report.stop()  # before the store closes the pool it reads through
         await asyncio.to_thread(self.encoder.close)
         await self.cache.close()
         await self.stores.close()

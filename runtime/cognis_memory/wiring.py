@@ -36,6 +36,7 @@ from .stores.context import StoreContext
 from .stores.registry import STORES, StoreKind
 from .stores.roles import StoreBackend, StoreBundle, as_bundle
 from .telemetry.emitter import Telemetry
+from .telemetry.outbox import OutboxReporter
 from .validation import check_recipe
 
 
@@ -206,6 +207,8 @@ class ServiceComponents:
     worker: JobWorker
     #: asked once when the service starts: the lifecycle of the configured Bedrock model
     model_check: BedrockModelLifecycleCheck | None = None
+    #: reports the dual store's outbox backlog as metrics while the service runs its worker (None: no outbox)
+    outbox_report: OutboxReporter | None = None
 
 
 def build_components(
@@ -220,7 +223,8 @@ def build_components(
     retrieval_config: RetrievalConfig | None = None,
     model_check: BedrockModelLifecycleCheck | None = None,
 ) -> ServiceComponents:
-    """The encoder over ``embedder``, both pipelines and the job worker over ``store`` (a
+    """The encoder over ``embedder``, both pipelines, the job worker and (a store with an outbox) the reporter of
+    its backlog over ``store`` (a
     :class:`~cognis_memory.stores.roles.StoreBundle`, or a backend object with ``roles()``), each pipeline
     given only the roles it uses. Left out: no cache, no LLM, no reranker, the telemetry of ``settings.telemetry``
     and the recipe of ``settings.retrieval``."""
@@ -230,6 +234,8 @@ def build_components(
     if not isinstance(cache, NullCache) and callable(on_indexed := getattr(stores.backend, "on_indexed", None)):
         on_indexed(cache.invalidate)  # the dual store: a search cached before its keyword side caught up is dropped
     emitter = telemetry or Telemetry.from_settings(settings.telemetry)
+    outbox_state = getattr(stores.backend, "outbox_state", None)  # the dual store: what OpenSearch still lacks
+    outbox_report = OutboxReporter(outbox_state, emitter) if callable(outbox_state) else None
     encoder = build_encoder(settings, embedder)
     ingest = build_ingest(settings, encoder, stores, cache=cache, llm=llm)
     retrieval = build_retrieval(settings, encoder, stores, cache=cache, config=config, reranker=reranker)
@@ -245,6 +251,7 @@ def build_components(
         cached_retrieval=CachedRetrieval(retrieval, cache),
         worker=build_worker(settings, ingest, emitter),
         model_check=model_check,
+        outbox_report=outbox_report,
     )
 
 

@@ -10,6 +10,7 @@ its lines are checked by running the probe itself (test_infra_service.py).
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -76,10 +77,17 @@ def test_runtime_settings_from_the_task_environment(program, settings):
     assert (settings.api.host, settings.api.port) == ("0.0.0.0", 8080)
 
 
+async def _outbox_state():
+    from cognis_memory.stores.dual import OutboxState
+
+    return OutboxState(rows=3, oldest_age_s=42.0)
+
+
 def _emitted_series(settings) -> set[tuple[str, str, frozenset]]:
     """(namespace, metric, {dimension: value}) of every metric the runtime emits."""
     from cognis_memory.retrieval.pipeline import stage_names
     from cognis_memory.telemetry.emitter import Telemetry
+    from cognis_memory.telemetry.outbox import OutboxReporter
     from cognis_memory.telemetry.recorder import StageRecorder
 
     out = io.StringIO()
@@ -101,6 +109,7 @@ def _emitted_series(settings) -> set[tuple[str, str, frozenset]]:
     for counted in (names.JOBS_DEAD_LETTERED, names.EXTRACTIONS_DEFERRED, names.LLM_ANSWERS_REPAIRED,
                     names.LLM_ANSWERS_UNUSABLE):  # fmt: skip
         tel.emit_count(counted)
+    asyncio.run(OutboxReporter(_outbox_state, tel).report_once())  # what a service on the dual store reports
 
     series = set()
     for line in out.getvalue().splitlines():
@@ -136,6 +145,7 @@ def test_alarms_watch_series_the_runtime_emits(program, emitted, settings):
     assert {a["metricName"] for a in app_alarms} == {
         names.RETRIEVAL_LATENCY,
         names.JOBS_DEAD_LETTERED,
+        names.OUTBOX_OLDEST_AGE,
         READINESS_METRIC,
     }
     for a in app_alarms:

@@ -46,6 +46,8 @@ def test_expected_alarms_exist(alarms):
         # AWS's recommended old-generation JVM and nodes-missing-for-a-day alarms (issue 32, item 9)
         "opensearch-old-gen-jvm-pressure",
         "opensearch-nodes",
+        # the dual store's outbox: OpenSearch behind PostgreSQL
+        "outbox-oldest-age",
     }
 
 
@@ -168,6 +170,7 @@ MISSING_DATA = {
     "cache-evictions": "notBreaching",
     "opensearch-old-gen-jvm-pressure": "notBreaching",
     "opensearch-nodes": "breaching",
+    "outbox-oldest-age": "notBreaching",
 }
 
 
@@ -227,6 +230,21 @@ def test_jobs_dead_lettered(alarms):
     assert a["threshold"] == 0 and a["comparisonOperator"] == "GreaterThanThreshold"
 
 
+def test_outbox_oldest_age(alarms):
+    """The oldest outbox row older than 300 s in 3 of 5 minutes: every task reports the same table once a minute,
+    so the worst report of a minute (Maximum) is the table's; no report (no task, an empty service) is not a
+    fault this alarm tells (running-tasks and not-ready do)."""
+    a = alarms["outbox-oldest-age"]
+    assert (a["namespace"], a["metricName"], a["statistic"]) == (
+        names.DEFAULT_NAMESPACE,
+        names.OUTBOX_OLDEST_AGE,
+        "Maximum",
+    )
+    assert a["dimensions"] == {names.DIM_SERVICE: SERVICE}
+    assert a["threshold"] == 300 and a["comparisonOperator"] == "GreaterThanThreshold"
+    assert (a["period"], a["evaluationPeriods"], a["datapointsToAlarm"]) == (60, 5, 3)
+
+
 def test_thresholds_and_namespace_come_from_config():
     run = run_program(
         {
@@ -237,6 +255,7 @@ def test_thresholds_and_namespace_come_from_config():
             "auroraAcuAlarmFraction": 0.75,
             "metricsNamespace": "Acme/Memory",
             "serviceName": "memory-eu",
+            "outboxOldestAgeSeconds": 900,
         }
     )
     alarms = {a["name"].removeprefix("cognis-test-"): a for a in run.of_type(ALARM)}
@@ -246,6 +265,10 @@ def test_thresholds_and_namespace_come_from_config():
     assert alarms["retrieval-latency-p95"]["dimensions"] == {"service": "memory-eu"}
     assert alarms["opensearch-cpu"]["threshold"] == 70
     assert alarms["aurora-capacity"]["threshold"] == 6
+    assert alarms["outbox-oldest-age"]["threshold"] == 900
+    body = parse_json(run.one("aws:cloudwatch/dashboard:Dashboard")["dashboardBody"])
+    outbox = next(w for w in body["widgets"] if w["properties"].get("title", "").startswith("Outbox"))
+    assert outbox["properties"]["annotations"]["horizontal"][0]["value"] == 900
 
 
 def test_no_email_means_no_subscription():
@@ -259,6 +282,8 @@ def test_settings_validation():
         ObservabilitySettings(aurora_acu_fraction=1.5)
     with pytest.raises(ValueError):
         ObservabilitySettings(alarm_email="nobody")
+    with pytest.raises(ValueError):
+        ObservabilitySettings(outbox_oldest_age_s=0)
 
 
 # --- dashboard -------------------------------------------------------------------------------
@@ -290,6 +315,7 @@ def test_dashboard_has_the_operator_views(dashboard):
         "Redis",
         "Load balancer targets",
         "Readiness",
+        "Outbox",
         "Reranker endpoint",
         "Alarms",
     ):
@@ -298,6 +324,37 @@ def test_dashboard_has_the_operator_views(dashboard):
         assert {"x", "y", "width", "height"} <= set(w)
         if w["type"] == "metric":
             assert w["properties"]["region"] == REGION
+
+
+def _overlaps(widgets: list[dict]) -> list[tuple[str, str]]:
+    boxes = [(w["properties"].get("title"), w["x"], w["y"], w["width"], w["height"]) for w in widgets]
+    return [
+        (a[0], b[0])
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+        if a[1] < b[1] + b[3] and b[1] < a[1] + a[3] and a[2] < b[2] + b[4] and b[2] < a[2] + a[4]
+    ]
+
+
+def test_no_widget_covers_another(dashboard):
+    """With and without the reranker's widget (an odd or even count of half-width widgets), the full-width alarm
+    list starts a row of its own."""
+    assert _overlaps(dashboard["widgets"]) == []
+    assert all(w["x"] + w["width"] <= 24 for w in dashboard["widgets"])
+    run = run_program({"rerankerEnabled": False}, drop=("rerankerModelS3Uri",))
+    assert _overlaps(parse_json(run.one("aws:cloudwatch/dashboard:Dashboard")["dashboardBody"])["widgets"]) == []
+
+
+def test_outbox_widget_plots_backlog_and_oldest_age(dashboard):
+    """Both outbox series of this service, as levels (Maximum over the tasks' reports), with the alarm's line."""
+    widget = _widget(dashboard, "Outbox")["properties"]
+    rows = widget["metrics"]
+    assert [r[:4] for r in rows] == [
+        [names.DEFAULT_NAMESPACE, names.OUTBOX_BACKLOG, names.DIM_SERVICE, SERVICE],
+        [names.DEFAULT_NAMESPACE, names.OUTBOX_OLDEST_AGE, names.DIM_SERVICE, SERVICE],
+    ]
+    assert widget["stat"] == "Maximum"
+    assert widget["annotations"]["horizontal"] == [{"label": "oldest age alarm", "value": 300, "yAxis": "right"}]
 
 
 def test_latency_widget_shows_percentiles(dashboard):

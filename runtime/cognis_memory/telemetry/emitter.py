@@ -21,7 +21,7 @@ import logging
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any, cast
 
@@ -228,6 +228,20 @@ class Telemetry:
         m = self._new()
         m.add_metric(name=metric, unit=MetricUnit.Count, value=value)
         self._write(_blob(m))
+
+    def emit_gauges(self, readings: Mapping[str, tuple[float, str]]) -> dict[str, Any] | None:
+        """One EMF blob with a level sampled now (not a count of events), ``metric -> (value, unit)`` with a
+        CloudWatch unit name (``"Count"``, ``"Seconds"``), dimension ``service``; returns the blob written (None
+        with metrics off). A reading is a level, so CloudWatch's ``Maximum`` or ``Average`` of it says something,
+        its ``Sum`` does not."""
+        if not self.metrics_enabled:
+            return None
+        m = self._new()
+        for metric, (value, unit) in readings.items():
+            m.add_metric(name=metric, unit=MetricUnit(unit), value=value)
+        blob = _blob(m)
+        self._write(blob)
+        return blob
 
 
 def _blob(metrics: Any) -> dict[str, Any]:

@@ -39,6 +39,12 @@ EXTRACTIONS_DEFERRED = "ExtractionsDeferred"
 LLM_ANSWERS_REPAIRED = "LLMAnswersRepaired"
 #: Count of extraction LLM answers with nothing usable even after asking again. Dimensions: service.
 LLM_ANSWERS_UNUSABLE = "LLMAnswersUnusable"
+#: Rows waiting in the dual store's outbox (PostgreSQL changes not yet pushed to OpenSearch), sampled every
+#: minute by a running service on the dual store (not per request). Dimensions: service.
+OUTBOX_BACKLOG = "OutboxBacklog"
+#: Age of the oldest row waiting in the dual store's outbox, seconds (0 when it is empty): how long the newest
+#: memories may have been missing from keyword search. Sampled with ``OutboxBacklog``. Dimensions: service.
+OUTBOX_OLDEST_AGE = "OutboxOldestAgeSeconds"
 
 # Dimension names ----------------------------------------------------------------
 DIM_SERVICE = "service"

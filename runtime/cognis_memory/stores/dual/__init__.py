@@ -2,7 +2,7 @@
 :mod:`.outbox` (the outbox reader), :mod:`.keywords` (BM25 hits hydrated from PostgreSQL)."""
 
 from .keywords import HydratedKeywordSearch
-from .outbox import OutboxBatch, OutboxItem, PostgresOutbox
+from .outbox import OutboxBatch, OutboxItem, OutboxState, PostgresOutbox
 from .store import KEYWORD_SEARCH_TIMEOUT_CAP_S, DrainResult, DualStore, from_settings
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "HydratedKeywordSearch",
     "OutboxBatch",
     "OutboxItem",
+    "OutboxState",
     "PostgresOutbox",
     "from_settings",
 ]

@@ -38,6 +38,15 @@ class OutboxItem:
     created_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class OutboxState:
+    """How far OpenSearch is behind PostgreSQL: the rows waiting in the outbox (due or not, failed ones
+    included) and the age of the oldest of them in seconds (0 when there is none)."""
+
+    rows: int
+    oldest_age_s: float
+
+
 class OutboxBatch:
     """Outbox rows locked (``FOR UPDATE SKIP LOCKED``) by one drain, plus the Postgres state they mirror.
 
@@ -105,6 +114,19 @@ class PostgresOutbox:
             cur = await conn.execute("SELECT count(*) FROM outbox")
             row = await cur.fetchone()
             return int(row[0]) if row else 0
+
+    async def state(self) -> OutboxState:
+        """The rows waiting and the age of the oldest, read in one statement (``now()`` is its start).
+
+        One scan of the table, like :meth:`size`: the outbox holds only the work not yet acknowledged."""
+        async with self.db.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0) FROM outbox"
+            )
+            row = await cur.fetchone()
+        if row is None:
+            return OutboxState(0, 0.0)
+        return OutboxState(rows=int(row[0]), oldest_age_s=max(0.0, float(row[1])))
 
     async def pending_memory_ids(self, *, tenant_id: str | None = None) -> set[str]:
         """Memory ids with outbox work still pending (reconcile does not count them as drift)."""

@@ -22,6 +22,9 @@ Write path (transactional outbox):
    now* (current -> index; superseded or gone -> delete), under external versions (see
    :mod:`..opensearch.keyword_index`), so replays in any order converge and a stale retry cannot
    resurrect an old version.
+4. :meth:`DualStore.outbox_state` tells how far OpenSearch is behind (rows waiting, age of the oldest); the
+   store emits no metric itself, the service reports it on an interval
+   (:mod:`cognis_memory.telemetry.outbox`).
 
 Roles (:mod:`.roles`): PostgreSQL supplies messages, memory versions, vector search, jobs and API keys
 (its writes add the outbox rows and call :meth:`DualStore.after_write`, because the dual store attaches
@@ -56,7 +59,7 @@ from ..postgres import PostgresStore
 from ..roles import StoreBundle
 from ..settings import OpenSearchSettings, PostgresSettings
 from .keywords import HydratedKeywordSearch
-from .outbox import OutboxBatch, OutboxItem, PostgresOutbox
+from .outbox import OutboxBatch, OutboxItem, OutboxState, PostgresOutbox
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +224,12 @@ class DualStore:
 
     async def outbox_size(self) -> int:
         return await self.outbox.size()
+
+    async def outbox_state(self) -> OutboxState:
+        """The outbox's backlog now: rows still to push to OpenSearch and the age of the oldest, seconds. The
+        service reports them as metrics on an interval (the store itself emits nothing): a backlog that grows,
+        or an oldest row that keeps ageing, means new memories are missing from keyword search."""
+        return await self.outbox.state()
 
     async def _drain_batch(self, limit: int, *, only_ids: Sequence[int] | None = None) -> DrainResult:
         result = DrainResult()
