@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from cognis_memory.domain import Category, Job, Memory, Owner
+from cognis_memory.domain import Category, Job, Memory, MemoryKind, Owner
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.migrations.postgres import MIGRATIONS, SchemaMismatchError
@@ -90,6 +90,41 @@ async def test_filtered_hnsw_returns_enough_rows_only_with_iterative_scan(postgr
     finally:
         for s in (default, relaxed, control):
             await s.close()
+
+
+async def test_a_users_facts_are_read_without_reading_their_raw_memories(postgres_server) -> None:
+    """The fact channel (every search) asks one user's current facts only. A user of 3,000 raw memories and 5
+    facts: PostgreSQL reads the facts through the (owner, kind) index, not every row of the user (the owner's
+    index alone: 44 ms a search for a user of 100,000 raw memories), and the answer is the exact one."""
+    dsn = create_database(postgres_server.dsn)
+    rng = np.random.default_rng(11)
+    owner = Owner("t-kind", "u0")
+    rows = [
+        Memory(owner.tenant_id, owner.user_id, "x", Category.HOBBIES, kind=MemoryKind.FACT if i < 5 else MemoryKind.RAW,
+               embedding=(v := unit(rng.normal(size=ITER_DIM))), embedding_short=unit(v[:ITER_SHORT]))
+        for i in range(3005)
+    ]  # fmt: skip
+    store = PostgresStore(dsn, dim=ITER_DIM, dim_short=ITER_SHORT)
+    await store.open()
+    try:
+        await store.memories.bulk_load(rows)
+        q = unit(rng.normal(size=ITER_DIM))
+        async with store.connection() as conn:
+            await conn.execute("ANALYZE memories")
+            cur = await conn.execute(
+                "EXPLAIN SELECT id FROM memories m WHERE m.tenant_id = %s AND m.user_id = %s AND m.is_current"
+                " AND m.kind = ANY(%s) ORDER BY m.embedding <=> %s, m.id LIMIT 20",
+                (owner.tenant_id, owner.user_id, ["fact"], q),
+            )
+            plan = "\n".join(r[0] for r in await cur.fetchall())
+        assert "memories_owner_kind_current" in plan, plan
+        facts = [m for m in rows if m.kind is MemoryKind.FACT]
+        found = await store.vectors.vector_search(
+            SearchFilter(owner, kinds=frozenset({MemoryKind.FACT})), q, None, limit=20, shortlist=20
+        )
+        assert [h.memory.id for h in found.hits] == [i for i, _ in brute_force(facts, q, limit=20)]
+    finally:
+        await store.close()
 
 
 async def test_migrations_are_idempotent_and_serialised(postgres_server) -> None:

@@ -243,4 +243,14 @@ CREATE TRIGGER memories_superseded_sources BEFORE INSERT ON memories
     FOR EACH ROW WHEN (NEW.kind = 'fact') EXECUTE FUNCTION memories_move_superseded_sources();
 """,
     ),
+    Migration(
+        9,
+        "current memories by owner and kind",
+        """
+-- The fact channel of every search (and the decide step's similar facts) reads one user's current facts
+-- only. With the owner's index alone PostgreSQL read every current row of the user to keep the facts: 44 ms
+-- for a user of 100,000 raw memories and no fact, on each search.
+CREATE INDEX memories_owner_kind_current ON memories (tenant_id, user_id, kind) WHERE is_current;
+""",
+    ),
 )
