@@ -69,7 +69,10 @@ import httpx
 from cognis_dev.bench_common import percentile
 from cognis_dev.processes import ServeProcess
 
-KEY, TENANT = "load-test-key-0123456789", "load"
+KEY = "load-test-key-0123456789"
+# A tenant of this run's own: a PostgreSQL reused across runs (--postgres-dsn) would otherwise answer the same
+# client_message_ids (ld<client>x<seq>) as "already stored" from an earlier run, writing nothing.
+TENANT = f"load{int(time.time())}p{os.getpid()}"
 WORDS = (
     "coffee berlin guitar marathon sister python allergy salary lisbon tea dog promotion japan vegan piano "
     "garden chess hiking bread camera violin sailing pottery cinema football yoga kayak tango poetry"
