@@ -11,11 +11,13 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from cognis_memory.domain import Category, Job, Memory, MemoryKind, Owner
+from cognis_memory.domain import Category, Job, Memory, MemoryKind, Message, Owner, utcnow
 from cognis_memory.errors import DependencyUnavailableError
 from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.migrations.postgres import MIGRATIONS, SchemaMismatchError
 from cognis_memory.stores.postgres import PostgresStore
+from cognis_memory.stores.postgres.memories import _MEMORIES_PER_STATEMENT
+from cognis_memory.stores.postgres.messages import _MESSAGES_PER_STATEMENT
 from cognis_memory.stores.roles import (
     ApiKeyStore,
     JobQueue,
@@ -123,6 +125,62 @@ async def test_a_users_facts_are_read_without_reading_their_raw_memories(postgre
             SearchFilter(owner, kinds=frozenset({MemoryKind.FACT})), q, None, limit=20, shortlist=20
         )
         assert [h.memory.id for h in found.hits] == [i for i, _ in brute_force(facts, q, limit=20)]
+    finally:
+        await store.close()
+
+
+async def test_writes_of_more_rows_than_one_statement_holds_are_all_or_none(postgres_server) -> None:
+    """An add is one INSERT statement per table (one round trip, atomic without a transaction). A write of more
+    rows than one statement's parameters hold is several statements in one transaction: every row with its
+    outbox row, or, when one row is refused, nothing; a client id repeated across two statements of one
+    call is answered with the message stored by the first."""
+    dsn = create_database(postgres_server.dsn)
+    rng = np.random.default_rng(5)
+    owner = Owner("t-big", "u0")
+
+    def memory(text: str) -> Memory:
+        v = unit(rng.normal(size=ITER_DIM))
+        return Memory(
+            owner.tenant_id, owner.user_id, text, Category.HOBBIES, embedding=v, embedding_short=unit(v[:ITER_SHORT])
+        )
+
+    def message(text: str, client_id: str | None = None) -> Message:
+        return Message(owner.tenant_id, owner.user_id, text, utcnow(), client_message_id=client_id)
+
+    store = PostgresStore(dsn, dim=ITER_DIM, dim_short=ITER_SHORT)
+    await store.open()
+    try:
+
+        async def count(table: str) -> int:
+            async with store.connection() as conn:
+                row = await (await conn.execute(f"SELECT count(*) FROM {table}")).fetchone()
+                return int(row[0])
+
+        first = [memory(f"m{i}") for i in range(_MEMORIES_PER_STATEMENT + 5)]
+        await store.memories.insert_memories(first, outbox=True)
+        assert (await count("memories"), await count("outbox")) == (len(first), len(first))
+        stored = await store.memories.fetch_memories(owner, [first[0].id, first[-1].id])
+        assert [m.content for m in stored] == ["m0", f"m{len(first) - 1}"]
+
+        # the last row of the second statement repeats a stored id: the whole call is refused
+        refused = [memory(f"n{i}") for i in range(_MEMORIES_PER_STATEMENT + 5)]
+        refused[-1].id = first[0].id
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            await store.memories.insert_memories(refused, outbox=True)
+        assert (await count("memories"), await count("outbox")) == (len(first), len(first))
+
+        messages = [message(f"t{i}", f"c{i}") for i in range(_MESSAGES_PER_STATEMENT + 3)]
+        messages.append(message("a retry inside the call", "c0"))  # in the second statement, repeating the first's
+        out = await store.messages.save_messages(messages)
+        assert [created for _, created in out] == [True] * (len(messages) - 1) + [False]
+        assert out[-1][0].id == messages[0].id and out[-1][0].content == "t0"
+        assert await count("messages") == len(messages) - 1
+
+        again = [message(f"u{i}", f"d{i}") for i in range(_MESSAGES_PER_STATEMENT + 3)]
+        again[-1].id = messages[0].id  # a server id already stored: refused, and so is the rest of the call
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            await store.messages.save_messages(again)
+        assert await count("messages") == len(messages) - 1
     finally:
         await store.close()
 

@@ -9,6 +9,7 @@ OpenSearch, and tells the listener after the commit; the dual store reads the ou
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -21,6 +22,8 @@ from ..records import (
     MEMORY_COLUMNS,
     MEMORY_RECORD,
     POSTGRES,
+    POSTGRES_MAX_PARAMETERS,
+    insert_rows_statement,
     insert_statement,
     memory_from_row,
     memory_to_row,
@@ -34,7 +37,11 @@ from .connection import PostgresDatabase
 _COLS = ", ".join(MEMORY_COLUMNS)
 _CHAIN_SQL = chain_query(_COLS, PSYCOPG_PARAM)
 _INSERT_MEMORY = insert_statement("memories", MEMORY_COLUMNS, "%s")
-_INSERT_OUTBOX = "INSERT INTO outbox (op, memory_id, tenant_id, user_id, version) VALUES (%s, %s, %s, %s, %s)"
+_OUTBOX_COLUMNS = ("op", "memory_id", "tenant_id", "user_id", "version")
+_INSERT_OUTBOX = insert_statement("outbox", _OUTBOX_COLUMNS, "%s")
+#: memories per INSERT statement of :meth:`PostgresMemories.insert_memories`: their parameters and their outbox
+#: rows' stay within PostgreSQL's limit
+_MEMORIES_PER_STATEMENT = POSTGRES_MAX_PARAMETERS // (len(MEMORY_COLUMNS) + len(_OUTBOX_COLUMNS))
 #: when a memory was said (:attr:`~cognis_memory.domain.Memory.said_at`), the listing order; the index
 #: ``memories_owner_said`` (migration 6) is on this expression and on the id in code point order, the order
 #: SQLite and OpenSearch compare ids in
@@ -57,6 +64,16 @@ _COPY_TYPES = {**POSTGRES_DIALECT.types, "vector": "vector"}
 
 def _memory_params(m: Memory) -> tuple[Any, ...]:
     return row_values(memory_to_row(m, POSTGRES), MEMORY_COLUMNS)
+
+
+def insert_memories_sql(memories: int, outbox_rows: int) -> str:
+    """One statement inserting ``memories`` memories and, in a data-modifying ``WITH`` of the same statement (so
+    both commit or neither does, without a transaction around them), ``outbox_rows`` outbox rows; parameters:
+    the memories' then the outbox rows'. One round trip instead of a transaction's four."""
+    insert = insert_rows_statement("memories", MEMORY_COLUMNS, memories, "%s")
+    if not outbox_rows:
+        return insert
+    return f"WITH written AS ({insert}) {insert_rows_statement('outbox', _OUTBOX_COLUMNS, outbox_rows, '%s')}"
 
 
 class OutboxListener(Protocol):
@@ -93,18 +110,22 @@ class PostgresMemories:
             await self._outbox.after_write()
 
     async def insert_memories(self, memories: Sequence[Memory], *, outbox: bool | None = None) -> None:
-        """Insert new memories in one transaction; with the outbox (default: when a listener is
-        attached) also their OpenSearch upserts."""
+        """Insert new memories, all or none; with the outbox (default: when a listener is attached) also their
+        OpenSearch upserts. Up to ``_MEMORIES_PER_STATEMENT`` memories are one statement (one round trip)."""
         if not memories:
             return
         outbox = self._use_outbox(outbox)
-        params = [_memory_params(m) for m in memories]
-        async with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            await cur.executemany(_INSERT_MEMORY, params)
-            if outbox:
-                rows = self._outbox_rows_for_insert(memories)
-                if rows:
-                    await cur.executemany(_INSERT_OUTBOX, rows)
+        step = _MEMORIES_PER_STATEMENT
+        batches = [memories[i : i + step] for i in range(0, len(memories), step)]
+        # one statement is atomic by itself; only more than one needs a transaction around them
+        async with (
+            self.db.connection() as conn,
+            conn.transaction() if len(batches) > 1 else contextlib.nullcontext(),
+        ):
+            for batch in batches:
+                rows = self._outbox_rows_for_insert(batch) if outbox else []
+                params = [v for m in batch for v in _memory_params(m)] + [v for row in rows for v in row]
+                await conn.execute(insert_memories_sql(len(batch), len(rows)), params)
         await self._after_write(outbox)
 
     async def write_version(self, owner: Owner, previous_id: str, new: Memory, *, outbox: bool | None = None) -> Memory:

@@ -28,7 +28,7 @@ from .schema import (
     SEARCHED_MEMORY_RECORD,
     Column,
 )
-from .sql import insert_statement, row_values
+from .sql import POSTGRES_MAX_PARAMETERS, insert_rows_statement, insert_statement, row_values
 from .stored_values import (
     OPENSEARCH,
     PLAIN_JSON,
@@ -44,6 +44,7 @@ from .stored_values import (
 from .writer import Writer, job_to_row, memory_to_row, message_to_row, row_from_fields
 
 __all__ = [
+    "POSTGRES_MAX_PARAMETERS",
     "JOB_COLUMNS",
     "JOB_RECORD",
     "MATCH_KINDS",
@@ -69,6 +70,7 @@ __all__ = [
     "aware",
     "epoch_us",
     "equals",
+    "insert_rows_statement",
     "insert_statement",
     "iso",
     "job_from_row",
