@@ -9,6 +9,7 @@ import pytest
 
 from cognis_memory import wiring
 from cognis_memory.config import Settings
+from cognis_memory.cpus import available_cpus
 from cognis_memory.errors import InvalidInputError
 from cognis_memory.retrieval.recipes import get_recipe, with_knobs
 from cognis_memory.service import MemoryService, MessageBody
@@ -53,6 +54,15 @@ def test_the_settings_reach_every_component_through_wiring(tmp_path) -> None:
         assert parts.retrieval.stages[0].resources.reranker_timeout_s == pytest.approx(0.7)
     finally:
         parts.encoder.close()
+
+
+def test_the_embedding_queue_has_a_model_thread_per_cpu_unless_told(tmp_path) -> None:
+    for values, threads in (({}, available_cpus()), ({"embedding_workers": 1}, 1), ({"embedding_workers": 3}, 3)):
+        parts = wiring.components_from_settings(_settings(tmp_path, **values), telemetry=_telemetry())
+        try:
+            assert parts.encoder.batcher.workers == threads, values
+        finally:
+            parts.encoder.close()
 
 
 async def test_the_service_runs_on_the_components_it_is_handed(tmp_path, embedder) -> None:

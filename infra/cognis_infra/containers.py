@@ -79,6 +79,9 @@ def container_environment(args: ServiceArgs) -> list[dict[str, Any]]:
         env["COGNIS_SAGEMAKER_ENDPOINT"] = args.reranker_endpoint_name
     env["COGNIS_TELEMETRY"] = s.telemetry_mode
     env["COGNIS_EMBEDDING_MODEL"] = s.embedding_model
+    # One model thread per vCPU of the task (cognis:cpu in CPU units, 1024 per vCPU), said outright: what a
+    # container sees of its host's CPUs need not be its task's share.
+    env["COGNIS_EMBEDDING_WORKERS"] = str(max(1, s.cpu // 1024))
     env["COGNIS_OPENSEARCH_SHARDS"] = str(s.opensearch_shards)
     if s.traces:
         env["COGNIS_TRACES"] = "otlp"

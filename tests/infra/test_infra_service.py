@@ -110,12 +110,23 @@ def test_environment_points_at_the_other_components(program, env):
         "COGNIS_SERVICE_NAME": "cognis-test",
         "COGNIS_TELEMETRY": "emf",
         "COGNIS_EMBEDDING_MODEL": "all-MiniLM-L6-v2",
+        "COGNIS_EMBEDDING_WORKERS": "1",
         "COGNIS_OPENSEARCH_SHARDS": "1",
         "COGNIS_HOST": "0.0.0.0",
         "COGNIS_PORT": "8080",
         "COGNIS_DATA_DIR": "/tmp/cognis",
         "HF_HUB_OFFLINE": "1",
     }
+
+
+def test_the_api_runs_a_model_thread_per_vcpu_of_its_task():
+    from tests.infra.infra_harness import run_program
+
+    for cpu, memory, threads in (("1024", "2048", "1"), ("2048", "4096", "2"), ("512", "1024", "1")):
+        run = run_program({"cpu": cpu, "memory": memory})
+        containers = json.loads(run.one(TASK_DEF, "api-task")["containerDefinitions"])
+        (api,) = [c for c in containers if c["name"] == "api"]
+        assert {"name": "COGNIS_EMBEDDING_WORKERS", "value": threads} in api["environment"], cpu
 
 
 def test_the_stack_sets_the_opensearch_shards_of_the_indices_the_api_creates():

@@ -179,12 +179,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def _import_settings(args: argparse.Namespace) -> Settings:
-    """An import is the only work of its process: both (all) cores embed unless told otherwise."""
+    """The settings with ``--workers`` (model threads; by default one per CPU, as in the server)."""
     settings = _settings(args)
     if args.workers is not None:
         return settings.replace(embedding_workers=args.workers)
-    if "workers" not in settings.encoder.model_fields_set:  # not set by COGNIS_EMBEDDING_WORKERS
-        return settings.replace(embedding_workers=os.cpu_count() or 1)
     return settings
 
 

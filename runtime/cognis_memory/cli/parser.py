@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--workers",
         type=int,
-        help="model calls at once (COGNIS_EMBEDDING_WORKERS; default for import: the CPU count)",
+        help="model calls at once (COGNIS_EMBEDDING_WORKERS; default: one per CPU the process may use)",
     )
     s.set_defaults(func=cmd_import, store_access=WRITES)
 

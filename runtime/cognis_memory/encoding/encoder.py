@@ -125,7 +125,7 @@ class MatryoshkaEncoder:
             cpu_threads=cpu_threads,
             batcher=EmbeddingBatcher(
                 embedder,
-                workers=settings.workers,
+                workers=settings.worker_count,
                 max_batch=2 * embedding_batch_size,
                 max_tokens=settings.batch_tokens,
             ),

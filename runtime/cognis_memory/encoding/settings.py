@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 
 from ..component_settings import ComponentSettings
+from ..cpus import available_cpus
 
 
 class EncoderSettings(ComponentSettings):
@@ -39,12 +40,12 @@ class EncoderSettings(ComponentSettings):
         description="Most (estimated) tokens in one model call of the embedding queue; bounds how long a "
         "query waits behind a bulk batch.",
     )
-    workers: int = Field(
-        1,
+    workers: int | None = Field(
+        None,
         ge=1,
         alias="embedding_workers",
-        description="Model calls that run at once (worker threads of the embedding queue); `import` "
-        "defaults to the CPU count.",
+        description="Model calls that run at once (worker threads of the embedding queue). Default: the CPUs "
+        "the process may use (its CPU affinity, at most its container's cgroup CPU quota).",
     )
     query_cache_per_tenant: int = Field(
         1024,
@@ -58,6 +59,13 @@ class EncoderSettings(ComponentSettings):
         alias="query_cache_entries",
         description="Query embeddings kept in memory over all tenants (about 1.6 KB each).",
     )
+
+    @property
+    def worker_count(self) -> int:
+        """``workers``, or by default one per CPU the process may use: on two CPUs one process ingested 106-111
+        single-message adds/s with two model threads and 89 with one, and on one CPU 72 with two and 83 with one
+        (docs/benchmarks.md, "Fewer round trips per add, and a model thread per CPU")."""
+        return self.workers if self.workers is not None else available_cpus()
 
     @field_validator("dim_short")
     @classmethod
