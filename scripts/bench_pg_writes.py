@@ -26,8 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
-import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from cognis_dev.databases import create_database
 
 from cognis_memory.domain import Category, Memory, MemoryKind, Message, utcnow
 from cognis_memory.stores.postgres import PostgresStore
@@ -113,13 +112,6 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
         await store.close()
 
 
-def fresh_database(server_dsn: str) -> str:
-    name = f"bench_writes_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return make_conninfo(**{**conninfo_to_dict(server_dsn), "dbname": name})
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--writes", type=int, default=300, help="sequential writes per way and round (default 300)")
@@ -135,7 +127,7 @@ def main() -> None:
         server = PostgresServer().start()
         dsn = server.dsn
     try:
-        asyncio.run(run(fresh_database(dsn), args))
+        asyncio.run(run(create_database(dsn, f"bench_writes_{uuid.uuid4().hex[:8]}"), args))
     finally:
         if server is not None:
             server.stop()

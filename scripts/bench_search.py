@@ -535,14 +535,10 @@ class Servers:
         out: dict[str, Any] = {"store": kind, "opensearch_url": self.os_url, "opensearch_index_prefix": name,
                                "opensearch_timeout_s": self.timeout_s}  # fmt: skip
         if kind == "dual":
-            import psycopg
-            from psycopg.conninfo import conninfo_to_dict, make_conninfo
+            from cognis_dev.databases import create_database
 
             assert self.pg_dsn
-            with psycopg.connect(self.pg_dsn, autocommit=True) as conn:
-                if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
-                    conn.execute(f'CREATE DATABASE "{name}"')
-            out["postgres_dsn"] = make_conninfo(**{**conninfo_to_dict(self.pg_dsn), "dbname": name})
+            out["postgres_dsn"] = create_database(self.pg_dsn, name, if_missing=True)
         return out
 
     def stop(self) -> None:

@@ -120,8 +120,7 @@ async def open_store(kind: str, args: argparse.Namespace, pg_dsn: str | None, os
 
         store: Any = EmbeddedStore(tmp / f"{prefix}.db", dim=args.dim, dim_short=args.dim_short)
     elif kind == "dual":
-        import psycopg
-        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+        from cognis_dev.databases import create_database
 
         from cognis_memory.stores.dual import DualStore
         from cognis_memory.stores.opensearch import OpenSearchKeywordIndex
@@ -129,9 +128,7 @@ async def open_store(kind: str, args: argparse.Namespace, pg_dsn: str | None, os
 
         assert pg_dsn and os_url
         db = prefix.replace("-", "_")
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{db}"')
-        dsn = make_conninfo(**{**conninfo_to_dict(pg_dsn), "dbname": db})
+        dsn = create_database(pg_dsn, db)
         keyword = OpenSearchKeywordIndex(os_client(os_url), index_prefix=prefix, replicas=0)
         store = DualStore(PostgresStore(dsn, dim=args.dim, dim_short=args.dim_short), keyword)
     else:

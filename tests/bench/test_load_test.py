@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cognis_dev.databases import create_database
 
 from tests.file_modules import load_file
-from tests.stores.helpers import create_database
 
 ROOT = Path(__file__).resolve().parents[2]
 

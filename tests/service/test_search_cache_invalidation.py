@@ -89,9 +89,10 @@ async def test_a_search_cached_before_the_keyword_side_caught_up_is_not_served_a
     once the lag has passed the same search shows it, although the answer without it was cached."""
     import asyncio
 
+    from cognis_dev.databases import create_database
+
     from cognis_memory.caching.redis_cache import RedisCache
     from tests.store_kinds import build_dual
-    from tests.stores.helpers import create_database
 
     settings = Settings(data_dir=tmp_path, run_worker=False)
     handle = build_dual(

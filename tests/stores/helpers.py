@@ -10,9 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-import psycopg
 from opensearchpy import OpenSearch
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from cognis_memory.domain import Category, Memory, Owner, Scope
 from cognis_memory.stores.records import MEMORY_FILTERS, Match
@@ -60,20 +58,6 @@ def make_memory(
 
 
 # -- database / index namespaces -------------------------------------------------------------------
-def database_dsn(server_dsn: str, name: str) -> str:
-    params = conninfo_to_dict(server_dsn)
-    params["dbname"] = name
-    return make_conninfo(**params)
-
-
-def create_database(server_dsn: str) -> str:
-    """A new empty database on the test server; returns its DSN."""
-    name = f"cognis_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return database_dsn(server_dsn, name)
-
-
 def os_client(url: str, *, timeout: float = 30.0) -> OpenSearch:
     return OpenSearch(hosts=[url], timeout=timeout, max_retries=0, retry_on_timeout=False)
 

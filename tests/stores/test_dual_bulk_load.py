@@ -17,12 +17,13 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 import pytest_asyncio
+from cognis_dev.databases import create_database
 
 from cognis_memory.search_filter import SearchFilter
 from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.opensearch import OpenSearchKeywordIndex
 from cognis_memory.stores.postgres import PostgresStore
-from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix, os_client
+from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner, new_prefix, os_client
 
 pytestmark = pytest.mark.integration
 

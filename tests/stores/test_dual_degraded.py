@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 import pytest_asyncio
+from cognis_dev.databases import create_database
 from cognis_dev.fixtures import start_or_skip
 
 from cognis_memory.domain import Owner
@@ -22,7 +23,6 @@ from cognis_memory.stores.reconcile import reconcile
 from tests.stores.helpers import (
     DIM,
     DIM_SHORT,
-    create_database,
     make_memory,
     new_owner,
     new_prefix,

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from cognis_dev.databases import create_database
 from cognis_dev.fixtures import start_or_skip
 
 from cognis_memory.config import Settings
@@ -24,7 +25,7 @@ from cognis_memory.stores.dual.store import DRAIN_ROUND_SPACING_S
 from cognis_memory.stores.opensearch import OpenSearchKeywordIndex
 from cognis_memory.stores.postgres import PostgresStore
 from cognis_memory.wiring import build_store
-from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix, os_client
+from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner, new_prefix, os_client
 
 pytestmark = pytest.mark.integration
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cognis_dev.databases import create_database
 
 from cognis_memory.config import Settings
 from cognis_memory.service import MemoryService, MessageBody
@@ -19,7 +20,7 @@ from cognis_memory.stores.opensearch import OpenSearchKeywordIndex
 from cognis_memory.stores.postgres import PostgresStore
 from cognis_memory.telemetry import names
 from cognis_memory.telemetry.emitter import Telemetry
-from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix, os_client
+from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner, new_prefix, os_client
 
 pytestmark = pytest.mark.integration
 

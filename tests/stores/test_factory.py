@@ -9,6 +9,7 @@ import json
 import boto3
 import pytest
 import requests
+from cognis_dev.databases import create_database
 from moto import mock_aws
 from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
 from psycopg.conninfo import conninfo_to_dict
@@ -23,7 +24,7 @@ from cognis_memory.stores.dual import DualStore
 from cognis_memory.stores.opensearch import OpenSearchStore
 from cognis_memory.stores.settings import OpenSearchSettings, PostgresSettings
 from cognis_memory.wiring import build_cache, build_store
-from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix
+from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner, new_prefix
 
 
 @pytest.fixture

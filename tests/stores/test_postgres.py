@@ -9,6 +9,7 @@ import time
 import numpy as np
 import psycopg
 import pytest
+from cognis_dev.databases import create_database
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from cognis_memory.domain import Category, Job, Memory, MemoryKind, Message, Owner, utcnow
@@ -27,7 +28,7 @@ from cognis_memory.stores.roles import (
     StoreLifecycle,
     VectorSearch,
 )
-from tests.stores.helpers import brute_force, create_database, unit
+from tests.stores.helpers import brute_force, unit
 
 pytestmark = pytest.mark.integration
 

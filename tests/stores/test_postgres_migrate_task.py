@@ -11,6 +11,7 @@ import json
 import uuid
 
 import pytest
+from cognis_dev.databases import create_database
 from psycopg.conninfo import conninfo_to_dict
 
 from cognis_memory.config import Settings
@@ -19,7 +20,6 @@ from cognis_memory.stores.migrations.postgres import SchemaNotMigratedError
 from cognis_memory.stores.postgres import PostgresStore
 from cognis_memory.stores.settings import PostgresSettings
 from cognis_memory.wiring import build_store, migrate_postgres
-from tests.stores.helpers import create_database
 
 DIM, DIM_SHORT = 16, 4
 pytestmark = pytest.mark.integration

@@ -13,6 +13,7 @@ import uuid
 import numpy as np
 import psycopg
 import pytest
+from cognis_dev.databases import create_database
 from psycopg.conninfo import conninfo_to_dict
 
 from cognis_memory.config import Settings
@@ -29,7 +30,7 @@ from cognis_memory.stores.migrations.postgres import (
 )
 from cognis_memory.stores.settings import PostgresSettings
 from cognis_memory.wiring import build_store
-from tests.stores.helpers import create_database, new_prefix, unit
+from tests.stores.helpers import new_prefix, unit
 
 DIM, DIM_SHORT = 16, 4
 

@@ -14,6 +14,7 @@ from enum import StrEnum
 import numpy as np
 import psycopg
 import pytest
+from cognis_dev.databases import create_database
 
 from cognis_memory.domain import Category, Scope
 from cognis_memory.stores.embedded import EmbeddedStore
@@ -26,7 +27,7 @@ from cognis_memory.stores.migrations.record_columns import NeedsMigrationError, 
 from cognis_memory.stores.opensearch import OpenSearchStore
 from cognis_memory.stores.opensearch.client import ensure_index
 from cognis_memory.stores.records import Column
-from tests.stores.helpers import DIM, DIM_SHORT, create_database, make_memory, new_owner, new_prefix, os_client
+from tests.stores.helpers import DIM, DIM_SHORT, make_memory, new_owner, new_prefix, os_client
 
 #: columns of ``memories`` that a store made before them lacks: no default, a flag, an object
 DROPPED = ("speaker", "deleted", "metadata")
