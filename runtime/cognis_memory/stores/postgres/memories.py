@@ -10,6 +10,7 @@ OpenSearch, and tells the listener after the commit; the dual store reads the ou
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -66,6 +67,7 @@ def _memory_params(m: Memory) -> tuple[Any, ...]:
     return row_values(memory_to_row(m, POSTGRES), MEMORY_COLUMNS)
 
 
+@functools.lru_cache(maxsize=64)  # the same few shapes on every add
 def insert_memories_sql(memories: int, outbox_rows: int) -> str:
     """One statement inserting ``memories`` memories and, in a data-modifying ``WITH`` of the same statement (so
     both commit or neither does, without a transaction around them), ``outbox_rows`` outbox rows; parameters:

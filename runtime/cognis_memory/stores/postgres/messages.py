@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ _MESSAGES_PER_STATEMENT = POSTGRES_MAX_PARAMETERS // len(MESSAGE_COLUMNS)
 _SAVE_ATTEMPTS = 3
 
 
+@functools.lru_cache(maxsize=64)  # the same few sizes on every add
 def insert_new_messages_sql(count: int) -> str:
     """``count`` messages in one statement, each skipped if its owner already has its client message id; returns
     the ids of those inserted."""
