@@ -11,6 +11,17 @@ from collections.abc import Mapping, Sequence
 
 from ..domain import Memory
 from ..search_text import search_text
+from ..stores.values import ScoredMemory
+
+
+def in_rank_order(hits: Sequence[ScoredMemory]) -> list[ScoredMemory]:
+    """One source's hits best first, equal scores in the order they were stored (``created_at``, then id).
+
+    Backends order equal scores their own way: the embedded store by row, PostgreSQL by id, OpenSearch by
+    its segments' document order, which changes as segments are refreshed and merged. The ranks RRF reads
+    must not, or the same memories rank differently from one server, or one run, to the next.
+    """
+    return sorted(hits, key=lambda h: (-h.score, h.memory.created_at, h.memory.id))
 
 
 def rrf_scores(ranked_ids: Sequence[str], k: float) -> dict[str, float]:

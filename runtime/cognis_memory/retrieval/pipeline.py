@@ -34,7 +34,7 @@ from ..search_filter import SearchFilter
 from ..stores.roles import KeywordSearch, MemoryVersions, VectorSearch
 from ..stores.values import ScoredMemory, VectorSearchResult
 from ..telemetry.recorder import StageRecorder
-from .fusion import tie_order, weighted_rrf
+from .fusion import in_rank_order, tie_order, weighted_rrf
 from .query_analysis import QueryAnalysis, analysed_query, analyze_query, name_candidates
 from .recipes import RetrievalConfig
 from .registry import RETRIEVAL_STAGES
@@ -169,7 +169,7 @@ class RetrievalPipeline:
             rec.fields["candidates_short"] = vec.candidates_short
             rec.fields["candidates_full"] = len(vec.hits)
             ids = []
-            for rank, h in enumerate(vec.hits, start=1):
+            for rank, h in enumerate(in_rank_order(vec.hits), start=1):
                 candidates[h.memory.id] = h.memory
                 ids.append(h.memory.id)
                 explain.setdefault(h.memory.id, {}).update(vector=h.score, vector_rank=rank)
@@ -177,7 +177,7 @@ class RetrievalPipeline:
         if kw is not None:
             rec.fields["candidates_bm25"] = len(kw)
             ids = []
-            for rank, h in enumerate(kw, start=1):
+            for rank, h in enumerate(in_rank_order(kw), start=1):
                 candidates.setdefault(h.memory.id, h.memory)
                 ids.append(h.memory.id)
                 explain.setdefault(h.memory.id, {}).update(bm25=h.score, bm25_rank=rank)
@@ -187,7 +187,7 @@ class RetrievalPipeline:
         if facts is not None and facts.hits:
             rec.fields["candidates_facts"] = len(facts.hits)
             ids = []
-            for rank, h in enumerate(facts.hits, start=1):
+            for rank, h in enumerate(in_rank_order(facts.hits), start=1):
                 candidates.setdefault(h.memory.id, h.memory)
                 ids.append(h.memory.id)
                 explain.setdefault(h.memory.id, {}).update(fact=h.score, fact_rank=rank)
