@@ -448,6 +448,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await svc.start(run_worker=False)
         ingest_stats = await ingest(svc, convs)
+        await bc.wait_until_searchable(svc)
         print(
             f"ingested {ingest_stats['messages']} turns of {len(convs)} conversations "
             f"({ingest_stats['created']} new) in {ingest_stats['seconds']} s",

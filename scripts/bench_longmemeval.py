@@ -355,6 +355,7 @@ async def run(args: argparse.Namespace, *, llm: Any = None) -> dict[str, Any]:
             extraction = llm_summary(report, {j.id: j.result for j in jobs})
             extraction["jobs"] = dict(Counter(j.status.value for j in jobs))
             print(json.dumps(extraction, indent=1), file=sys.stderr)
+        await bc.wait_until_searchable(svc)
         for name in recipes:
             t0 = time.perf_counter()
             results[name], per_question[name] = await evaluate_recipe(svc, instances, name)

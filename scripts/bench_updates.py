@@ -104,6 +104,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             extraction["jobs"] = dict(Counter(j.status.value for j in jobs))
             extraction["store"] = await fact_audit(svc, histories, maps=report.maps)
             print(json.dumps(extraction, indent=1), file=sys.stderr)
+        await bc.wait_until_searchable(svc)
         for name in recipes:
             results[name], per_question[name] = await evaluate(svc, histories, report.maps, name)
             r = results[name]

@@ -8,6 +8,7 @@ module adds is measurement (percentiles, telemetry capture, machine facts, HTTP 
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -321,6 +322,22 @@ def quality_service(db_path: Path, *, cache: bool = True, extraction_llm: Any = 
         reranker=build_reranker(s),
         telemetry=RecordingTelemetry(),
     )
+
+
+async def wait_until_searchable(svc: Any, *, timeout_s: float = 300.0) -> None:
+    """Until every write is in the keyword index: the dual store's outbox reaches OpenSearch a moment after
+    an add returns, and a quality run that searched at once would score its first questions on part of
+    the data. Other stores index inside the write and return at once."""
+    from cognis_memory.stores.dual import DualStore
+
+    backend = svc.stores.backend
+    if not isinstance(backend, DualStore):
+        return
+    deadline = time.monotonic() + timeout_s
+    while (waiting := await backend.outbox_size()) > 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{waiting} outbox rows still not in OpenSearch after {timeout_s:.0f} s")
+        await asyncio.sleep(0.05)
 
 
 def selected_recipes(arg: str | None, *, reranker: bool = False) -> list[str]:
