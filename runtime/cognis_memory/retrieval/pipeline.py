@@ -164,34 +164,29 @@ class RetrievalPipeline:
                     return None
 
         vec, kw = await asyncio.gather(vector_side(), keyword_side())
+
+        def ranked(hits: list[ScoredMemory], source: str) -> list[str]:
+            """One source's ids in rank order; its hits join the candidates and its score and rank the explain."""
+            ids = []
+            for rank, h in enumerate(in_rank_order(hits), start=1):
+                candidates.setdefault(h.memory.id, h.memory)
+                ids.append(h.memory.id)
+                explain.setdefault(h.memory.id, {}).update({source: h.score, f"{source}_rank": rank})
+            return ids
+
         lists: list[tuple[list[str], float]] = []
         if vec is not None:
             rec.fields["candidates_short"] = vec.candidates_short
             rec.fields["candidates_full"] = len(vec.hits)
-            ids = []
-            for rank, h in enumerate(in_rank_order(vec.hits), start=1):
-                candidates[h.memory.id] = h.memory
-                ids.append(h.memory.id)
-                explain.setdefault(h.memory.id, {}).update(vector=h.score, vector_rank=rank)
-            lists.append((ids, cfg.weight_vector))
+            lists.append((ranked(vec.hits, "vector"), cfg.weight_vector))
         if kw is not None:
             rec.fields["candidates_bm25"] = len(kw)
-            ids = []
-            for rank, h in enumerate(in_rank_order(kw), start=1):
-                candidates.setdefault(h.memory.id, h.memory)
-                ids.append(h.memory.id)
-                explain.setdefault(h.memory.id, {}).update(bm25=h.score, bm25_rank=rank)
-            lists.append((ids, cfg.weight_bm25 if cfg.use_vector else 1.0))
+            lists.append((ranked(kw, "bm25"), cfg.weight_bm25 if cfg.use_vector else 1.0))
         if cfg.use_vector and vec is not None and not cfg.use_bm25:
             lists[0] = (lists[0][0], 1.0)
         if facts is not None and facts.hits:
             rec.fields["candidates_facts"] = len(facts.hits)
-            ids = []
-            for rank, h in enumerate(in_rank_order(facts.hits), start=1):
-                candidates.setdefault(h.memory.id, h.memory)
-                ids.append(h.memory.id)
-                explain.setdefault(h.memory.id, {}).update(fact=h.score, fact_rank=rank)
-            lists.append((ids, cfg.weight_facts))
+            lists.append((ranked(facts.hits, "fact"), cfg.weight_facts))
 
         with rec.stage("rrf_fusion"):
             fused = weighted_rrf(lists, cfg.rrf_k)
