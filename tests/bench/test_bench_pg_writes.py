@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from cognis_dev.databases import database_dsn
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -36,7 +37,7 @@ def test_both_ways_are_timed_and_write_their_rows(postgres_server: Any) -> None:
         names = [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'bench_writes_%'")]
     counts = set()
     for name in names:
-        dsn = psycopg.conninfo.make_conninfo(postgres_server.dsn, dbname=name)
+        dsn = database_dsn(postgres_server.dsn, name)
         with psycopg.connect(dsn) as conn:
             counts.add(
                 tuple(
