@@ -134,6 +134,8 @@ class Probe:
         """``owner``'s hits scored with its own statistics; ``tokens``: the text's tokens when already known
         (an implementation would keep each word's tokens), else asked of the analyzer first."""
         tokens = self.tokens(text) if tokens is None else tokens
+        if not tokens:
+            return {}
         stats = self.client.search(
             index=INDEX,
             body={
@@ -147,7 +149,7 @@ class Probe:
             },
         )
         n = stats["hits"]["total"]["value"]
-        if not n or not tokens:
+        if not n:
             return {}
         buckets = stats["aggregations"]["df"]["buckets"]
         idf = {
